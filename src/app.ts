@@ -1,0 +1,38 @@
+import cookie from '@fastify/cookie';
+import multipart from '@fastify/multipart';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { AppContext } from './context.ts';
+import { registerErrorHandling } from './http/errors.ts';
+import { registerRateLimit } from './http/rate-limit.ts';
+import { requestIdFor } from './http/request-id.ts';
+import { authRoutes } from './modules/auth/routes.ts';
+import { projectRoutes } from './modules/projects/routes.ts';
+import { systemRoutes } from './modules/system/routes.ts';
+import { userRoutes } from './modules/users/routes.ts';
+
+/** Default JSON body limit; routes that accept attachments or files raise it. */
+export const BODY_LIMIT = 1024 * 1024;
+
+/** A Fastify instance with every plugin and every module's routes; the caller decides whether to listen. */
+export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: ctx.log as FastifyBaseLogger,
+    genReqId: requestIdFor,
+    requestIdHeader: false,
+    bodyLimit: BODY_LIMIT,
+    trustProxy: true,
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+  app.decorateRequest('auth', null);
+  app.decorateRequest('userId', null);
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('x-request-id', req.id);
+  });
+  registerErrorHandling(app);
+  await app.register(cookie);
+  await app.register(multipart, { limits: { fileSize: 10 * 1024 * 1024, files: 1 } });
+  await registerRateLimit(app, ctx.config);
+
+  for (const routes of [systemRoutes, authRoutes, userRoutes, projectRoutes]) routes(app, ctx);
+  return app;
+}

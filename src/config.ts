@@ -1,0 +1,138 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+
+/** The only reader of process.env. Every variable is documented in the README. */
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const url = (protocols: string[]) =>
+  z.string().refine(
+    (v) => {
+      try {
+        return protocols.includes(new URL(v).protocol);
+      } catch {
+        return false;
+      }
+    },
+    { message: `must be a URL with scheme ${protocols.map((p) => p.replace(':', '://')).join(' or ')}` },
+  );
+
+const int = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, 'must be a whole number')
+    .transform(Number)
+    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
+
+const hostPort = z.string().regex(/^[0-9a-fA-F.:[\]]+$/, 'must be ip or ip:port');
+
+const envSchema = z.object({
+  PORT: int(0, 65535).default('3000'),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  PUBLIC_URL: url(['http:', 'https:']).optional(),
+  DATA_DIR: z.string().min(1).default('./data'),
+  DATABASE_URL: url(['postgres:', 'postgresql:']).optional(),
+  REDIS_URL: url(['redis:', 'rediss:']).optional(),
+  PROCESS_ROLE: z.enum(['api', 'worker', 'all']).default('all'),
+  SMTP_URL: url(['smtp:', 'smtps:']).optional(),
+  SMTP_POOL_SIZE: int(1, 100).default('5'),
+  SEND_RATE_PER_SECOND: int(1, 100000).default('14'),
+  DNS_SERVERS: z
+    .string()
+    .optional()
+    .transform((v) => (v ? v.split(',').map((s) => s.trim()).filter(Boolean) : []))
+    .pipe(z.array(hostPort)),
+  JWT_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
+  DISABLE_SIGNUP: bool.default('false'),
+  API_RATE_LIMIT_PER_MINUTE: int(1, 10_000_000).default('1000'),
+  IDEMPOTENCY_KEY_TTL_HOURS: int(1, 24 * 365).default('24'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  WEBHOOK_ALLOW_PRIVATE_NETWORKS: bool.default('false'),
+  SNS_TRUSTED_CERT_FILE: z.string().optional(),
+  STRIPE_SECRET_KEY: z.string().optional(),
+});
+
+export type Config = Readonly<{
+  port: number;
+  host: string;
+  publicUrl: string;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  redisUrl: string | undefined;
+  processRole: 'api' | 'worker' | 'all';
+  smtpUrl: string | undefined;
+  smtpPoolSize: number;
+  sendRatePerSecond: number;
+  dnsServers: string[];
+  jwtSecret: string;
+  disableSignup: boolean;
+  apiRateLimitPerMinute: number;
+  idempotencyKeyTtlHours: number;
+  logLevel: string;
+  webhookAllowPrivateNetworks: boolean;
+  snsTrustedCertFile: string | undefined;
+  stripeSecretKey: string | undefined;
+}>;
+
+export class ConfigError extends Error {}
+
+/** Parses an environment (process.env by default) into a frozen Config, or throws ConfigError naming the variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
+  const present: Record<string, string> = {};
+  for (const key of Object.keys(envSchema.shape)) {
+    const value = env[key];
+    if (value !== undefined && value !== '') present[key] = value;
+  }
+  const parsed = envSchema.safeParse(present);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const name = String(issue.path[0]);
+    throw new ConfigError(`Invalid configuration: ${name} ${issue.message} (got ${JSON.stringify(present[name])})`);
+  }
+  const e = parsed.data;
+  const publicUrl = (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, '');
+  return Object.freeze({
+    port: e.PORT,
+    host: e.HOST,
+    publicUrl,
+    dataDir: path.resolve(e.DATA_DIR),
+    databaseUrl: e.DATABASE_URL,
+    redisUrl: e.REDIS_URL,
+    processRole: e.PROCESS_ROLE,
+    smtpUrl: e.SMTP_URL,
+    smtpPoolSize: e.SMTP_POOL_SIZE,
+    sendRatePerSecond: e.SEND_RATE_PER_SECOND,
+    dnsServers: e.DNS_SERVERS,
+    jwtSecret: e.JWT_SECRET ?? generatedSecret(path.resolve(e.DATA_DIR)),
+    disableSignup: e.DISABLE_SIGNUP,
+    apiRateLimitPerMinute: e.API_RATE_LIMIT_PER_MINUTE,
+    idempotencyKeyTtlHours: e.IDEMPOTENCY_KEY_TTL_HOURS,
+    logLevel: e.LOG_LEVEL,
+    webhookAllowPrivateNetworks: e.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+    snsTrustedCertFile: e.SNS_TRUSTED_CERT_FILE,
+    stripeSecretKey: e.STRIPE_SECRET_KEY,
+  });
+}
+
+function readEnv(): NodeJS.ProcessEnv {
+  if (existsSync('.env')) process.loadEnvFile('.env');
+  return process.env;
+}
+
+/** JWT_SECRET defaults to a random secret generated once into DATA_DIR, so sessions survive restarts. */
+function generatedSecret(dataDir: string): string {
+  const file = path.join(dataDir, 'jwt-secret');
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  mkdirSync(dataDir, { recursive: true });
+  const secret = randomBytes(32).toString('base64url');
+  try {
+    writeFileSync(file, secret + '\n', { mode: 0o600, flag: 'wx' });
+    return secret;
+  } catch {
+    return readFileSync(file, 'utf8').trim(); // another process created it first
+  }
+}

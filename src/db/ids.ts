@@ -1,0 +1,30 @@
+import { randomBytes, randomInt } from 'node:crypto';
+
+/** RFC 9562 UUID version 7: time-ordered, so ids sort by creation time. */
+export function uuidv7(now = Date.now()): string {
+  const b = randomBytes(16);
+  b.writeUIntBE(now, 0, 6);
+  b[6] = (b[6] & 0x0f) | 0x70;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = b.toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+export type IdPrefix = 'cnt' | 'evt' | 'imp' | 'blk' | 'usr' | 'prj';
+
+/** `cnt_…`-style id: the prefix and a time-ordered 32-hex-digit body. */
+export function prefixedId(prefix: IdPrefix): string {
+  return `${prefix}_${uuidv7().replaceAll('-', '')}`;
+}
+
+export const PREFIXED_ID = (prefix: IdPrefix) => new RegExp(`^${prefix}_[0-9a-f]{32}$`);
+
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+export function randomBase62(length: number): string {
+  let out = '';
+  for (let i = 0; i < length; i++) out += BASE62[randomInt(62)];
+  return out;
+}

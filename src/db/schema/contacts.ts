@@ -1,0 +1,37 @@
+import { sql } from 'drizzle-orm';
+import { boolean, index, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { projects } from './users.ts';
+
+export const contacts = pgTable(
+  'contacts',
+  {
+    id: text('id').primaryKey(),
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    email: text('email').notNull(),
+    subscribed: boolean('subscribed').notNull(),
+    snoozedUntil: timestamp('snoozed_until', { withTimezone: true, mode: 'date' }),
+    data: jsonb('data').$type<Record<string, unknown>>().notNull().default(sql`'{}'::jsonb`),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex('contacts_project_email_key').on(t.projectId, t.email),
+    index('contacts_project_created_idx').on(t.projectId, t.createdAt, t.id),
+  ],
+);
+
+/** The type of each custom field, fixed the first time a non-null value is seen in the project. */
+export const contactFields = pgTable(
+  'contact_fields',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    key: text('key').notNull(),
+    type: text('type').$type<'string' | 'number' | 'boolean' | 'date'>().notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.key] })],
+);

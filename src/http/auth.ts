@@ -1,0 +1,125 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AppContext } from '../context.ts';
+import { ApiError } from './errors.ts';
+import { SESSION_COOKIE, verifyJwt } from './session.ts';
+
+export type Role = 'OWNER' | 'ADMIN' | 'MEMBER';
+
+export type ProjectAuth = {
+  projectId: string;
+  /** The caller's role; an API key acts with ADMIN rights. */
+  role: Role;
+  userId: string | null;
+  keyType: 'secret' | 'public' | null;
+};
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    auth: ProjectAuth | null;
+    userId: string | null;
+  }
+}
+
+type Hook = (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
+
+const invalidKey = (message: string) => new ApiError(401, 'INVALID_API_KEY', message);
+const unauthorized = () => new ApiError(401, 'UNAUTHORIZED', 'Not signed in or the session has expired');
+
+function bearer(req: FastifyRequest): string | null {
+  const header = req.headers.authorization;
+  if (!header) return null;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return m ? m[1] : '';
+}
+
+async function projectFromKey(ctx: AppContext, key: string, expected: 'secret' | 'public'): Promise<ProjectAuth> {
+  const owner = key ? await ctx.keys.resolve(key) : null;
+  if (!owner) throw invalidKey('Invalid API key');
+  if (owner.keyType !== expected) {
+    throw invalidKey(
+      expected === 'secret'
+        ? 'This endpoint requires a secret key (sk_…); public keys are only accepted on /v1/track'
+        : 'This endpoint requires a public key (pk_…); do not expose secret keys to browsers',
+    );
+  }
+  if (owner.disabled) {
+    throw new ApiError(403, 'PROJECT_DISABLED', 'This project is disabled', {
+      details: { reason: owner.disabledReason },
+    });
+  }
+  return { projectId: owner.projectId, role: 'ADMIN', userId: null, keyType: owner.keyType };
+}
+
+/** The signed-in user id from the session cookie, or null. */
+export function sessionUserId(ctx: AppContext, req: FastifyRequest): string | null {
+  const token = req.cookies?.[SESSION_COOKIE];
+  if (!token) return null;
+  const payload = verifyJwt(token, ctx.config.jwtSecret);
+  return payload && typeof payload.sub === 'string' ? payload.sub : null;
+}
+
+/** API-key routes: a key of the given type in `Authorization: Bearer`. */
+export function requireApiKey(ctx: AppContext, type: 'secret' | 'public'): Hook {
+  return async (req) => {
+    const key = bearer(req);
+    if (key === null) throw invalidKey('Missing API key: send Authorization: Bearer <key>');
+    req.auth = await projectFromKey(ctx, key, type);
+  };
+}
+
+/** Cookie routes: a valid session. */
+export function requireUser(ctx: AppContext): Hook {
+  return async (req) => {
+    const userId = sessionUserId(ctx, req);
+    if (!userId) throw unauthorized();
+    const { rowCount } = await ctx.database.pool.query('SELECT 1 FROM users WHERE id = $1', [userId]);
+    if (!rowCount) throw unauthorized();
+    req.userId = userId;
+  };
+}
+
+/** Dashboard routes: a secret key, or a session cookie plus `X-Project-Id` naming a project the user belongs to. */
+export function requireProject(ctx: AppContext): Hook {
+  return async (req) => {
+    const key = bearer(req);
+    if (key !== null || !req.cookies?.[SESSION_COOKIE]) {
+      if (key === null) throw invalidKey('Missing API key: send Authorization: Bearer <key>');
+      req.auth = await projectFromKey(ctx, key, 'secret');
+      return;
+    }
+    const userId = sessionUserId(ctx, req);
+    if (!userId) throw unauthorized();
+    const projectId = req.headers['x-project-id'];
+    if (typeof projectId !== 'string' || projectId === '') {
+      throw new ApiError(400, 'BAD_REQUEST', 'X-Project-Id header is required with a session cookie');
+    }
+    const role = await membershipRole(ctx, projectId, userId);
+    if (!role) throw new ApiError(403, 'FORBIDDEN', 'You are not a member of this project');
+    req.userId = userId;
+    req.auth = { projectId, role, userId, keyType: null };
+  };
+}
+
+export async function membershipRole(ctx: AppContext, projectId: string, userId: string): Promise<Role | null> {
+  const { rows } = await ctx.database.pool.query<{ role: Role }>(
+    'SELECT role FROM memberships WHERE project_id = $1 AND user_id = $2',
+    [projectId, userId],
+  );
+  return rows[0]?.role ?? null;
+}
+
+/** The authenticated project of a request that passed one of the project hooks. */
+export function projectOf(req: FastifyRequest): ProjectAuth {
+  if (!req.auth) throw new ApiError(401, 'INVALID_API_KEY', 'Missing API key');
+  return req.auth;
+}
+
+export function userOf(req: FastifyRequest): string {
+  if (!req.userId) throw unauthorized();
+  return req.userId;
+}
+
+/** Members read everything; ADMIN and OWNER (and API keys) change the project. */
+export function assertCanManage(auth: ProjectAuth): void {
+  if (auth.role === 'MEMBER') throw new ApiError(403, 'FORBIDDEN', 'This action needs the ADMIN or OWNER role');
+}

@@ -1,0 +1,153 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ZodError, type ZodIssue } from 'zod';
+
+export type FieldError = { field: string; message: string; code: string; received?: string };
+
+/** The one error type services throw; the error handler shapes it into the spec's error body. */
+export class ApiError extends Error {
+  readonly statusCode: number;
+  readonly code: string;
+  readonly details: Record<string, unknown> | undefined;
+  readonly errors: FieldError[] | undefined;
+  readonly suggestion: string | undefined;
+
+  constructor(
+    statusCode: number,
+    code: string,
+    message: string,
+    extra: { details?: Record<string, unknown>; errors?: FieldError[]; suggestion?: string } = {},
+  ) {
+    super(message);
+    this.statusCode = statusCode;
+    this.code = code;
+    this.details = extra.details;
+    this.errors = extra.errors;
+    this.suggestion = extra.suggestion;
+  }
+}
+
+/** The spec's simple `{ error: message }` 400 body, used only where the spec names it. */
+export class SimpleError extends Error {
+  readonly statusCode = 400;
+}
+
+export const notFound = (resource: string, id: string) =>
+  new ApiError(404, `${resource.toUpperCase()}_NOT_FOUND`, `${capitalise(resource)} not found`, {
+    details: { resource: resource.toLowerCase(), id },
+  });
+
+export const badRequest = (message: string, details?: Record<string, unknown>) =>
+  new ApiError(400, 'BAD_REQUEST', message, { details });
+
+export const conflict = (message: string, details?: Record<string, unknown>) =>
+  new ApiError(409, 'CONFLICT', message, { details });
+
+export const forbidden = (message: string) => new ApiError(403, 'FORBIDDEN', message);
+
+export const validationError = (errors: FieldError[]) =>
+  new ApiError(422, 'VALIDATION_ERROR', 'Request validation failed', { errors });
+
+function capitalise(s: string) {
+  const words = s.toLowerCase().split('_');
+  return words.map((w, i) => (i === 0 ? w[0].toUpperCase() + w.slice(1) : w)).join(' ');
+}
+
+/** zod issues as the spec's field errors, with zod 3 codes and `received` for type errors. */
+export function fieldErrors(err: ZodError, prefix: (string | number)[] = []): FieldError[] {
+  return err.issues.flatMap((issue) => issueToFieldErrors(issue, prefix));
+}
+
+function issueToFieldErrors(issue: ZodIssue, prefix: (string | number)[]): FieldError[] {
+  if (issue.code === 'invalid_union' && issue.unionErrors.length > 0) {
+    // Report the branch that got furthest rather than an opaque "invalid input".
+    const best = issue.unionErrors
+      .map((e) => e.issues)
+      .sort((a, b) => depth(b) - depth(a) || a.length - b.length)[0];
+    if (best.every((i) => i.code !== 'invalid_type' || i.path.length > issue.path.length)) {
+      return best.flatMap((i) => issueToFieldErrors(i, prefix));
+    }
+  }
+  const out: FieldError = {
+    field: [...prefix, ...issue.path].join('.'),
+    message: issue.message,
+    code: issue.code,
+  };
+  if (issue.code === 'invalid_type') out.received = String(issue.received);
+  return [out];
+}
+
+const depth = (issues: ZodIssue[]) => Math.max(0, ...issues.map((i) => i.path.length));
+
+export type ErrorBody = {
+  success: false;
+  error: {
+    code: string;
+    message: string;
+    statusCode: number;
+    requestId: string;
+    errors?: FieldError[];
+    details?: Record<string, unknown>;
+    suggestion?: string;
+  };
+  timestamp: string;
+};
+
+export function errorBody(req: FastifyRequest, err: ApiError): ErrorBody {
+  const error: ErrorBody['error'] = {
+    code: err.code,
+    message: err.message,
+    statusCode: err.statusCode,
+    requestId: req.id,
+  };
+  if (err.errors) error.errors = err.errors;
+  if (err.details) error.details = err.details;
+  if (err.suggestion) error.suggestion = err.suggestion;
+  return { success: false, error, timestamp: new Date().toISOString() };
+}
+
+/** Maps every thrown thing (ours, zod's, Fastify's) to one ApiError. */
+export function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err instanceof ZodError) return validationError(fieldErrors(err));
+  const fe = err as Partial<FastifyError> & { code?: string };
+  switch (fe.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new ApiError(400, 'INVALID_JSON', 'Request body is not valid JSON');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError(413, 'PAYLOAD_TOO_LARGE', 'Request body is too large');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported Content-Type');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new ApiError(400, 'BAD_REQUEST', 'Content-Length does not match the body');
+    case 'FST_REQ_FILE_TOO_LARGE':
+      return new ApiError(413, 'PAYLOAD_TOO_LARGE', 'Uploaded file is too large');
+    case 'FST_INVALID_MULTIPART_CONTENT_TYPE':
+      return new ApiError(400, 'BAD_REQUEST', 'Request must be multipart/form-data');
+  }
+  if (err instanceof SyntaxError && /JSON/.test(err.message)) {
+    return new ApiError(400, 'INVALID_JSON', 'Request body is not valid JSON');
+  }
+  if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
+    return new ApiError(fe.statusCode, 'BAD_REQUEST', fe.message ?? 'Bad request');
+  }
+  return new ApiError(500, 'INTERNAL_SERVER_ERROR', 'An unexpected error occurred');
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((err: unknown, req: FastifyRequest, reply: FastifyReply) => {
+    if (err instanceof SimpleError) return reply.status(400).send({ error: err.message });
+    const apiError = toApiError(err);
+    if (apiError.statusCode >= 500) req.log.error({ err }, 'request failed');
+    if (apiError.statusCode === 429 && apiError.details?.retryAfter !== undefined) {
+      reply.header('retry-after', String(apiError.details.retryAfter));
+    }
+    return reply.status(apiError.statusCode).send(errorBody(req, apiError));
+  });
+  app.setNotFoundHandler((req, reply) => {
+    const err = new ApiError(404, 'RESOURCE_NOT_FOUND', `Route ${req.method} ${req.url.split('?')[0]} not found`, {
+      details: { resource: 'route', id: `${req.method} ${req.url.split('?')[0]}` },
+    });
+    return reply.status(404).send(errorBody(req, err));
+  });
+}

@@ -1,0 +1,15 @@
+import { z } from 'zod';
+
+export const emailField = z.string().trim().toLowerCase().max(254).email();
+
+export const signupBody = z.object({
+  email: emailField,
+  password: z.string().min(8, 'Password must be at least 8 characters').max(256),
+});
+
+export const loginBody = z.object({
+  email: z.string().trim().toLowerCase().max(254),
+  password: z.string().max(256),
+});
+
+export type UserRecord = { id: string; email: string; emailVerified: boolean; createdAt: string; updatedAt: string };

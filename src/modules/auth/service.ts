@@ -1,0 +1,52 @@
+import argon2 from 'argon2';
+import { eq, sql } from 'drizzle-orm';
+import type { AppContext } from '../../context.ts';
+import { prefixedId } from '../../db/ids.ts';
+import { users } from '../../db/schema/users.ts';
+import { ApiError } from '../../http/errors.ts';
+import type { UserRecord } from './schemas.ts';
+
+type UserRow = typeof users.$inferSelect;
+
+export function toUserRecord(u: UserRow): UserRecord {
+  return {
+    id: u.id,
+    email: u.email,
+    emailVerified: u.emailVerifiedAt !== null,
+    createdAt: u.createdAt.toISOString(),
+    updatedAt: u.updatedAt.toISOString(),
+  };
+}
+
+export async function signup(ctx: AppContext, input: { email: string; password: string }): Promise<UserRow> {
+  if (ctx.config.disableSignup) {
+    const [{ count }] = await ctx.database.db.select({ count: sql<number>`count(*)::int` }).from(users);
+    if (count > 0) throw new ApiError(403, 'FORBIDDEN', 'Sign-up is disabled on this server');
+  }
+  const passwordHash = await argon2.hash(input.password, { type: argon2.argon2id });
+  const inserted = await ctx.database.db
+    .insert(users)
+    .values({ id: prefixedId('usr'), email: input.email, passwordHash })
+    .onConflictDoNothing()
+    .returning();
+  if (inserted.length === 0) {
+    throw new ApiError(409, 'CONFLICT', 'An account with this email already exists', { details: { field: 'email' } });
+  }
+  return inserted[0];
+}
+
+export async function login(ctx: AppContext, input: { email: string; password: string }): Promise<UserRow> {
+  const [user] = await ctx.database.db.select().from(users).where(eq(users.email, input.email));
+  // Verify against a hash even for unknown emails so timing does not reveal which accounts exist.
+  const ok = await argon2.verify(user?.passwordHash ?? DUMMY_HASH, input.password).catch(() => false);
+  if (!user || !ok) throw new ApiError(401, 'UNAUTHORIZED', 'Invalid email or password');
+  return user;
+}
+
+export async function getUser(ctx: AppContext, userId: string): Promise<UserRow> {
+  const [user] = await ctx.database.db.select().from(users).where(eq(users.id, userId));
+  if (!user) throw new ApiError(401, 'UNAUTHORIZED', 'Not signed in or the session has expired');
+  return user;
+}
+
+const DUMMY_HASH = await argon2.hash('not-a-real-password', { type: argon2.argon2id });

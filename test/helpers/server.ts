@@ -1,0 +1,69 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import pino from 'pino';
+import { loadConfig } from '../../src/config.ts';
+import type { AppContext, Clock } from '../../src/context.ts';
+import { startRuntime } from '../../src/runtime.ts';
+import { type Api, createApi } from './http.ts';
+
+export type TestServer = {
+  url: string;
+  api: Api;
+  ctx: AppContext;
+  databaseUrl: string;
+  /** Runs SQL directly, for assertions on what was stored. */
+  sql: <T extends pg.QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]) => Promise<T[]>;
+  stop: () => Promise<void>;
+};
+
+/** A fresh database in the run's PostgreSQL server. */
+export async function createTestDatabase(): Promise<string> {
+  const admin = process.env.HERALD_TEST_PG_URL;
+  if (!admin) throw new Error('HERALD_TEST_PG_URL is not set: run tests with `npm test`');
+  const name = `t_${randomBytes(6).toString('hex')}`;
+  const client = new pg.Client({ connectionString: admin });
+  await client.connect();
+  await client.query(`CREATE DATABASE ${name}`);
+  await client.end();
+  const url = new URL(admin);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** Starts Herald (API and workers) on a loopback port against its own database. */
+export async function startTestServer(
+  env: Record<string, string> = {},
+  opts: { clock?: Clock; databaseUrl?: string } = {},
+): Promise<TestServer> {
+  const databaseUrl = opts.databaseUrl ?? (await createTestDatabase());
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-test-data-'));
+  const config = loadConfig({
+    DATABASE_URL: databaseUrl,
+    DATA_DIR: dataDir,
+    JWT_SECRET: 'test-secret-0123456789abcdef',
+    LOG_LEVEL: 'silent',
+    PORT: '0',
+    ...env,
+  });
+  const runtime = await startRuntime(config, { log: pino({ level: process.env.HERALD_TEST_LOG ?? 'silent' }), clock: opts.clock });
+  if (!runtime.app) throw new Error('test server needs PROCESS_ROLE api or all');
+  await runtime.app.listen({ port: 0, host: '127.0.0.1' });
+  const address = runtime.app.server.address();
+  if (!address || typeof address !== 'object') throw new Error('no address');
+  const url = `http://127.0.0.1:${address.port}`;
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 3 });
+  return {
+    url,
+    api: createApi(url),
+    ctx: runtime.ctx,
+    databaseUrl,
+    sql: async (text, values) => (await pool.query(text, values)).rows,
+    stop: async () => {
+      await pool.end();
+      await runtime.stop();
+    },
+  };
+}
