@@ -6,9 +6,16 @@ import { registerErrorHandling } from './http/errors.ts';
 import { registerRateLimit } from './http/rate-limit.ts';
 import { requestIdFor } from './http/request-id.ts';
 import { authRoutes } from './modules/auth/routes.ts';
+import { contactRoutes } from './modules/contacts/routes.ts';
+import { domainRoutes } from './modules/domains/routes.ts';
+import { emailRoutes } from './modules/emails/routes.ts';
+import { preferenceRoutes } from './modules/preferences/routes.ts';
 import { projectRoutes } from './modules/projects/routes.ts';
 import { systemRoutes } from './modules/system/routes.ts';
+import { templateRoutes } from './modules/templates/routes.ts';
+import { uploadRoutes } from './modules/uploads/routes.ts';
 import { userRoutes } from './modules/users/routes.ts';
+import { verifyRoutes } from './modules/verify/routes.ts';
 
 /** Default JSON body limit; routes that accept attachments or files raise it. */
 export const BODY_LIMIT = 1024 * 1024;
@@ -25,6 +32,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   });
   app.decorateRequest('auth', null);
   app.decorateRequest('userId', null);
+  app.decorateRequest('idempotencyKey', null);
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
   });
@@ -33,6 +41,19 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   await app.register(multipart, { limits: { fileSize: 10 * 1024 * 1024, files: 1 } });
   await registerRateLimit(app, ctx.config);
 
-  for (const routes of [systemRoutes, authRoutes, userRoutes, projectRoutes]) routes(app, ctx);
+  const modules = [
+    systemRoutes,
+    authRoutes,
+    userRoutes,
+    projectRoutes,
+    contactRoutes,
+    domainRoutes,
+    templateRoutes,
+    emailRoutes,
+    preferenceRoutes,
+    verifyRoutes,
+    uploadRoutes,
+  ];
+  for (const routes of modules) routes(app, ctx);
   return app;
 }

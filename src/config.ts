@@ -52,6 +52,8 @@ const envSchema = z.object({
   IDEMPOTENCY_KEY_TTL_HOURS: int(1, 24 * 365).default('24'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   WEBHOOK_ALLOW_PRIVATE_NETWORKS: bool.default('false'),
+  DELIVERY_RETRY_BASE_SECONDS: int(1, 3600).default('30'),
+  DELIVERY_MAX_ATTEMPTS: int(1, 50).default('8'),
   SNS_TRUSTED_CERT_FILE: z.string().optional(),
   STRIPE_SECRET_KEY: z.string().optional(),
 });
@@ -74,6 +76,8 @@ export type Config = Readonly<{
   idempotencyKeyTtlHours: number;
   logLevel: string;
   webhookAllowPrivateNetworks: boolean;
+  deliveryRetryBaseSeconds: number;
+  deliveryMaxAttempts: number;
   snsTrustedCertFile: string | undefined;
   stripeSecretKey: string | undefined;
 }>;
@@ -113,6 +117,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     idempotencyKeyTtlHours: e.IDEMPOTENCY_KEY_TTL_HOURS,
     logLevel: e.LOG_LEVEL,
     webhookAllowPrivateNetworks: e.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+    deliveryRetryBaseSeconds: e.DELIVERY_RETRY_BASE_SECONDS,
+    deliveryMaxAttempts: e.DELIVERY_MAX_ATTEMPTS,
     snsTrustedCertFile: e.SNS_TRUSTED_CERT_FILE,
     stripeSecretKey: e.STRIPE_SECRET_KEY,
   });

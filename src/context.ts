@@ -4,6 +4,7 @@ import type { Config } from './config.ts';
 import type { Database } from './db/client.ts';
 import type { Jobs } from './jobs/boss.ts';
 import type { KeyCache } from './http/key-cache.ts';
+import type { Transport } from './mail/transport.ts';
 
 export type Clock = { now: () => Date };
 
@@ -15,6 +16,8 @@ export type AppContext = {
   database: Database;
   jobs: Jobs;
   keys: KeyCache;
+  /** Where built messages go: the SMTP relay, or capture when SMTP_URL is unset. */
+  mailer: Transport;
   dns: Resolver;
   log: Logger;
   clock: Clock;

@@ -10,6 +10,7 @@ import { runMigrations } from './db/migrate.ts';
 import { createKeyCache } from './http/key-cache.ts';
 import { startJobs } from './jobs/boss.ts';
 import { queues } from './jobs/registry.ts';
+import { createTransport } from './mail/transport.ts';
 
 export type Runtime = {
   ctx: AppContext;
@@ -35,16 +36,14 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
     const dns = new Resolver({ timeout: 2000, tries: 2 });
     if (config.dnsServers.length > 0) dns.setServers(config.dnsServers);
 
-    let ctx: AppContext | null = null;
-    const jobs = await startJobs({
-      url: server.url,
-      log,
-      runWorkers: config.processRole !== 'api',
-      queues,
-      ctx: () => ctx!,
-    });
+    const mailer = createTransport(config);
+    stops.push(mailer.close);
+
+    const runWorkers = config.processRole !== 'api';
+    const jobs = await startJobs({ url: server.url, log, runWorkers, queues });
     stops.push(jobs.stop);
-    ctx = { config, database, jobs, keys, dns, log, clock: opts.clock ?? systemClock };
+    const ctx: AppContext = { config, database, jobs, keys, mailer, dns, log, clock: opts.clock ?? systemClock };
+    if (runWorkers) await jobs.startWorkers(ctx);
 
     let app: FastifyInstance | null = null;
     if (config.processRole !== 'worker') {

@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { bootstrap } from './helpers/bootstrap.ts';
-import { type TestServer, startTestServer } from './helpers/server.ts';
+import { spawnSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { ConfigError, loadConfig } from '../src/config.ts';
+import { type TestServer, createTestDatabase, startTestServer } from './helpers/server.ts';
 
 let server: TestServer;
 before(async () => {
@@ -89,13 +92,132 @@ describe('bootstrap: signup, project, keys', () => {
     assert.match(good.headers.get('set-cookie') ?? '', /herald_session=.*HttpOnly.*SameSite=Lax/i);
   });
 
-  test('regenerating keys invalidates the old secret key immediately', async () => {
+});
+
+describe('API keys', () => {
+  test('a rotated key stops working at once, in every process sharing the database', async () => {
     const b = await bootstrap(server.api);
-    const before = await b.sk.get('/health'); // warm nothing; /health is public
-    assert.equal(before.status, 200);
-    const rotated = await server.api.post(`/users/@me/projects/${b.project.id}/regenerate-keys`, undefined, { cookie: b.cookie });
-    assert.equal(rotated.status, 200);
-    assert.notEqual(rotated.body.secretKey, b.project.secretKey);
-    assert.notEqual(rotated.body.publicKey, b.project.publicKey);
+    const second = await startTestServer({ PROCESS_ROLE: 'api' }, { databaseUrl: server.databaseUrl });
+    try {
+      const oldKey = b.project.secretKey;
+      assert.equal((await server.api.get('/contacts', { key: oldKey })).status, 200);
+      assert.equal((await second.api.get('/contacts', { key: oldKey })).status, 200, 'both processes cached the key');
+      const rotated = await server.api.post(`/users/@me/projects/${b.project.id}/regenerate-keys`, undefined, { cookie: b.cookie });
+      assert.equal(rotated.status, 200);
+      assert.match(rotated.body.secretKey, /^sk_/);
+      assert.notEqual(rotated.body.secretKey, oldKey);
+      assert.notEqual(rotated.body.publicKey, b.project.publicKey);
+      const deadline = Date.now() + 2000; // NOTIFY reaches the other process asynchronously
+      let seen = 0;
+      while (Date.now() < deadline && (seen = (await second.api.get('/contacts', { key: oldKey })).status) !== 401) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.equal(seen, 401);
+      const here = await server.api.get('/contacts', { key: oldKey });
+      assert.equal(here.status, 401);
+      assert.equal(here.body.error.code, 'INVALID_API_KEY');
+      assert.equal((await second.api.get('/contacts', { key: rotated.body.secretKey })).status, 200);
+    } finally {
+      await second.stop();
+    }
+  });
+
+  test('missing, malformed and public keys on dashboard endpoints are 401 INVALID_API_KEY', async () => {
+    const b = await bootstrap(server.api);
+    for (const headers of [{} as Record<string, string>, { authorization: 'Bearer nope' }, { authorization: 'Basic abc' }, { authorization: `Bearer ${b.project.publicKey}` }]) {
+      const res = await server.api.get('/contacts', { headers });
+      assert.equal(res.status, 401, JSON.stringify(headers));
+      assert.equal(res.body.error.code, 'INVALID_API_KEY');
+    }
+  });
+
+  test('a disabled project is 403 PROJECT_DISABLED', async () => {
+    const b = await bootstrap(server.api);
+    await server.sql(`UPDATE projects SET disabled = true, disabled_reason = 'EMAIL_REPUTATION' WHERE id = $1`, [b.project.id]);
+    await server.ctx.keys.notifyChanged(b.project.id);
+    const res = await b.sk.get('/contacts');
+    assert.equal(res.status, 403);
+    assert.equal(res.body.error.code, 'PROJECT_DISABLED');
+    assert.equal(res.body.error.details.reason, 'EMAIL_REPUTATION');
+  });
+
+  test('session cookie + X-Project-Id works for members only', async () => {
+    const b = await bootstrap(server.api);
+    const stranger = await bootstrap(server.api);
+    const ok = await server.api.get('/contacts', { cookie: b.cookie, headers: { 'x-project-id': b.project.id } });
+    assert.equal(ok.status, 200);
+    const missing = await server.api.get('/contacts', { cookie: b.cookie });
+    assert.equal(missing.status, 400);
+    const foreign = await server.api.get('/contacts', { cookie: stranger.cookie, headers: { 'x-project-id': b.project.id } });
+    assert.equal(foreign.status, 403);
+    assert.equal(foreign.body.error.code, 'FORBIDDEN');
+    const forged = await server.api.get('/contacts', { cookie: 'herald_session=abc.def.ghi', headers: { 'x-project-id': b.project.id } });
+    assert.equal(forged.status, 401);
+    assert.equal(forged.body.error.code, 'UNAUTHORIZED');
+  });
+});
+
+describe('rate limit', () => {
+  test('per project over a sliding minute, with RateLimit-* headers and a 429 carrying Retry-After', async () => {
+    const limited = await startTestServer({ API_RATE_LIMIT_PER_MINUTE: '5' });
+    try {
+      const b = await bootstrap(limited.api);
+      const other = await bootstrap(limited.api);
+      for (let i = 1; i <= 5; i++) {
+        const res = await b.sk.get('/contacts');
+        assert.equal(res.status, 200);
+        assert.equal(res.headers.get('ratelimit-limit'), '5');
+        assert.equal(res.headers.get('ratelimit-remaining'), String(5 - i));
+      }
+      const over = await b.sk.get('/contacts');
+      assert.equal(over.status, 429);
+      assert.equal(over.body.error.code, 'RATE_LIMIT_EXCEEDED');
+      assert.ok(over.body.error.details.retryAfter >= 1);
+      assert.ok(Number(over.headers.get('retry-after')) >= 1);
+      assert.equal((await other.sk.get('/contacts')).status, 200, 'another project has its own budget');
+    } finally {
+      await limited.stop();
+    }
+  });
+});
+
+describe('start-up', () => {
+  test('two processes starting at once against one database apply the migrations once', async () => {
+    const databaseUrl = await createTestDatabase();
+    const [a, c] = await Promise.all([
+      startTestServer({}, { databaseUrl }),
+      startTestServer({ PROCESS_ROLE: 'api' }, { databaseUrl }),
+    ]);
+    try {
+      const migrations = readdirSync(new URL('../src/db/migrations', import.meta.url)).filter((f) => f.endsWith('.sql'));
+      const applied = await a.sql<{ n: number }>('SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations');
+      assert.equal(applied[0].n, migrations.length);
+      assert.equal((await a.api.get('/health')).status, 200);
+      assert.equal((await c.api.get('/health')).status, 200);
+    } finally {
+      await Promise.all([a.stop(), c.stop()]);
+    }
+  });
+
+  test('invalid configuration names the variable', () => {
+    assert.throws(() => loadConfig({ PORT: 'abc' }), (err: Error) => err instanceof ConfigError && /PORT/.test(err.message));
+    assert.throws(() => loadConfig({ DATABASE_URL: 'mysql://x' }), /DATABASE_URL/);
+    assert.throws(() => loadConfig({ PROCESS_ROLE: 'both' }), /PROCESS_ROLE/);
+    const run = spawnSync(process.execPath, ['src/main.ts'], { env: { ...process.env, PORT: 'abc' }, encoding: 'utf8' });
+    assert.equal(run.status, 1);
+    assert.equal(run.stderr.trim().split('\n').length, 1);
+    assert.match(run.stderr, /PORT/);
+  });
+
+  test('a JSON body over the limit is 413 and an unknown content type 415', async () => {
+    const big = await server.api.request('POST', '/auth/signup', {
+      raw: JSON.stringify({ email: 'a@b.co', password: 'x'.repeat(10 * 1024 * 1024) }),
+      headers: { 'content-type': 'application/json' },
+    });
+    assert.equal(big.status, 413);
+    assert.equal(big.body.error.code, 'PAYLOAD_TOO_LARGE');
+    const xml = await server.api.request('POST', '/auth/signup', { raw: '<a/>', headers: { 'content-type': 'application/xml' } });
+    assert.equal(xml.status, 415);
+    assert.equal(xml.body.error.code, 'UNSUPPORTED_MEDIA_TYPE');
   });
 });

@@ -1,5 +1,5 @@
 import PgBoss from 'pg-boss';
-import type pg from 'pg';
+import pg from 'pg';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { AppContext } from '../context.ts';
@@ -11,6 +11,8 @@ export type QueueDef<T> = {
   handler: (ctx: AppContext, data: T, job: { id: string }) => Promise<void>;
   /** Jobs fetched per poll; each is handled concurrently. */
   batchSize?: number;
+  /** Concurrent pollers of this queue in one process. */
+  workers?: number;
   retryLimit?: number;
   retryDelaySeconds?: number;
   retryBackoff?: boolean;
@@ -30,18 +32,22 @@ export type EnqueueOptions = {
   singletonKey?: string;
 };
 
+const QUEUE_SETUP_LOCK = 728_145_002;
+
 export type Jobs = {
   boss: PgBoss;
   send: (queue: string, data: object, opts?: EnqueueOptions) => Promise<string | null>;
+  /** Registers the handlers of every queue (and its cron schedule) in this process. */
+  startWorkers: (ctx: AppContext) => Promise<void>;
   stop: () => Promise<void>;
 };
 
 export async function startJobs(opts: {
   url: string;
   log: Logger;
+  /** Whether this process will run workers (maintenance and cron scheduling go with them). */
   runWorkers: boolean;
   queues: AnyQueueDef[];
-  ctx: () => AppContext;
   pollingIntervalSeconds?: number;
 }): Promise<Jobs> {
   const boss = new PgBoss({
@@ -53,33 +59,23 @@ export async function startJobs(opts: {
     application_name: 'herald-jobs',
   });
   boss.on('error', (err) => opts.log.error({ err }, 'job queue error'));
-  await boss.start();
-  for (const q of opts.queues) {
-    await boss.createQueue(q.name, {
-      name: q.name,
-      retryLimit: q.retryLimit ?? 5,
-      retryDelay: q.retryDelaySeconds ?? 5,
-      retryBackoff: q.retryBackoff ?? true,
-      expireInSeconds: q.expireInSeconds ?? 300,
-    });
-  }
-  if (opts.runWorkers) {
+  // Creating queues concurrently from several starting processes deadlocks inside pg-boss: serialise it.
+  const lock = new pg.Client({ connectionString: opts.url });
+  await lock.connect();
+  try {
+    await lock.query('SELECT pg_advisory_lock($1)', [QUEUE_SETUP_LOCK]);
+    await boss.start();
     for (const q of opts.queues) {
-      await boss.work(
-        q.name,
-        { batchSize: q.batchSize ?? 1, pollingIntervalSeconds: opts.pollingIntervalSeconds ?? 0.5 },
-        async (jobs) => {
-          const ctx = opts.ctx();
-          await Promise.all(
-            jobs.map(async (job) => {
-              const data = q.schema.parse(job.data);
-              await q.handler(ctx, data, { id: job.id });
-            }),
-          );
-        },
-      );
-      if (q.cron) await boss.schedule(q.name, q.cron, {}, { tz: 'UTC' });
+      await boss.createQueue(q.name, {
+        name: q.name,
+        retryLimit: q.retryLimit ?? 5,
+        retryDelay: q.retryDelaySeconds ?? 5,
+        retryBackoff: q.retryBackoff ?? true,
+        expireInSeconds: q.expireInSeconds ?? 300,
+      });
     }
+  } finally {
+    await lock.end().catch(() => {});
   }
   return {
     boss,
@@ -89,6 +85,20 @@ export async function startJobs(opts: {
         startAfter: o.startAfter instanceof Date ? o.startAfter : undefined,
         singletonKey: o.singletonKey,
       }),
+    startWorkers: async (ctx) => {
+      for (const q of opts.queues) {
+        for (let i = 0; i < (q.workers ?? 1); i++) {
+          await boss.work(
+            q.name,
+            { batchSize: q.batchSize ?? 1, pollingIntervalSeconds: opts.pollingIntervalSeconds ?? 0.5 },
+            async (jobs) => {
+              await Promise.all(jobs.map((job) => q.handler(ctx, q.schema.parse(job.data), { id: job.id })));
+            },
+          );
+        }
+        if (q.cron) await boss.schedule(q.name, q.cron, {}, { tz: 'UTC' });
+      }
+    },
     stop: () => boss.stop({ graceful: true, timeout: 10_000, wait: true }),
   };
 }

@@ -1,0 +1,48 @@
+import MailComposer from 'nodemailer/lib/mail-composer';
+import { convert } from 'html-to-text';
+import type { StoredAttachment } from '../db/schema/emails.ts';
+
+export type Address = { email: string; name?: string | null };
+
+export type MessageSpec = {
+  messageId: string;
+  from: Address;
+  to: Address;
+  replyTo?: string | null;
+  subject: string;
+  html: string;
+  headers: Record<string, string>;
+  attachments?: StoredAttachment[] | null;
+  date: Date;
+};
+
+const plainText = (html: string) =>
+  convert(html, { wordwrap: 78, selectors: [{ selector: 'img', format: 'skip' }], limits: { maxInputLength: 5_000_000 } });
+
+const formatAddress = (a: Address) => (a.name ? { name: a.name, address: a.email } : a.email);
+
+/** The RFC 5322 source: HTML plus its generated plain-text alternative, headers and attachments. */
+export async function buildMessage(spec: MessageSpec): Promise<Buffer> {
+  const composer = new MailComposer({
+    messageId: spec.messageId,
+    date: spec.date,
+    from: formatAddress(spec.from),
+    to: formatAddress(spec.to),
+    replyTo: spec.replyTo ?? undefined,
+    subject: spec.subject,
+    html: spec.html,
+    text: plainText(spec.html),
+    headers: spec.headers,
+    attachments: (spec.attachments ?? []).map((a) => ({
+      filename: a.filename,
+      content: a.content,
+      encoding: 'base64',
+      contentType: a.contentType,
+      cid: a.contentId,
+      contentDisposition: a.disposition ?? (a.contentId ? 'inline' : 'attachment'),
+    })),
+    disableFileAccess: true,
+    disableUrlAccess: true,
+  });
+  return composer.compile().build();
+}

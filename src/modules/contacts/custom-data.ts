@@ -1,0 +1,173 @@
+import { isDeepStrictEqual } from 'node:util';
+import { z } from 'zod';
+
+/**
+ * The custom-data rules of api-spec § Custom fields, in one place. `/v1/send`, `/v1/track`,
+ * `POST /contacts`, `PATCH /contacts/:id`, CSV import and workflow UPDATE_CONTACT all go
+ * through `splitCustomData` (directly, or through `mergeCustomData` / `upsertContact`).
+ */
+
+export type FieldType = 'string' | 'number' | 'boolean' | 'date';
+
+/** Silently dropped from incoming data. `__proto__` is ours: it must never become an own key. */
+export const RESERVED_DATA_KEYS: ReadonlySet<string> = new Set([
+  'id',
+  'svc_id',
+  'svc_email',
+  'email',
+  'unsubscribeUrl',
+  'subscribeUrl',
+  'manageUrl',
+  '__proto__',
+]);
+
+/** Text PostgreSQL can store: no NUL character and no unpaired UTF-16 surrogate. */
+export const isStorableText = (s: string): boolean => !s.includes('\0') && s.isWellFormed();
+
+function isStorable(value: unknown, depth = 0): boolean {
+  if (typeof value === 'string') return isStorableText(value);
+  if (typeof value !== 'object' || value === null) return true;
+  if (depth > 64) return false;
+  if (Array.isArray(value)) return value.every((v) => isStorable(v, depth + 1));
+  return Object.entries(value).every(([k, v]) => isStorableText(k) && isStorable(v, depth + 1));
+}
+
+/**
+ * `data` as accepted at every edge: a JSON object whose text PostgreSQL can store; `locale`, when
+ * given, is a string (or null to delete it).
+ */
+export const customDataSchema = z.record(z.string(), z.unknown()).superRefine((data, ctx) => {
+  if (!isStorable(data)) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.custom,
+      message: 'data must not contain NUL characters or unpaired surrogates, nor nest deeper than 64 levels',
+    });
+  }
+  const locale = data.locale;
+  if (locale !== undefined && locale !== null && typeof locale !== 'string' && !isOneOff(locale)) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.invalid_type,
+      path: ['locale'],
+      expected: 'string',
+      received: Array.isArray(locale) ? 'array' : (typeof locale as z.ZodParsedType),
+      message: 'locale must be a string',
+    });
+  }
+});
+
+const DATE_ONLY = /^(\d{4})-(\d{2})-(\d{2})$/;
+const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?Z$/;
+
+function isCalendarDate(y: number, m: number, d: number): boolean {
+  const t = new Date(Date.UTC(y, m - 1, d));
+  return t.getUTCFullYear() === y && t.getUTCMonth() === m - 1 && t.getUTCDate() === d;
+}
+
+/** `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM:SS[.sss]Z` naming a real calendar day and time. */
+export function isDateString(value: string): boolean {
+  const dateOnly = DATE_ONLY.exec(value);
+  if (dateOnly) return isCalendarDate(+dateOnly[1], +dateOnly[2], +dateOnly[3]);
+  const m = DATE_TIME.exec(value);
+  if (!m) return false;
+  return isCalendarDate(+m[1], +m[2], +m[3]) && +m[4] < 24 && +m[5] < 60 && +m[6] < 60;
+}
+
+/** The type a first-seen value gives its field; null for null, objects and arrays (never typed). */
+export function inferFieldType(value: unknown): FieldType | null {
+  switch (typeof value) {
+    case 'number':
+      return Number.isFinite(value) ? 'number' : null;
+    case 'boolean':
+      return 'boolean';
+    case 'string':
+      return isDateString(value) ? 'date' : 'string';
+    default:
+      return null;
+  }
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** `{ value, persistent: boolean }` and nothing else: the spec's per-value persistence wrapper. */
+function isOneOff(v: unknown): v is { value: unknown; persistent: boolean } {
+  if (!isPlainObject(v) || !('value' in v) || typeof v.persistent !== 'boolean') return false;
+  return Object.keys(v).every((k) => k === 'value' || k === 'persistent');
+}
+
+/** What incoming data does to a contact: keys to set, keys to delete, and one-off values. */
+export type DataChanges = {
+  /** Persistent values to store (top-level keys; objects replace the stored value whole). */
+  set: Record<string, unknown>;
+  /** Keys sent as `null`: removed from the contact. */
+  unset: string[];
+  /** `{ value, persistent: false }` values, unwrapped: for this send or event only. */
+  oneOff: Record<string, unknown>;
+};
+
+/**
+ * Applies the Custom fields rules to incoming `data`: reserved keys and empty keys dropped,
+ * `null` deletes, empty string ignored, `{ value, persistent: false }` one-off, `{ value,
+ * persistent: true }` unwrapped and stored, anything else (primitives, objects, arrays) stored.
+ */
+export function splitCustomData(incoming: Record<string, unknown> | undefined): DataChanges {
+  const set: [string, unknown][] = [];
+  const unset: string[] = [];
+  const oneOff: [string, unknown][] = [];
+  for (const [key, raw] of Object.entries(incoming ?? {})) {
+    if (key === '' || RESERVED_DATA_KEYS.has(key)) continue;
+    let value = raw;
+    if (isOneOff(raw)) {
+      if (!raw.persistent) {
+        oneOff.push([key, raw.value]);
+        continue;
+      }
+      value = raw.value;
+    }
+    if (value === undefined || value === '') continue;
+    if (value === null) unset.push(key);
+    else set.push([key, value]);
+  }
+  // Object.fromEntries defines own properties, so no key can reach a prototype.
+  return { set: Object.fromEntries(set), unset, oneOff: Object.fromEntries(oneOff) };
+}
+
+/** Applies incoming `data` to stored data per the Custom fields rules. Pure. */
+export function mergeCustomData(
+  current: Record<string, unknown>,
+  incoming: Record<string, unknown> | undefined,
+): { data: Record<string, unknown>; oneOff: Record<string, unknown>; changed: boolean } {
+  const { set, unset, oneOff } = splitCustomData(incoming);
+  const removed = new Set(unset);
+  const entries = Object.entries(current).filter(([k]) => !removed.has(k) && !(k in set));
+  const data = Object.fromEntries([...entries, ...Object.entries(set)]);
+  return { data, oneOff, changed: !isDeepStrictEqual(normalise(current), normalise(data)) };
+}
+
+// Key order does not make data different (jsonb does not keep it either).
+function normalise(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(normalise);
+  if (isPlainObject(v)) return Object.fromEntries(Object.keys(v).sort().map((k) => [k, normalise(v[k])]));
+  return v;
+}
+
+/**
+ * The typed fields a set of stored values introduces: every primitive leaf, nested keys joined
+ * with dots (`profile.tier`), so `data.profile.tier` filters find their type. Sorted by key, so
+ * concurrent writers insert field rows in the same order.
+ */
+export function fieldTypesOf(set: Record<string, unknown>): { keys: string[]; types: FieldType[] } {
+  const found = new Map<string, FieldType>();
+  const walk = (prefix: string, value: unknown, depth: number) => {
+    if (isPlainObject(value)) {
+      if (depth >= 8) return;
+      for (const [k, v] of Object.entries(value)) if (k !== '') walk(`${prefix}.${k}`, v, depth + 1);
+      return;
+    }
+    const type = inferFieldType(value);
+    if (type && prefix.length <= 255) found.set(prefix, type);
+  };
+  for (const [k, v] of Object.entries(set)) walk(k, v, 0);
+  const keys = [...found.keys()].sort();
+  return { keys, types: keys.map((k) => found.get(k)!) };
+}

@@ -1,0 +1,149 @@
+import { type SQL, sql } from 'drizzle-orm';
+import type { Db } from '../../db/client.ts';
+import { ApiError, badRequest, conflict } from '../../http/errors.ts';
+import type { FieldType } from './custom-data.ts';
+import { textArray } from './sql.ts';
+
+/** GET /contacts/fields and the per-field endpoints. */
+
+export type FieldItem = { field: string; type: FieldType; isCustom: boolean; coverage: number };
+
+const STANDARD_FIELDS: { field: string; type: FieldType; column: SQL }[] = [
+  { field: 'email', type: 'string', column: sql`c.email` },
+  { field: 'subscribed', type: 'boolean', column: sql`c.subscribed` },
+  { field: 'createdAt', type: 'date', column: sql.raw(`to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`) },
+  { field: 'updatedAt', type: 'date', column: sql.raw(`to_char(c.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`) },
+];
+
+/** A field as named in the API: a standard field, or `data.<path>` (a bare unknown name means `data.<name>`). */
+export type FieldRef =
+  | { kind: 'standard'; field: string; column: SQL }
+  | { kind: 'custom'; field: string; key: string; path: string[] };
+
+export function parseFieldRef(name: string): FieldRef {
+  const standard = STANDARD_FIELDS.find((f) => f.field === name);
+  if (standard) return { kind: 'standard', field: standard.field, column: standard.column };
+  const key = name.startsWith('data.') ? name.slice(5) : name;
+  const path = key.split('.');
+  if (key.length === 0 || key.length > 255 || path.some((p) => p === '')) {
+    throw badRequest(`Invalid field name '${name}': use a standard field or data.<key>`, { field: name });
+  }
+  return { kind: 'custom', field: `data.${key}`, key, path };
+}
+
+/** Present and not JSON null. */
+const hasPath = (path: string[]): SQL => sql`jsonb_typeof(c.data #> ${textArray(path)}) <> 'null'`;
+
+/** The project's custom field types by key (`plan`, `profile.tier`): what segments and conditions compare with. */
+export async function customFieldTypes(db: Db, projectId: string): Promise<Map<string, FieldType>> {
+  const { rows } = await db.execute<{ key: string; type: FieldType }>(
+    sql`SELECT key, type FROM contact_fields WHERE project_id = ${projectId}`,
+  );
+  return new Map(rows.map((r) => [r.key, r.type]));
+}
+
+/** Standard fields first (coverage 1), then every typed custom field by name, with its coverage. */
+export async function listFields(db: Db, projectId: string): Promise<{ fields: FieldItem[] }> {
+  const { rows: typed } = await db.execute<{ key: string; type: FieldType }>(
+    sql`SELECT key, type FROM contact_fields WHERE project_id = ${projectId} ORDER BY key`,
+  );
+  const standard = STANDARD_FIELDS.map((f) => ({ field: f.field, type: f.type, isCustom: false, coverage: 1 }));
+  if (typed.length === 0) return { fields: standard };
+  // One scan of the project's contacts counts every field at once.
+  const counts = sql.join(
+    typed.map((f, i) => sql`count(*) FILTER (WHERE ${hasPath(f.key.split('.'))})::int AS ${sql.identifier(`f${i}`)}`),
+    sql`, `,
+  );
+  const { rows } = await db.execute<Record<string, number>>(
+    sql`SELECT count(*)::int AS total, ${counts} FROM contacts AS c WHERE c.project_id = ${projectId}`,
+  );
+  const total = rows[0].total;
+  const custom = typed.map((f, i) => ({
+    field: `data.${f.key}`,
+    type: f.type,
+    isCustom: true,
+    coverage: total === 0 ? 0 : rows[0][`f${i}`] / total,
+  }));
+  return { fields: [...standard, ...custom] };
+}
+
+/** Distinct values of a field, most frequent first; `count` is the number of distinct values in all. */
+export async function fieldValues(
+  db: Db,
+  projectId: string,
+  name: string,
+  limit: number,
+): Promise<{ field: string; values: unknown[]; count: number }> {
+  const ref = parseFieldRef(name);
+  const value = ref.kind === 'standard' ? ref.column : sql`c.data #> ${textArray(ref.path)}`;
+  const present = ref.kind === 'standard' ? sql`true` : hasPath(ref.path);
+  const { rows } = await db.execute<{ value: unknown; distinct_count: number }>(sql`
+    SELECT ${value} AS value, count(*) AS n, count(*) OVER ()::int AS distinct_count
+      FROM contacts AS c
+     WHERE c.project_id = ${projectId} AND ${present}
+     GROUP BY 1
+     ORDER BY n DESC, 1 ASC
+     LIMIT ${limit}`);
+  return { field: ref.field, values: rows.map((r) => r.value), count: rows[0]?.distinct_count ?? 0 };
+}
+
+export type FieldUsageRef = { id: string; name: string };
+export type FieldUsage = { segments: FieldUsageRef[]; campaigns: FieldUsageRef[]; workflows: FieldUsageRef[] };
+
+/**
+ * What references a field (`field` is `data.<path>` or a standard name). Segments, campaigns and
+ * workflows add their provider here (one import and one entry), the way queues are registered.
+ */
+export type FieldUsageProvider = (db: Db, projectId: string, field: string) => Promise<Partial<FieldUsage>>;
+
+export const fieldUsageProviders: FieldUsageProvider[] = [];
+
+async function usageOf(db: Db, projectId: string, field: string): Promise<FieldUsage> {
+  const usage: FieldUsage = { segments: [], campaigns: [], workflows: [] };
+  for (const part of await Promise.all(fieldUsageProviders.map((p) => p(db, projectId, field)))) {
+    usage.segments.push(...(part.segments ?? []));
+    usage.campaigns.push(...(part.campaigns ?? []));
+    usage.workflows.push(...(part.workflows ?? []));
+  }
+  return usage;
+}
+
+export async function fieldUsage(
+  db: Db,
+  projectId: string,
+  name: string,
+): Promise<FieldUsage & { contactCount: number; canDelete: boolean }> {
+  const ref = parseFieldRef(name);
+  const present = ref.kind === 'standard' ? sql`true` : hasPath(ref.path);
+  const [usage, counted] = await Promise.all([
+    usageOf(db, projectId, ref.field),
+    db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM contacts AS c WHERE c.project_id = ${projectId} AND ${present}`),
+  ]);
+  const used = usage.segments.length + usage.campaigns.length + usage.workflows.length > 0;
+  return { ...usage, contactCount: counted.rows[0].n, canDelete: ref.kind === 'custom' && !used };
+}
+
+/**
+ * Removes a custom field from every contact and forgets its type (nested fields under it too).
+ * Refused with 409 while a segment, campaign or workflow uses it. Run it in a transaction.
+ */
+export async function deleteField(db: Db, projectId: string, name: string, now: Date): Promise<{ deletedFrom: number }> {
+  const ref = parseFieldRef(name);
+  if (ref.kind === 'standard') throw badRequest(`'${ref.field}' is a standard field; only data.* fields can be deleted`);
+  const usage = await usageOf(db, projectId, ref.field);
+  if (usage.segments.length + usage.campaigns.length + usage.workflows.length > 0) {
+    throw conflict(`Field '${ref.field}' is in use and cannot be deleted`, { field: ref.field, ...usage });
+  }
+  const updated = await db.execute(sql`
+    UPDATE contacts AS c SET data = c.data #- ${textArray(ref.path)}, updated_at = ${now.toISOString()}::timestamptz
+     WHERE c.project_id = ${projectId} AND c.data #> ${textArray(ref.path)} IS NOT NULL`);
+  const forgotten = await db.execute(sql`
+    DELETE FROM contact_fields
+     WHERE project_id = ${projectId} AND (key = ${ref.key} OR starts_with(key, ${`${ref.key}.`}))`);
+  if (!updated.rowCount && !forgotten.rowCount) {
+    throw new ApiError(404, 'FIELD_NOT_FOUND', `Field '${ref.field}' not found`, {
+      details: { resource: 'field', id: ref.field },
+    });
+  }
+  return { deletedFrom: updated.rowCount ?? 0 };
+}

@@ -1,0 +1,67 @@
+import { type SQL, sql } from 'drizzle-orm';
+import type { Db } from '../../db/client.ts';
+import { decodeCursor, encodeCursor } from '../../http/cursor.ts';
+import { badRequest } from '../../http/errors.ts';
+import { isStorableText } from './custom-data.ts';
+import { CONTACT_ID, type ContactRecord, type ListContactsQuery } from './schemas.ts';
+import { type ContactRow, contactColumns, isoUs, toContactRecord } from './sql.ts';
+
+export type ContactList = { data: ContactRecord[]; cursor?: string; hasMore: boolean; total: number };
+
+const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+
+/** The position after which the next page starts, checked against the sort it must belong to. */
+function cursorPosition(cursor: string, sort: ListContactsQuery['sort']): { value: string; id: string } {
+  const { sortValue, id } = decodeCursor(cursor);
+  const valid =
+    typeof sortValue === 'string' &&
+    isStorableText(sortValue) &&
+    CONTACT_ID.test(id) &&
+    (sort === 'email' ? sortValue.length <= 254 : CURSOR_TIME.test(sortValue) && !Number.isNaN(Date.parse(sortValue)));
+  if (!valid) throw badRequest('Invalid cursor', { cursor });
+  return { value: sortValue, id };
+}
+
+const likePattern = (search: string) => `%${search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+
+/**
+ * Keyset pagination in SQL: `(created_at, id)` on the matching index, or `email` alone on the
+ * unique `(project_id, email)` index (emails are unique per project, so they are a total order).
+ * Rows inserted during a walk never shift the pages already served. `total` only on the first page.
+ */
+export async function listContacts(db: Db, projectId: string, q: ListContactsQuery): Promise<ContactList> {
+  const filters: SQL[] = [sql`c.project_id = ${projectId}`];
+  if (q.subscribed !== undefined) filters.push(sql`c.subscribed = ${q.subscribed}`);
+  if (q.search) filters.push(sql`c.email LIKE ${likePattern(q.search.trim())} ESCAPE '\\'`);
+  const where = sql.join(filters, sql` AND `);
+
+  const after = q.cursor ? cursorPosition(q.cursor, q.sort) : null;
+  const op = sql.raw(q.dir === 'asc' ? '>' : '<');
+  const dir = sql.raw(q.dir === 'asc' ? 'ASC' : 'DESC');
+  const keyset =
+    q.sort === 'email'
+      ? { after: after && sql` AND c.email ${op} ${after.value}`, order: sql`c.email ${dir}`, value: sql`c.email` }
+      : {
+          after: after && sql` AND (c.created_at, c.id) ${op} (${after.value}::timestamptz, ${after.id})`,
+          order: sql`c.created_at ${dir}, c.id ${dir}`,
+          value: isoUs('c.created_at'),
+        };
+
+  const page = db.execute<ContactRow & { sort_value: string }>(sql`
+    SELECT ${contactColumns('c')}, ${keyset.value} AS sort_value
+      FROM contacts AS c
+     WHERE ${where}${keyset.after ?? sql``}
+     ORDER BY ${keyset.order}
+     LIMIT ${q.limit + 1}`);
+  const count = after
+    ? null
+    : db.execute<{ total: number }>(sql`SELECT count(*)::int AS total FROM contacts AS c WHERE ${where}`);
+  const [{ rows }, counted] = await Promise.all([page, count]);
+
+  const hasMore = rows.length > q.limit;
+  const items = hasMore ? rows.slice(0, q.limit) : rows;
+  const last = items[items.length - 1];
+  const list: ContactList = { data: items.map(toContactRecord), hasMore, total: counted ? counted.rows[0].total : 0 };
+  if (hasMore) list.cursor = encodeCursor(last.sort_value, last.id);
+  return list;
+}

@@ -1,0 +1,264 @@
+import { type SQL, sql } from 'drizzle-orm';
+import type { AppContext } from '../../context.ts';
+import { type Db, withTransaction } from '../../db/client.ts';
+import { prefixedId } from '../../db/ids.ts';
+import { conflict, fieldErrors, notFound, validationError } from '../../http/errors.ts';
+import { recordEvent } from '../events/record.ts';
+import { type DataChanges, fieldTypesOf, splitCustomData } from './custom-data.ts';
+import {
+  CONTACT_ID,
+  type ContactRecord,
+  type CreateContactInput,
+  type UpdateContactInput,
+  emailSchema,
+  normaliseEmail,
+} from './schemas.ts';
+import { type ContactRow, contactColumns, pgErrorCode, textArray, toContactRecord } from './sql.ts';
+
+export type { ContactRecord } from './schemas.ts';
+
+export type UpsertInput = { email: string; subscribed?: boolean; data?: Record<string, unknown> };
+export type UpsertResult = { contact: ContactRecord; isNew: boolean; isUpdate: boolean; oneOff: Record<string, unknown> };
+
+/**
+ * Records the type of each newly seen field, in the same statement as the write. `guard` limits
+ * it to statements whose target row exists. Keys arrive sorted, so concurrent writers lock field
+ * rows in one order.
+ */
+function fieldTypesCte(projectId: string, set: Record<string, unknown>, now: string, guard?: SQL): SQL {
+  const { keys, types } = fieldTypesOf(set);
+  if (keys.length === 0) return sql``;
+  return sql`, fields AS (
+    INSERT INTO contact_fields (project_id, key, type, created_at)
+    SELECT ${projectId}, u.k, u.t, ${now}::timestamptz
+      FROM unnest(${textArray(keys)}, ${textArray(types)}) AS u(k, t)
+     ${guard ? sql`WHERE ${guard}` : sql``}
+    ON CONFLICT DO NOTHING)`;
+}
+
+/** `data` after applying changes, written against table alias `c`. */
+const mergedData = (changes: DataChanges): SQL =>
+  sql`((c.data - ${textArray(changes.unset)}) || ${JSON.stringify(changes.set)}::jsonb)`;
+
+/**
+ * The upsert as one statement: lock the existing row (if any) to learn its exact previous state,
+ * insert or merge, and record first-seen field types. Exported so the benchmark can issue the very
+ * same SQL directly.
+ */
+export function upsertContactQuery(
+  projectId: string,
+  input: UpsertInput,
+  opts: { defaultSubscribed: boolean; now: Date },
+): { query: SQL; newId: string; changes: DataChanges } {
+  const email = normaliseEmail(input.email);
+  const changes = splitCustomData(input.data);
+  const newId = prefixedId('cnt');
+  const now = opts.now.toISOString();
+  const sub = input.subscribed ?? null;
+  const data = mergedData(changes);
+  const query = sql`WITH old AS MATERIALIZED (
+      SELECT id, subscribed, data FROM contacts WHERE project_id = ${projectId} AND email = ${email} FOR UPDATE
+    ), up AS (
+      INSERT INTO contacts AS c (id, project_id, email, subscribed, data, created_at, updated_at)
+      SELECT ${newId}, ${projectId}, ${email}, COALESCE(${sub}::boolean, old.subscribed, ${opts.defaultSubscribed}::boolean),
+             ${JSON.stringify(changes.set)}::jsonb, ${now}::timestamptz, ${now}::timestamptz
+        FROM (SELECT 1) AS one LEFT JOIN old ON true
+      ON CONFLICT (project_id, email) DO UPDATE SET
+        subscribed = COALESCE(${sub}::boolean, c.subscribed),
+        data = ${data},
+        updated_at = CASE WHEN COALESCE(${sub}::boolean, c.subscribed) <> c.subscribed OR ${data} <> c.data
+                          THEN ${now}::timestamptz ELSE c.updated_at END
+      RETURNING c.*
+    )${fieldTypesCte(projectId, changes.set, now)}
+    SELECT ${contactColumns('up')},
+           up.id = ${newId} AS inserted,
+           EXISTS (SELECT 1 FROM old) AS existed,
+           (SELECT subscribed FROM old) AS old_subscribed,
+           (SELECT data FROM old) IS NOT DISTINCT FROM up.data AS data_same
+      FROM up`;
+  return { query, newId, changes };
+}
+
+type UpsertRow = ContactRow & { inserted: boolean; existed: boolean; old_subscribed: boolean | null; data_same: boolean };
+
+/**
+ * Creates the contact or merges into the existing one (by email, case-insensitive), in one
+ * statement, safe under concurrency. A new contact emits no subscription event; an existing one
+ * emits `contact.subscribed`/`contact.unsubscribed` when its state changes. Pass a transaction's
+ * `tx` to keep the event in the caller's transaction.
+ */
+export async function upsertContact(
+  db: Db,
+  projectId: string,
+  input: UpsertInput,
+  opts: { defaultSubscribed: boolean; now?: Date },
+): Promise<UpsertResult> {
+  const checked = emailSchema.safeParse(input.email);
+  if (!checked.success) throw validationError(fieldErrors(checked.error, ['email']));
+  const now = opts.now ?? new Date();
+  const { query, changes } = upsertContactQuery(projectId, input, { defaultSubscribed: opts.defaultSubscribed, now });
+  const { rows } = await db.execute<UpsertRow>(query);
+  const row = rows[0];
+  const contact = toContactRecord(row);
+  if (row.inserted) return { contact, isNew: true, isUpdate: false, oneOff: changes.oneOff };
+  // `existed` is false only when another transaction created the contact during this statement:
+  // its previous state is unknown, so it counts as updated and emits no event.
+  if (!row.existed) return { contact, isNew: false, isUpdate: true, oneOff: changes.oneOff };
+  const subscriptionChanged = row.old_subscribed !== row.subscribed;
+  if (subscriptionChanged) await recordSubscriptionEvent(db, projectId, contact, now);
+  return { contact, isNew: false, isUpdate: subscriptionChanged || !row.data_same, oneOff: changes.oneOff };
+}
+
+async function recordSubscriptionEvent(
+  db: Db,
+  projectId: string,
+  contact: ContactRecord,
+  now: Date,
+  data?: Record<string, unknown>,
+): Promise<void> {
+  await recordEvent(db, {
+    projectId,
+    contactId: contact.id,
+    name: contact.subscribed ? 'contact.subscribed' : 'contact.unsubscribed',
+    data: data ?? null,
+    createdAt: now,
+  });
+}
+
+/** Sets the subscription state; emits the event (with `eventData`) only when the state changes. Null when not found. */
+export async function setSubscribed(
+  db: Db,
+  projectId: string,
+  contactId: string,
+  subscribed: boolean,
+  eventData?: Record<string, unknown>,
+  opts: { now?: Date } = {},
+): Promise<ContactRecord | null> {
+  if (!CONTACT_ID.test(contactId)) return null;
+  const now = opts.now ?? new Date();
+  const { rows } = await db.execute<ContactRow>(sql`
+    UPDATE contacts AS c SET subscribed = ${subscribed}, updated_at = ${now.toISOString()}::timestamptz
+     WHERE c.id = ${contactId} AND c.project_id = ${projectId} AND c.subscribed <> ${subscribed}
+    RETURNING ${contactColumns('c')}`);
+  if (rows.length === 0) return findContact(db, projectId, contactId);
+  const contact = toContactRecord(rows[0]);
+  await recordSubscriptionEvent(db, projectId, contact, now, eventData);
+  return contact;
+}
+
+async function findContact(db: Db, projectId: string, contactId: string): Promise<ContactRecord | null> {
+  if (!CONTACT_ID.test(contactId)) return null;
+  const { rows } = await db.execute<ContactRow>(
+    sql`SELECT ${contactColumns('c')} FROM contacts AS c WHERE c.id = ${contactId} AND c.project_id = ${projectId}`,
+  );
+  return rows[0] ? toContactRecord(rows[0]) : null;
+}
+
+/** The contact, or 404 CONTACT_NOT_FOUND (also for another project's contact or a malformed id). */
+export async function getContact(db: Db, projectId: string, contactId: string): Promise<ContactRecord> {
+  const contact = await findContact(db, projectId, contactId);
+  if (!contact) throw notFound('contact', contactId);
+  return contact;
+}
+
+export async function findContactByEmail(db: Db, projectId: string, email: string): Promise<ContactRecord | null> {
+  const { rows } = await db.execute<ContactRow>(
+    sql`SELECT ${contactColumns('c')} FROM contacts AS c WHERE c.project_id = ${projectId} AND c.email = ${normaliseEmail(email)}`,
+  );
+  return rows[0] ? toContactRecord(rows[0]) : null;
+}
+
+/**
+ * PATCH: changes only what is sent, in one statement that locks the row to learn its previous
+ * subscription state. A taken email is 409 and changes nothing.
+ */
+export async function updateContact(
+  db: Db,
+  projectId: string,
+  contactId: string,
+  input: UpdateContactInput,
+  opts: { now?: Date } = {},
+): Promise<ContactRecord> {
+  if (!CONTACT_ID.test(contactId)) throw notFound('contact', contactId);
+  const now = opts.now ?? new Date();
+  const iso = now.toISOString();
+  const changes = splitCustomData(input.data);
+  const data = mergedData(changes);
+  const email = input.email ?? null;
+  const sub = input.subscribed ?? null;
+  let rows: (ContactRow & { old_subscribed: boolean })[];
+  try {
+    ({ rows } = await db.execute<ContactRow & { old_subscribed: boolean }>(sql`
+      WITH old AS MATERIALIZED (
+        SELECT id, subscribed FROM contacts WHERE id = ${contactId} AND project_id = ${projectId} FOR UPDATE
+      )${fieldTypesCte(projectId, changes.set, iso, sql`EXISTS (SELECT 1 FROM old)`)}
+      UPDATE contacts AS c SET
+        email = COALESCE(${email}::text, c.email),
+        subscribed = COALESCE(${sub}::boolean, c.subscribed),
+        data = ${data},
+        updated_at = CASE WHEN COALESCE(${email}::text, c.email) <> c.email
+                            OR COALESCE(${sub}::boolean, c.subscribed) <> c.subscribed
+                            OR ${data} <> c.data
+                          THEN ${iso}::timestamptz ELSE c.updated_at END
+        FROM old WHERE c.id = old.id
+      RETURNING ${contactColumns('c')}, old.subscribed AS old_subscribed`));
+  } catch (err) {
+    if (pgErrorCode(err) === '23505') {
+      throw conflict('Another contact in this project already uses this email', { email });
+    }
+    throw err;
+  }
+  if (rows.length === 0) throw notFound('contact', contactId);
+  const contact = toContactRecord(rows[0]);
+  if (rows[0].old_subscribed !== contact.subscribed) await recordSubscriptionEvent(db, projectId, contact, now);
+  return contact;
+}
+
+/** Permanent; the contact's events go with it. */
+export async function deleteContact(db: Db, projectId: string, contactId: string): Promise<void> {
+  if (!CONTACT_ID.test(contactId)) throw notFound('contact', contactId);
+  const { rowCount } = await db.execute(sql`DELETE FROM contacts WHERE id = ${contactId} AND project_id = ${projectId}`);
+  if (!rowCount) throw notFound('contact', contactId);
+}
+
+/** Bulk existence check: each distinct (normalised) email once, in input order. */
+export async function lookupContacts(
+  db: Db,
+  projectId: string,
+  emails: string[],
+): Promise<{ found: { id: string; email: string }[]; notFound: string[] }> {
+  const wanted = [...new Set(emails.map(normaliseEmail))];
+  const { rows } = await db.execute<{ id: string; email: string }>(
+    sql`SELECT id, email FROM contacts WHERE project_id = ${projectId} AND email = ANY(${textArray(wanted)})`,
+  );
+  const byEmail = new Map(rows.map((r) => [r.email, r.id]));
+  const found: { id: string; email: string }[] = [];
+  const missing: string[] = [];
+  for (const email of wanted) {
+    const id = byEmail.get(email);
+    if (id) found.push({ id, email });
+    else missing.push(email);
+  }
+  return { found, notFound: missing };
+}
+
+// Route-level operations: they choose the transaction, so a request without a subscription
+// change stays a single statement.
+
+export async function saveContact(ctx: AppContext, projectId: string, input: CreateContactInput): Promise<UpsertResult> {
+  const opts = { defaultSubscribed: true, now: ctx.clock.now() };
+  // Only an explicit `subscribed` can change an existing contact's state, and so write an event.
+  if (input.subscribed === undefined) return upsertContact(ctx.database.db, projectId, input, opts);
+  return withTransaction(ctx.database, ({ tx }) => upsertContact(tx, projectId, input, opts));
+}
+
+export async function patchContact(
+  ctx: AppContext,
+  projectId: string,
+  contactId: string,
+  input: UpdateContactInput,
+): Promise<ContactRecord> {
+  const opts = { now: ctx.clock.now() };
+  if (input.subscribed === undefined) return updateContact(ctx.database.db, projectId, contactId, input, opts);
+  return withTransaction(ctx.database, ({ tx }) => updateContact(tx, projectId, contactId, input, opts));
+}

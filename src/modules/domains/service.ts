@@ -1,0 +1,128 @@
+import { and, asc, desc, eq, sql } from 'drizzle-orm';
+import type { AppContext } from '../../context.ts';
+import { UUID, uuidv7 } from '../../db/ids.ts';
+import { type DomainStatus, domains } from '../../db/schema/domains.ts';
+import { type ProjectAuth, assertCanManage } from '../../http/auth.ts';
+import { conflict, notFound } from '../../http/errors.ts';
+import { DKIM_SELECTOR, encryptPrivateKey, generateDkimKey } from './dkim-keys.ts';
+import { recordsFor } from './records.ts';
+import type { DomainRecord } from './schemas.ts';
+import { senderUsageChecks } from './sender.ts';
+import { checkRecords } from './verify-dns.ts';
+
+type DomainRow = typeof domains.$inferSelect;
+
+export function toDomainRecord(row: DomainRow): DomainRecord {
+  return {
+    id: row.id,
+    domain: row.domain,
+    status: row.status,
+    projectId: row.projectId,
+    createdAt: row.createdAt.toISOString(),
+    verifiedAt: row.verifiedAt?.toISOString() ?? null,
+    lastCheckedAt: row.lastCheckedAt?.toISOString() ?? null,
+    records: row.records,
+  };
+}
+
+async function findDomain(ctx: AppContext, projectId: string, id: string): Promise<DomainRow> {
+  const [row] = UUID.test(id)
+    ? await ctx.database.db
+        .select()
+        .from(domains)
+        .where(and(eq(domains.id, id), eq(domains.projectId, projectId)))
+    : [];
+  if (!row) throw notFound('domain', id);
+  return row;
+}
+
+const alreadyAdded = (domain: string) => conflict(`Domain ${domain} is already added to this project`, { domain });
+
+export async function addDomain(ctx: AppContext, auth: ProjectAuth, domain: string): Promise<DomainRecord> {
+  assertCanManage(auth);
+  const exists = await ctx.database.db
+    .select({ id: domains.id })
+    .from(domains)
+    .where(and(eq(domains.projectId, auth.projectId), eq(domains.domain, domain)));
+  if (exists.length > 0) throw alreadyAdded(domain);
+  const key = await generateDkimKey();
+  const now = ctx.clock.now();
+  const [row] = await ctx.database.db
+    .insert(domains)
+    .values({
+      id: uuidv7(now.getTime()),
+      projectId: auth.projectId,
+      domain,
+      status: 'pending',
+      dkimSelector: DKIM_SELECTOR,
+      dkimPublicKey: key.publicKey,
+      dkimPrivateKeyEnc: encryptPrivateKey(key.privateKeyPem, ctx.config.jwtSecret),
+      records: recordsFor(domain, key.publicKey, ctx.config),
+      createdAt: now,
+    })
+    .onConflictDoNothing()
+    .returning();
+  if (!row) throw alreadyAdded(domain); // added concurrently
+  return toDomainRecord(row);
+}
+
+export async function listDomains(ctx: AppContext, auth: ProjectAuth, projectId: string): Promise<DomainRecord[]> {
+  // Another project's id answers exactly like a project that does not exist.
+  if (projectId !== auth.projectId) throw notFound('project', projectId);
+  const rows = await ctx.database.db
+    .select()
+    .from(domains)
+    .where(eq(domains.projectId, projectId))
+    .orderBy(desc(domains.createdAt), desc(domains.id));
+  return rows.map(toDomainRecord);
+}
+
+/**
+ * Resolves the domain's records now and stores the outcome. A domain is verified when every required
+ * record is found; it goes (back) to pending only on a definitive "not there" answer, so a DNS outage
+ * does not unverify a domain.
+ */
+export async function checkDomain(ctx: AppContext, row: DomainRow): Promise<DomainRow> {
+  const result = await checkRecords(ctx.dns, row.records);
+  let status: DomainStatus = row.status;
+  if (result.allRequiredFound) status = 'verified';
+  else if (result.requiredMissing) status = 'pending';
+  const now = ctx.clock.now();
+  const verifiedAt = status === 'verified' ? (row.status === 'verified' && row.verifiedAt ? row.verifiedAt : now) : null;
+  const [updated] = await ctx.database.db
+    .update(domains)
+    .set({ status, verifiedAt, records: result.records, lastCheckedAt: now })
+    .where(eq(domains.id, row.id))
+    .returning();
+  if (updated && status !== row.status) {
+    ctx.log.info({ domainId: row.id, domain: row.domain, projectId: row.projectId, status }, 'sender domain status changed');
+  }
+  return updated ?? row; // deleted meanwhile: report what was checked
+}
+
+export async function verifyDomainNow(ctx: AppContext, auth: ProjectAuth, id: string): Promise<DomainRecord> {
+  const row = await findDomain(ctx, auth.projectId, id);
+  return toDomainRecord(await checkDomain(ctx, row));
+}
+
+export async function deleteDomain(ctx: AppContext, auth: ProjectAuth, id: string): Promise<void> {
+  assertCanManage(auth);
+  const row = await findDomain(ctx, auth.projectId, id);
+  for (const check of senderUsageChecks) {
+    const user = await check(ctx.database.db, auth.projectId, row.domain);
+    if (user) {
+      throw conflict(`Domain ${row.domain} is used by ${user}; change its sender first`, { domain: row.domain, usedBy: user });
+    }
+  }
+  await ctx.database.db.delete(domains).where(eq(domains.id, row.id));
+}
+
+/** Domains in `status` for a background check, least recently checked first. */
+export async function domainsToCheck(ctx: AppContext, status: DomainStatus, limit: number): Promise<DomainRow[]> {
+  return ctx.database.db
+    .select()
+    .from(domains)
+    .where(eq(domains.status, status))
+    .orderBy(sql`${domains.lastCheckedAt} ASC NULLS FIRST`, asc(domains.id))
+    .limit(limit);
+}

@@ -1,0 +1,1 @@
+export const DELIVERY_QUEUE = 'email-delivery';

@@ -1,0 +1,18 @@
+import type { AppContext } from '../../../context.ts';
+
+/**
+ * Reserves the project's next send slot. The slot lives in one PostgreSQL row per project, so
+ * every worker process shares the SEND_RATE_PER_SECOND budget.
+ */
+export async function reserveSendSlot(ctx: AppContext, projectId: string): Promise<Date> {
+  const spacingMs = 1000 / ctx.config.sendRatePerSecond;
+  const { rows } = await ctx.database.pool.query<{ slot: Date }>(
+    `INSERT INTO send_throttle (project_id, next_slot)
+          VALUES ($1, clock_timestamp() + make_interval(secs => $2 / 1000.0))
+     ON CONFLICT (project_id) DO UPDATE
+          SET next_slot = greatest(send_throttle.next_slot, clock_timestamp()) + make_interval(secs => $2 / 1000.0)
+     RETURNING next_slot - make_interval(secs => $2 / 1000.0) AS slot`,
+    [projectId, spacingMs],
+  );
+  return rows[0].slot;
+}

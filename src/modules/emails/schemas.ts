@@ -1,0 +1,101 @@
+import { z } from 'zod';
+import type { EmailStatus, EmailType } from '../../db/schema/emails.ts';
+
+const NO_CRLF = /^[^\r\n]*$/;
+export const email = z.string().trim().toLowerCase().max(254).email();
+
+const namedAddress = z.object({ name: z.string().max(256).regex(NO_CRLF, 'must not contain line breaks').optional(), email });
+const address = z.union([email, namedAddress]);
+
+/** Headers the service writes itself; a request cannot set them. */
+const RESERVED_HEADERS = new Set([
+  'from', 'to', 'cc', 'bcc', 'subject', 'date', 'message-id', 'reply-to', 'return-path', 'sender',
+  'mime-version', 'content-type', 'content-transfer-encoding', 'dkim-signature', 'list-unsubscribe',
+  'list-unsubscribe-post', 'precedence',
+]);
+
+const headers = z.record(z.string().max(998).regex(NO_CRLF, 'must not contain CR or LF')).superRefine((h, ctx) => {
+  for (const name of Object.keys(h)) {
+    if (!/^[\x21-\x39\x3b-\x7e]{1,76}$/.test(name)) {
+      ctx.addIssue({ code: 'custom', path: [name], message: 'Header names are printable ASCII without spaces, colons, CR or LF' });
+    } else if (RESERVED_HEADERS.has(name.toLowerCase())) {
+      ctx.addIssue({ code: 'custom', path: [name], message: `Header ${name} is set by the service` });
+    }
+  }
+});
+
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+export const MAX_ATTACHMENT_BYTES = 10 * 1024 * 1024;
+export const MAX_MESSAGE_BYTES = 40 * 1024 * 1024;
+
+const attachment = z
+  .object({
+    filename: z.string().min(1).max(255).regex(/^[^\r\n"]*$/, 'must not contain CR, LF or quotes'),
+    content: z.string().min(1).regex(BASE64, 'must be base64'),
+    contentType: z.string().regex(/^[\w.+-]+\/[\w.+-]+$/, 'must be a MIME type such as application/pdf').default('application/octet-stream'),
+    contentId: z.string().min(1).max(255).regex(/^[^\s<>"]+$/, 'must not contain spaces, quotes or angle brackets').optional(),
+    disposition: z.enum(['attachment', 'inline']).optional(),
+  })
+  .refine((a) => a.disposition !== 'inline' || a.contentId, { message: 'Inline attachments need a contentId', path: ['contentId'] });
+
+export const decodedSize = (base64: string) => Math.floor((base64.length * 3) / 4) - (base64.endsWith('==') ? 2 : base64.endsWith('=') ? 1 : 0);
+
+export const sendBody = z
+  .object({
+    to: z.union([address, z.array(address).min(1).max(50)]),
+    subject: z.string().min(1).max(998).regex(NO_CRLF, 'must not contain newline characters').optional(),
+    body: z.string().min(1).optional(),
+    template: z.string().min(1).max(100).optional(),
+    from: address.optional(),
+    name: z.string().max(256).regex(NO_CRLF, 'must not contain line breaks').optional(),
+    subscribed: z.boolean().optional(),
+    data: z.record(z.unknown()).optional(),
+    headers: headers.optional(),
+    reply: email.optional(),
+    attachments: z.array(attachment).max(10).optional(),
+  })
+  .superRefine((b, ctx) => {
+    if (!b.template && (b.subject === undefined || b.body === undefined)) {
+      for (const field of ['subject', 'body'] as const) {
+        if (b[field] === undefined) ctx.addIssue({ code: 'custom', path: [field], message: `${field} is required when no template is given` });
+      }
+    }
+    const total = (b.attachments ?? []).reduce((n, a) => n + decodedSize(a.content), 0);
+    if (total > MAX_ATTACHMENT_BYTES) {
+      ctx.addIssue({ code: 'too_big', path: ['attachments'], maximum: MAX_ATTACHMENT_BYTES, type: 'array', inclusive: true, message: 'Attachments exceed 10 MB in total' });
+    }
+  });
+
+export type SendBody = z.infer<typeof sendBody>;
+
+export const emailIdParams = z.object({ id: z.string().min(1).max(100) });
+
+export type EmailRecord = {
+  id: string;
+  projectId: string;
+  contactId: string | null;
+  to: string;
+  toName: string | null;
+  from: string;
+  fromName: string | null;
+  replyTo: string | null;
+  subject: string;
+  type: EmailType;
+  status: EmailStatus;
+  error: string | null;
+  templateId: string | null;
+  campaignId: string | null;
+  workflowId: string | null;
+  messageId: string | null;
+  attempts: number;
+  openCount: number;
+  clickCount: number;
+  sentAt: string | null;
+  deliveredAt: string | null;
+  openedAt: string | null;
+  clickedAt: string | null;
+  bouncedAt: string | null;
+  complainedAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+};

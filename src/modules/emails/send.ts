@@ -1,0 +1,92 @@
+import type { AppContext } from '../../context.ts';
+import { withTransaction } from '../../db/client.ts';
+import type { EmailType } from '../../db/schema/emails.ts';
+import { validationError } from '../../http/errors.ts';
+import { checkTemplates } from '../../render/engine.ts';
+import { upsertContact } from '../contacts/service.ts';
+import { senderDomainFor } from '../domains/sender.ts';
+import { isSuppressed } from '../suppressions/service.ts';
+import { getTemplate } from '../templates/service.ts';
+import { type NewEmail, queueEmails } from './queue.ts';
+import type { SendBody } from './schemas.ts';
+
+export type SendResultItem = {
+  contact: { id: string; email: string };
+  email: string;
+  status: NewEmail['status'];
+};
+
+type Address = { email: string; name?: string | null };
+
+const toAddress = (a: string | { email: string; name?: string }): Address => (typeof a === 'string' ? { email: a } : a);
+
+/** Whether a message of this type may go to the contact now (decisions.md § 5). */
+export function initialStatus(type: EmailType, subscribed: boolean, suppressed: boolean): Pick<NewEmail, 'status' | 'error'> {
+  if (suppressed) return { status: 'SUPPRESSED', error: 'Address is suppressed in this project' };
+  if (type !== 'TRANSACTIONAL' && !subscribed) return { status: 'SKIPPED', error: 'unsubscribed' };
+  return { status: 'QUEUED', error: null };
+}
+
+/**
+ * POST /v1/send: resolves content and sender, then, in one transaction, upserts each recipient's
+ * contact and queues one email per recipient. Rendering and delivery happen in the workers.
+ */
+export async function sendEmails(ctx: AppContext, projectId: string, body: SendBody): Promise<{ emails: SendResultItem[]; timestamp: string }> {
+  const template = body.template ? await getTemplate(ctx.database.db, projectId, body.template) : null;
+  const subjectSource = body.subject ?? template?.subject;
+  const bodySource = body.body ?? template?.body;
+  if (subjectSource === undefined || bodySource === undefined) {
+    throw validationError([{ field: 'template', code: 'custom', message: 'Give a template or both subject and body' }]);
+  }
+  const from = resolveFrom(body, template);
+  if (!from) {
+    throw validationError([{ field: 'from', code: 'invalid_type', message: 'from is required unless the template has one', received: 'undefined' }]);
+  }
+  await senderDomainFor(ctx, projectId, from.email);
+  const syntax = checkTemplates({ subject: body.subject, body: body.body });
+  if (syntax.length > 0) throw validationError(syntax);
+
+  const type: EmailType = template?.type ?? 'TRANSACTIONAL';
+  const recipients = (Array.isArray(body.to) ? body.to : [body.to]).map(toAddress);
+  const now = ctx.clock.now();
+
+  return withTransaction(ctx.database, async (t) => {
+    const items: Omit<SendResultItem, 'email'>[] = [];
+    const batch: NewEmail[] = [];
+    for (const to of recipients) {
+      const { contact, oneOff } = await upsertContact(
+        t.tx,
+        projectId,
+        { email: to.email, subscribed: body.subscribed, data: body.data },
+        { defaultSubscribed: false, now },
+      );
+      const suppressed = await isSuppressed(t.tx, projectId, contact.email);
+      const decided = initialStatus(type, contact.subscribed, suppressed);
+      items.push({ contact: { id: contact.id, email: contact.email }, status: decided.status });
+      batch.push({
+        projectId,
+        contactId: contact.id,
+        to: { email: contact.email, name: to.name },
+        from,
+        replyTo: body.reply ?? template?.replyTo ?? null,
+        type,
+        subjectSource,
+        bodySource,
+        variables: oneOff,
+        headers: body.headers,
+        attachments: body.attachments,
+        templateId: template?.id ?? null,
+        ...decided,
+      });
+    }
+    const ids = await queueEmails(ctx, t, batch);
+    return { emails: items.map((item, i) => ({ ...item, email: ids[i] })), timestamp: now.toISOString() };
+  });
+}
+
+function resolveFrom(body: SendBody, template: { from: string; fromName: string | null } | null): Address | null {
+  if (typeof body.from === 'string') return { email: body.from, name: body.name ?? null };
+  if (body.from) return { email: body.from.email, name: body.from.name ?? body.name ?? null };
+  if (template) return { email: template.from, name: template.fromName };
+  return null;
+}

@@ -1,0 +1,98 @@
+import { and, desc, eq, lt, or, sql, type SQL } from 'drizzle-orm';
+import type { AppContext } from '../../context.ts';
+import { UUID } from '../../db/ids.ts';
+import { emailRaw, emails } from '../../db/schema/emails.ts';
+import { decodeCursor, encodeCursor } from '../../http/cursor.ts';
+import { ApiError, notFound } from '../../http/errors.ts';
+import type { EmailRecord } from './schemas.ts';
+
+type EmailRow = typeof emails.$inferSelect;
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+export function toEmailRecord(e: EmailRow): EmailRecord {
+  return {
+    id: e.id,
+    projectId: e.projectId,
+    contactId: e.contactId,
+    to: e.toEmail,
+    toName: e.toName,
+    from: e.fromEmail,
+    fromName: e.fromName,
+    replyTo: e.replyTo,
+    subject: e.subject ?? e.subjectSource,
+    type: e.type,
+    status: e.status,
+    error: e.error,
+    templateId: e.templateId,
+    campaignId: e.campaignId,
+    workflowId: e.workflowId,
+    messageId: e.messageId,
+    attempts: e.attempts,
+    openCount: e.openCount,
+    clickCount: e.clickCount,
+    sentAt: iso(e.sentAt),
+    deliveredAt: iso(e.deliveredAt),
+    openedAt: iso(e.openedAt),
+    clickedAt: iso(e.clickedAt),
+    bouncedAt: iso(e.bouncedAt),
+    complainedAt: iso(e.complainedAt),
+    createdAt: e.createdAt.toISOString(),
+    updatedAt: e.updatedAt.toISOString(),
+  };
+}
+
+export async function getEmail(ctx: AppContext, projectId: string, id: string): Promise<EmailRecord> {
+  if (!UUID.test(id)) throw notFound('email', id);
+  const [row] = await ctx.database.db.select().from(emails).where(and(eq(emails.projectId, projectId), eq(emails.id, id)));
+  if (!row) throw notFound('email', id);
+  return toEmailRecord(row);
+}
+
+/** The captured RFC 5322 source; 404 when the email was not captured (delivered through SMTP, or not yet sent). */
+export async function getRawEmail(ctx: AppContext, projectId: string, id: string): Promise<Buffer> {
+  await getEmail(ctx, projectId, id);
+  const [row] = await ctx.database.db.select({ raw: emailRaw.raw }).from(emailRaw).where(eq(emailRaw.emailId, id));
+  if (!row) {
+    throw new ApiError(404, 'EMAIL_NOT_FOUND', 'No captured source for this email (not sent yet, or delivered through SMTP)', {
+      details: { resource: 'email', id },
+    });
+  }
+  return row.raw;
+}
+
+export type EmailListQuery = { limit: number; cursor?: string; contactId?: string; campaignId?: string; status?: string };
+
+/** Newest first, keyset-paginated on (created_at, id). */
+export async function listEmails(ctx: AppContext, projectId: string, q: EmailListQuery) {
+  const filters: SQL[] = [eq(emails.projectId, projectId)];
+  if (q.contactId) filters.push(eq(emails.contactId, q.contactId));
+  if (q.campaignId) filters.push(UUID.test(q.campaignId) ? eq(emails.campaignId, q.campaignId) : sql`false`);
+  if (q.status) filters.push(eq(emails.status, q.status as EmailRow['status']));
+  const where = and(...filters)!;
+  let page = where;
+  if (q.cursor) {
+    const c = decodeCursor(q.cursor);
+    const at = new Date(String(c.sortValue));
+    if (Number.isNaN(at.getTime()) || !UUID.test(c.id)) throw new ApiError(400, 'BAD_REQUEST', 'Invalid cursor');
+    page = and(where, or(lt(emails.createdAt, at), and(eq(emails.createdAt, at), lt(emails.id, c.id))))!;
+  }
+  const rows = await ctx.database.db
+    .select()
+    .from(emails)
+    .where(page)
+    .orderBy(desc(emails.createdAt), desc(emails.id))
+    .limit(q.limit + 1);
+  const hasMore = rows.length > q.limit;
+  const data = rows.slice(0, q.limit);
+  const last = data.at(-1);
+  const total = q.cursor
+    ? 0
+    : (await ctx.database.db.select({ n: sql<number>`count(*)::int` }).from(emails).where(where))[0].n;
+  return {
+    data: data.map(toEmailRecord),
+    cursor: hasMore && last ? encodeCursor(last.createdAt.toISOString(), last.id) : undefined,
+    hasMore,
+    total,
+  };
+}

@@ -1,0 +1,37 @@
+import { createHmac } from 'node:crypto';
+import { signJwt, verifyJwt } from '../http/session.ts';
+
+/**
+ * Signed tokens for the unsubscribe, subscribe and manage links in emails: an HS256 JWT under a key
+ * derived from the app secret, so a session token never verifies as a link token (or the reverse).
+ * Links must keep working in old emails, so tokens live for five years.
+ */
+
+export type LinkAction = 'unsubscribe' | 'subscribe' | 'manage';
+
+export type LinkToken = { projectId: string; contactId: string; action: LinkAction; emailId?: string };
+
+const ACTIONS: readonly LinkAction[] = ['unsubscribe', 'subscribe', 'manage'];
+const TTL_SECONDS = 5 * 365 * 24 * 3600;
+const TYP = 'herald-link';
+
+const linkKey = (secret: string) => createHmac('sha256', secret).update('herald link tokens v1').digest('base64url');
+
+export function signLinkToken(secret: string, t: LinkToken, now = Date.now()): string {
+  const payload: Record<string, unknown> = { typ: TYP, p: t.projectId, c: t.contactId, a: t.action };
+  if (t.emailId) payload.e = t.emailId;
+  return signJwt(payload, linkKey(secret), TTL_SECONDS, now);
+}
+
+/** The token's claims when it is a valid, unexpired link token signed with `secret`; otherwise null. */
+export function verifyLinkToken(secret: string, token: string, now = Date.now()): LinkToken | null {
+  if (typeof token !== 'string' || token.length > 2048) return null;
+  const payload = verifyJwt(token, linkKey(secret), now);
+  if (!payload || payload.typ !== TYP) return null;
+  const { p, c, a, e } = payload;
+  if (typeof p !== 'string' || typeof c !== 'string' || !ACTIONS.includes(a as LinkAction)) return null;
+  if (e !== undefined && typeof e !== 'string') return null;
+  const out: LinkToken = { projectId: p, contactId: c, action: a as LinkAction };
+  if (typeof e === 'string') out.emailId = e;
+  return out;
+}

@@ -1,0 +1,135 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { fieldUsageProviders } from '../src/modules/contacts/fields.ts';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
+
+let server: TestServer;
+before(async () => {
+  server = await startTestServer();
+});
+after(async () => server?.stop());
+
+describe('contact fields', () => {
+  let b: Bootstrapped;
+  before(async () => {
+    b = await bootstrap(server.api);
+    await b.sk.post('/contacts', { email: 'f1@example.com', data: { plan: 'pro', seats: 5, profile: { tier: 'gold' } } });
+    await b.sk.post('/contacts', { email: 'f2@example.com', data: { plan: 'pro', seats: 2 } });
+    await b.sk.post('/contacts', { email: 'f3@example.com', data: { plan: 'free' } });
+    await b.sk.post('/contacts', { email: 'f4@example.com', subscribed: false });
+  });
+
+  test('GET /contacts/fields lists standard fields then custom ones with type and coverage', async () => {
+    const res = await b.sk.get('/contacts/fields');
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body, {
+      fields: [
+        { field: 'email', type: 'string', isCustom: false, coverage: 1 },
+        { field: 'subscribed', type: 'boolean', isCustom: false, coverage: 1 },
+        { field: 'createdAt', type: 'date', isCustom: false, coverage: 1 },
+        { field: 'updatedAt', type: 'date', isCustom: false, coverage: 1 },
+        { field: 'data.plan', type: 'string', isCustom: true, coverage: 0.75 },
+        { field: 'data.profile.tier', type: 'string', isCustom: true, coverage: 0.25 },
+        { field: 'data.seats', type: 'number', isCustom: true, coverage: 0.5 },
+      ],
+    });
+  });
+
+  test('a new project has only the standard fields', async () => {
+    const fresh = await bootstrap(server.api);
+    const res = await fresh.sk.get('/contacts/fields');
+    assert.deepEqual(
+      res.body.fields.map((f: { field: string }) => f.field),
+      ['email', 'subscribed', 'createdAt', 'updatedAt'],
+    );
+  });
+
+  test('GET /contacts/fields/:field/values gives distinct values, most frequent first', async () => {
+    const plan = await b.sk.get('/contacts/fields/data.plan/values');
+    assert.equal(plan.status, 200);
+    assert.deepEqual(plan.body, { field: 'data.plan', values: ['pro', 'free'], count: 2 });
+    const bare = await b.sk.get('/contacts/fields/plan/values?limit=1');
+    assert.deepEqual(bare.body, { field: 'data.plan', values: ['pro'], count: 2 }, 'a bare name is a data field; count is all distinct values');
+    const nested = await b.sk.get('/contacts/fields/data.profile.tier/values');
+    assert.deepEqual(nested.body, { field: 'data.profile.tier', values: ['gold'], count: 1 });
+    const subscribed = await b.sk.get('/contacts/fields/subscribed/values');
+    assert.deepEqual(subscribed.body, { field: 'subscribed', values: [true, false], count: 2 });
+    const unknown = await b.sk.get('/contacts/fields/data.nothing/values');
+    assert.deepEqual(unknown.body, { field: 'data.nothing', values: [], count: 0 });
+  });
+
+  test('GET /contacts/fields/:field/usage has the decisions.md shape', async () => {
+    const res = await b.sk.get('/contacts/fields/data.seats/usage');
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body, { segments: [], campaigns: [], workflows: [], contactCount: 2, canDelete: true });
+    const standard = await b.sk.get('/contacts/fields/email/usage');
+    assert.deepEqual(standard.body, { segments: [], campaigns: [], workflows: [], contactCount: 4, canDelete: false });
+  });
+
+  test('a registered usage provider blocks DELETE with 409 and shows in usage', async () => {
+    const provider = async (_db: unknown, projectId: string, field: string) =>
+      projectId === b.project.id && field === 'data.plan' ? { segments: [{ id: 'seg-1', name: 'Pro users' }] } : {};
+    fieldUsageProviders.push(provider);
+    try {
+      const usage = await b.sk.get('/contacts/fields/data.plan/usage');
+      assert.deepEqual(usage.body, {
+        segments: [{ id: 'seg-1', name: 'Pro users' }],
+        campaigns: [],
+        workflows: [],
+        contactCount: 3,
+        canDelete: false,
+      });
+      const del = await b.sk.delete('/contacts/fields/data.plan');
+      assert.equal(del.status, 409);
+      assert.equal(del.body.error.code, 'CONFLICT');
+      assert.deepEqual(del.body.error.details.segments, [{ id: 'seg-1', name: 'Pro users' }]);
+      const still = await b.sk.get('/contacts/fields/data.plan/values');
+      assert.deepEqual(still.body.values, ['pro', 'free'], 'nothing was deleted');
+    } finally {
+      fieldUsageProviders.splice(fieldUsageProviders.indexOf(provider), 1);
+    }
+  });
+
+  test('DELETE /contacts/fields/:field removes the field from every contact and forgets its type', async () => {
+    const other = await bootstrap(server.api);
+    await other.sk.post('/contacts', { email: 'keep@example.com', data: { seats: 9 } });
+
+    const res = await b.sk.delete('/contacts/fields/data.seats');
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body, { deletedFrom: 2 });
+    const rows = await server.sql<{ data: Record<string, unknown> }>(
+      'SELECT data FROM contacts WHERE project_id = $1 ORDER BY email',
+      [b.project.id],
+    );
+    assert.ok(rows.every((r) => !('seats' in r.data)));
+    const fields = await b.sk.get('/contacts/fields');
+    assert.ok(!fields.body.fields.some((f: { field: string }) => f.field === 'data.seats'));
+    const otherProject = await other.sk.get('/contacts/fields/data.seats/values');
+    assert.deepEqual(otherProject.body.values, [9], 'another project keeps its field');
+
+    await b.sk.post('/contacts', { email: 'f1@example.com', data: { seats: 'many' } });
+    const retyped = await b.sk.get('/contacts/fields');
+    assert.deepEqual(
+      retyped.body.fields.find((f: { field: string }) => f.field === 'data.seats'),
+      { field: 'data.seats', type: 'string', isCustom: true, coverage: 0.25 },
+      'a deleted field is typed afresh',
+    );
+  });
+
+  test('DELETE of a parent object removes the nested fields under it', async () => {
+    const res = await b.sk.delete('/contacts/fields/data.profile');
+    assert.deepEqual(res.body, { deletedFrom: 1 });
+    const fields = await b.sk.get('/contacts/fields');
+    assert.ok(!fields.body.fields.some((f: { field: string }) => f.field.startsWith('data.profile')));
+  });
+
+  test('DELETE of a standard field is 400, of an unknown field 404', async () => {
+    const std = await b.sk.delete('/contacts/fields/email');
+    assert.equal(std.status, 400);
+    assert.equal(std.body.error.code, 'BAD_REQUEST');
+    const unknown = await b.sk.delete('/contacts/fields/data.nope');
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.body.error.code, 'FIELD_NOT_FOUND');
+  });
+});

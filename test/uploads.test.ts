@@ -1,0 +1,207 @@
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { readFile, readdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import type { Api } from './helpers/http.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
+
+const PUBLIC_URL = 'https://cdn.herald.test';
+const MB = 1024 * 1024;
+
+// Real 1×1 images.
+const PNG = Buffer.from(
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
+  'base64',
+);
+const GIF = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
+const WEBP = Buffer.from('UklGRhoAAABXRUJQVlA4TA0AAAAvAAAAEAcQERGIiP4HAA==', 'base64');
+const JPEG = Buffer.concat([
+  Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10]),
+  Buffer.from('JFIF\0', 'latin1'),
+  Buffer.alloc(64, 0x11),
+  Buffer.from([0xff, 0xd9]),
+]);
+const HTML = Buffer.from('<!doctype html><html><body><script>alert(document.cookie)</script></body></html>');
+const SVG = Buffer.from(
+  '<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"><script>alert(1)</script></svg>',
+);
+
+const KEY = /^prj_[0-9a-f]{32}\/[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\.(jpg|png|gif|webp)$/;
+
+function form(bytes: Buffer, filename: string, type = 'application/octet-stream', field = 'file'): FormData {
+  const fd = new FormData();
+  fd.append(field, new Blob([new Uint8Array(bytes)], { type }), filename);
+  return fd;
+}
+
+const upload = (api: Api, fd: FormData) => api.request('POST', '/uploads/image', { raw: fd });
+
+let server: TestServer;
+let b: Bootstrapped;
+let uploadsDir: string;
+
+before(async () => {
+  server = await startTestServer({ PUBLIC_URL });
+  b = await bootstrap(server.api);
+  uploadsDir = path.join(server.ctx.config.dataDir, 'uploads');
+});
+after(async () => server?.stop());
+
+const filesOf = async (projectId: string) => {
+  const dir = path.join(uploadsDir, projectId);
+  return existsSync(dir) ? (await readdir(dir)).sort() : [];
+};
+
+describe('POST /uploads/image', () => {
+  test('a PNG named .exe is recognised by its bytes, stored and served publicly', async () => {
+    const res = await upload(b.sk, form(PNG, 'photo.exe'));
+    assert.equal(res.status, 201, res.text);
+    assert.deepEqual(Object.keys(res.body).sort(), ['contentType', 'key', 'size', 'url']);
+    assert.equal(res.body.contentType, 'image/png');
+    assert.equal(res.body.size, PNG.length);
+    assert.match(res.body.key, KEY);
+    assert.ok(res.body.key.startsWith(`${b.project.id}/`));
+    assert.ok(res.body.key.endsWith('.png'));
+    assert.equal(res.body.url, `${PUBLIC_URL}/uploads/${res.body.key}`);
+
+    const onDisk = await readFile(path.join(uploadsDir, res.body.key));
+    assert.deepEqual(onDisk, PNG);
+
+    const served = await fetch(`${server.url}/uploads/${res.body.key}`);
+    assert.equal(served.status, 200);
+    assert.equal(served.headers.get('content-type'), 'image/png');
+    assert.equal(served.headers.get('content-length'), String(PNG.length));
+    assert.equal(served.headers.get('cache-control'), 'public, max-age=31536000, immutable');
+    assert.equal(served.headers.get('x-content-type-options'), 'nosniff');
+    assert.deepEqual(Buffer.from(await served.arrayBuffer()), PNG);
+  });
+
+  test('JPEG, GIF and WebP are recognised whatever the name and declared type', async () => {
+    const cases: [Buffer, string, string][] = [
+      [JPEG, 'image/jpeg', 'jpg'],
+      [GIF, 'image/gif', 'gif'],
+      [WEBP, 'image/webp', 'webp'],
+    ];
+    for (const [bytes, contentType, ext] of cases) {
+      const res = await upload(b.sk, form(bytes, 'upload.txt', 'text/plain'));
+      assert.equal(res.status, 201, res.text);
+      assert.equal(res.body.contentType, contentType);
+      assert.equal(res.body.size, bytes.length);
+      assert.ok(res.body.key.endsWith(`.${ext}`), res.body.key);
+      const served = await fetch(`${server.url}/uploads/${res.body.key}`);
+      assert.equal(served.headers.get('content-type'), contentType);
+      assert.deepEqual(Buffer.from(await served.arrayBuffer()), bytes);
+    }
+  });
+
+  test('the dashboard session with X-Project-Id uploads into that project', async () => {
+    const res = await upload(
+      server.api.as({ cookie: b.cookie, headers: { 'x-project-id': b.project.id } }),
+      form(GIF, 'pixel.gif', 'image/gif'),
+    );
+    assert.equal(res.status, 201, res.text);
+    assert.ok(res.body.key.startsWith(`${b.project.id}/`));
+  });
+
+  test('an HTML file renamed .png is refused with 415 and nothing is stored', async () => {
+    const other = await bootstrap(server.api, 'HTML');
+    const res = await upload(other.sk, form(HTML, 'innocent.png', 'image/png'));
+    assert.equal(res.status, 415);
+    assert.equal(res.body.error.code, 'UNSUPPORTED_MEDIA_TYPE');
+    assert.equal(res.body.error.message, 'File is not a JPEG, PNG, GIF or WebP image');
+    assert.deepEqual(res.body.error.details.accepted, ['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
+    assert.deepEqual(await filesOf(other.project.id), []);
+  });
+
+  test('an SVG is refused because it can carry scripts', async () => {
+    const res = await upload(b.sk, form(SVG, 'logo.svg', 'image/svg+xml'));
+    assert.equal(res.status, 415);
+    assert.equal(res.body.error.code, 'UNSUPPORTED_MEDIA_TYPE');
+    assert.match(res.body.error.message, /^SVG images are not accepted because they can contain scripts/);
+  });
+
+  test('an empty file is a 422 on field file', async () => {
+    const res = await upload(b.sk, form(Buffer.alloc(0), 'empty.png', 'image/png'));
+    assert.equal(res.status, 422);
+    assert.equal(res.body.error.code, 'VALIDATION_ERROR');
+    assert.deepEqual(res.body.error.errors, [{ field: 'file', message: 'File is empty', code: 'too_small' }]);
+  });
+
+  test('exactly 10 MB is accepted; one byte more is a 413 and nothing is stored', async () => {
+    const exact = Buffer.concat([PNG, Buffer.alloc(10 * MB - PNG.length, 0x42)]);
+    const ok = await upload(b.sk, form(exact, 'big.png', 'image/png'));
+    assert.equal(ok.status, 201, ok.text);
+    assert.equal(ok.body.size, 10 * MB);
+
+    const other = await bootstrap(server.api, 'Too big');
+    const tooBig = await upload(other.sk, form(Buffer.concat([exact, Buffer.from([0x42])]), 'big.png', 'image/png'));
+    assert.equal(tooBig.status, 413);
+    assert.equal(tooBig.body.error.code, 'PAYLOAD_TOO_LARGE');
+    assert.equal(tooBig.body.error.message, 'Uploaded file is too large');
+    const wayTooBig = await upload(other.sk, form(Buffer.concat([exact, Buffer.alloc(2 * MB)]), 'big.png', 'image/png'));
+    assert.equal(wayTooBig.status, 413);
+    assert.equal(wayTooBig.body.error.code, 'PAYLOAD_TOO_LARGE');
+    assert.deepEqual(await filesOf(other.project.id), []);
+  });
+
+  test('a form without a "file" part is a 422; a JSON body is a 400', async () => {
+    const fd = new FormData();
+    fd.append('name', 'no file here');
+    const noFile = await upload(b.sk, fd);
+    assert.equal(noFile.status, 422);
+    assert.equal(noFile.body.error.errors[0].field, 'file');
+    assert.equal(noFile.body.error.errors[0].code, 'invalid_type');
+
+    const wrongField = await upload(b.sk, form(PNG, 'a.png', 'image/png', 'image'));
+    assert.equal(wrongField.status, 422);
+    assert.equal(wrongField.body.error.errors[0].field, 'file');
+
+    const json = await b.sk.post('/uploads/image', { file: PNG.toString('base64') });
+    assert.equal(json.status, 400);
+    assert.equal(json.body.error.code, 'BAD_REQUEST');
+    assert.equal(json.body.error.message, 'Request must be multipart/form-data');
+  });
+
+  test('uploading needs a secret key or a session', async () => {
+    const anonymous = await upload(server.api, form(PNG, 'a.png'));
+    assert.equal(anonymous.status, 401);
+    assert.equal(anonymous.body.error.code, 'INVALID_API_KEY');
+    const publicKey = await upload(b.pk, form(PNG, 'a.png'));
+    assert.equal(publicKey.status, 401);
+    assert.equal(publicKey.body.error.code, 'INVALID_API_KEY');
+  });
+});
+
+describe('GET /uploads/:key', () => {
+  test('an unknown key is a 404 in the error shape', async () => {
+    const key = `${b.project.id}/01900000-0000-7000-8000-000000000000.png`;
+    const res = await server.api.get(`/uploads/${key}`);
+    assert.equal(res.status, 404);
+    assert.equal(res.body.success, false);
+    assert.equal(res.body.error.code, 'UPLOAD_NOT_FOUND');
+    assert.deepEqual(res.body.error.details, { resource: 'upload', id: key });
+  });
+
+  test('path traversal and foreign shapes are 404, never a file outside the uploads folder', async () => {
+    // A file next to uploads/ in DATA_DIR: none of these may reach it.
+    await writeFile(path.join(server.ctx.config.dataDir, 'jwt-secret'), 'do-not-serve');
+    const attempts = [
+      '/uploads/..%2Fjwt-secret',
+      '/uploads/..%2F..%2Fetc%2Fpasswd',
+      `/uploads/${b.project.id}%2F..%2F..%2Fjwt-secret`,
+      `/uploads/${b.project.id}/..%2F..%2Fjwt-secret`,
+      '/uploads/%2Fetc%2Fpasswd',
+      `/uploads/${b.project.id}/01900000-0000-7000-8000-000000000000.svg`,
+      `/uploads/${b.project.id}/01900000-0000-7000-8000-000000000000.png.tmp`,
+      '/uploads/',
+    ];
+    for (const url of attempts) {
+      const res = await server.api.get(url);
+      assert.equal(res.status, 404, url);
+      assert.equal(res.body.success, false, url);
+      assert.ok(!res.text.includes('do-not-serve'), url);
+    }
+  });
+});
