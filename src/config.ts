@@ -36,6 +36,7 @@ const envSchema = z.object({
   PUBLIC_URL: url(['http:', 'https:']).optional(),
   DATA_DIR: z.string().min(1).default('./data'),
   DATABASE_URL: url(['postgres:', 'postgresql:']).optional(),
+  DATABASE_POOL_SIZE: int(2, 500).default('20'),
   REDIS_URL: url(['redis:', 'rediss:']).optional(),
   PROCESS_ROLE: z.enum(['api', 'worker', 'all']).default('all'),
   SMTP_URL: url(['smtp:', 'smtps:']).optional(),
@@ -64,6 +65,7 @@ export type Config = Readonly<{
   publicUrl: string;
   dataDir: string;
   databaseUrl: string | undefined;
+  databasePoolSize: number;
   redisUrl: string | undefined;
   processRole: 'api' | 'worker' | 'all';
   smtpUrl: string | undefined;
@@ -105,6 +107,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     publicUrl,
     dataDir: path.resolve(e.DATA_DIR),
     databaseUrl: e.DATABASE_URL,
+    databasePoolSize: e.DATABASE_POOL_SIZE,
     redisUrl: e.REDIS_URL,
     processRole: e.PROCESS_ROLE,
     smtpUrl: e.SMTP_URL,

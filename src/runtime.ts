@@ -29,7 +29,7 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
   };
   try {
     await runMigrations(server.url);
-    const database = openDatabase(server.url);
+    const database = openDatabase(server.url, config.databasePoolSize);
     stops.push(database.close);
     const keys = await createKeyCache(database, server.url, log);
     stops.push(keys.close);

@@ -9,6 +9,8 @@ export type QueueDef<T> = {
   name: string;
   schema: z.ZodType<T>;
   handler: (ctx: AppContext, data: T, job: { id: string }) => Promise<void>;
+  /** Handles a whole fetched batch at once instead (set-based work); a throw fails the batch. */
+  batchHandler?: (ctx: AppContext, items: { id: string; data: T }[]) => Promise<void>;
   /** Jobs fetched per poll; each is handled concurrently. */
   batchSize?: number;
   /** Concurrent pollers of this queue in one process. */
@@ -19,6 +21,8 @@ export type QueueDef<T> = {
   expireInSeconds?: number;
   /** Cron expression (UTC) for a recurring job with an empty payload. */
   cron?: string;
+  /** pg-boss queue policy; `short` keeps one queued job per singletonKey (debounce). Default `standard`. */
+  policy?: 'standard' | 'short' | 'singleton' | 'stately';
 };
 
 // Queue definitions differ only in their payload type; the registry holds them side by side.
@@ -72,6 +76,7 @@ export async function startJobs(opts: {
         retryDelay: q.retryDelaySeconds ?? 5,
         retryBackoff: q.retryBackoff ?? true,
         expireInSeconds: q.expireInSeconds ?? 300,
+        policy: q.policy,
       });
     }
   } finally {
@@ -87,12 +92,31 @@ export async function startJobs(opts: {
       }),
     startWorkers: async (ctx) => {
       for (const q of opts.queues) {
+        const batchSize = q.batchSize ?? 1;
         for (let i = 0; i < (q.workers ?? 1); i++) {
-          await boss.work(
+          const workerId: string = await boss.work(
             q.name,
-            { batchSize: q.batchSize ?? 1, pollingIntervalSeconds: opts.pollingIntervalSeconds ?? 0.5 },
+            { batchSize, pollingIntervalSeconds: opts.pollingIntervalSeconds ?? 0.5 },
             async (jobs) => {
-              await Promise.all(jobs.map((job) => q.handler(ctx, q.schema.parse(job.data), { id: job.id })));
+              if (q.batchHandler) {
+                try {
+                  await q.batchHandler(ctx, jobs.map((job) => ({ id: job.id, data: q.schema.parse(job.data) })));
+                } catch (err) {
+                  opts.log.error({ err, queue: q.name, jobs: jobs.length }, 'job batch failed');
+                  throw err;
+                }
+                if (jobs.length === batchSize) boss.notifyWorker(workerId);
+                return;
+              }
+              // Each job succeeds or fails on its own; pg-boss completes the rest of the batch.
+              const results = await Promise.allSettled(jobs.map(async (job) => q.handler(ctx, q.schema.parse(job.data), { id: job.id })));
+              for (const [j, r] of results.entries()) {
+                if (r.status === 'fulfilled') continue;
+                opts.log.error({ err: r.reason, queue: q.name, jobId: jobs[j].id }, 'job failed');
+                await boss.fail(q.name, jobs[j].id, { message: String((r.reason as Error)?.message ?? r.reason) });
+              }
+              // pg-boss waits a polling interval between fetches; a full batch means more work is waiting.
+              if (jobs.length === batchSize) boss.notifyWorker(workerId);
             },
           );
         }

@@ -1,7 +1,13 @@
+import { bulkQueue } from '../modules/contacts/bulk/jobs.ts';
+import { campaignQueues } from '../modules/campaigns/jobs.ts';
+import { importQueue } from '../modules/contacts/import/jobs.ts';
 import { domainQueues } from '../modules/domains/jobs.ts';
 import { deliveryQueue } from '../modules/emails/delivery/index.ts';
 import { idempotencyCleanupQueue } from '../http/idempotency.ts';
+import { reputationQueue } from '../modules/reputation/guard.ts';
+import { segmentQueues } from '../modules/segments/jobs.ts';
+import { notificationCleanupQueue } from '../modules/webhooks/service.ts';
 import type { AnyQueueDef } from './boss.ts';
 
 /** Every background queue of every module. Workers register all of them. */
-export const queues: AnyQueueDef[] = [...domainQueues, deliveryQueue, idempotencyCleanupQueue];
+export const queues: AnyQueueDef[] = [...domainQueues, deliveryQueue, idempotencyCleanupQueue, importQueue, bulkQueue, reputationQueue, notificationCleanupQueue, ...campaignQueues, ...segmentQueues];

@@ -19,5 +19,7 @@ export const events = pgTable(
     index('events_project_created_idx').on(t.projectId, t.createdAt, t.id),
     index('events_project_name_created_idx').on(t.projectId, t.name, t.createdAt),
     index('events_contact_name_created_idx').on(t.contactId, t.name, t.createdAt),
+    // A contact's timeline (GET /events/contact/:id, /activity?contactId=), newest first.
+    index('events_contact_created_idx').on(t.contactId, t.createdAt, t.id),
   ],
 );

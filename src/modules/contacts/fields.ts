@@ -2,7 +2,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
 import { ApiError, badRequest, conflict } from '../../http/errors.ts';
 import type { FieldType } from './custom-data.ts';
-import { textArray } from './sql.ts';
+import { isoMs, textArray } from './sql.ts';
 
 /** GET /contacts/fields and the per-field endpoints. */
 
@@ -11,8 +11,8 @@ export type FieldItem = { field: string; type: FieldType; isCustom: boolean; cov
 const STANDARD_FIELDS: { field: string; type: FieldType; column: SQL }[] = [
   { field: 'email', type: 'string', column: sql`c.email` },
   { field: 'subscribed', type: 'boolean', column: sql`c.subscribed` },
-  { field: 'createdAt', type: 'date', column: sql.raw(`to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`) },
-  { field: 'updatedAt', type: 'date', column: sql.raw(`to_char(c.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`) },
+  { field: 'createdAt', type: 'date', column: isoMs('c.created_at') },
+  { field: 'updatedAt', type: 'date', column: isoMs('c.updated_at') },
 ];
 
 /** A field as named in the API: a standard field, or `data.<path>` (a bare unknown name means `data.<name>`). */

@@ -1,7 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
-import { prefixedId } from '../../db/ids.ts';
 import { conflict, fieldErrors, notFound, validationError } from '../../http/errors.ts';
 import { recordEvent } from '../events/record.ts';
 import { type DataChanges, fieldTypesOf, splitCustomData } from './custom-data.ts';
@@ -13,7 +12,10 @@ import {
   emailSchema,
   normaliseEmail,
 } from './schemas.ts';
-import { type ContactRow, contactColumns, pgErrorCode, textArray, toContactRecord } from './sql.ts';
+import { type ContactRow, clientOf, contactColumns, executePrepared, pgErrorCode, textArray, toContactRecord } from './sql.ts';
+import { upsertContactQuery } from './upsert-sql.ts';
+
+export { upsertContactQuery } from './upsert-sql.ts';
 
 export type { ContactRecord } from './schemas.ts';
 
@@ -21,9 +23,9 @@ export type UpsertInput = { email: string; subscribed?: boolean; data?: Record<s
 export type UpsertResult = { contact: ContactRecord; isNew: boolean; isUpdate: boolean; oneOff: Record<string, unknown> };
 
 /**
- * Records the type of each newly seen field, in the same statement as the write. `guard` limits
- * it to statements whose target row exists. Keys arrive sorted, so concurrent writers lock field
- * rows in one order.
+ * PATCH's share of field typing (the upsert has its own, in upsert-sql.ts): records first-seen
+ * types in the same statement as the write, only when `guard` holds (the contact exists). Keys
+ * arrive sorted, so concurrent writers lock field rows in one order.
  */
 function fieldTypesCte(projectId: string, set: Record<string, unknown>, now: string, guard?: SQL): SQL {
   const { keys, types } = fieldTypesOf(set);
@@ -39,45 +41,6 @@ function fieldTypesCte(projectId: string, set: Record<string, unknown>, now: str
 /** `data` after applying changes, written against table alias `c`. */
 const mergedData = (changes: DataChanges): SQL =>
   sql`((c.data - ${textArray(changes.unset)}) || ${JSON.stringify(changes.set)}::jsonb)`;
-
-/**
- * The upsert as one statement: lock the existing row (if any) to learn its exact previous state,
- * insert or merge, and record first-seen field types. Exported so the benchmark can issue the very
- * same SQL directly.
- */
-export function upsertContactQuery(
-  projectId: string,
-  input: UpsertInput,
-  opts: { defaultSubscribed: boolean; now: Date },
-): { query: SQL; newId: string; changes: DataChanges } {
-  const email = normaliseEmail(input.email);
-  const changes = splitCustomData(input.data);
-  const newId = prefixedId('cnt');
-  const now = opts.now.toISOString();
-  const sub = input.subscribed ?? null;
-  const data = mergedData(changes);
-  const query = sql`WITH old AS MATERIALIZED (
-      SELECT id, subscribed, data FROM contacts WHERE project_id = ${projectId} AND email = ${email} FOR UPDATE
-    ), up AS (
-      INSERT INTO contacts AS c (id, project_id, email, subscribed, data, created_at, updated_at)
-      SELECT ${newId}, ${projectId}, ${email}, COALESCE(${sub}::boolean, old.subscribed, ${opts.defaultSubscribed}::boolean),
-             ${JSON.stringify(changes.set)}::jsonb, ${now}::timestamptz, ${now}::timestamptz
-        FROM (SELECT 1) AS one LEFT JOIN old ON true
-      ON CONFLICT (project_id, email) DO UPDATE SET
-        subscribed = COALESCE(${sub}::boolean, c.subscribed),
-        data = ${data},
-        updated_at = CASE WHEN COALESCE(${sub}::boolean, c.subscribed) <> c.subscribed OR ${data} <> c.data
-                          THEN ${now}::timestamptz ELSE c.updated_at END
-      RETURNING c.*
-    )${fieldTypesCte(projectId, changes.set, now)}
-    SELECT ${contactColumns('up')},
-           up.id = ${newId} AS inserted,
-           EXISTS (SELECT 1 FROM old) AS existed,
-           (SELECT subscribed FROM old) AS old_subscribed,
-           (SELECT data FROM old) IS NOT DISTINCT FROM up.data AS data_same
-      FROM up`;
-  return { query, newId, changes };
-}
 
 type UpsertRow = ContactRow & { inserted: boolean; existed: boolean; old_subscribed: boolean | null; data_same: boolean };
 
@@ -97,7 +60,7 @@ export async function upsertContact(
   if (!checked.success) throw validationError(fieldErrors(checked.error, ['email']));
   const now = opts.now ?? new Date();
   const { query, changes } = upsertContactQuery(projectId, input, { defaultSubscribed: opts.defaultSubscribed, now });
-  const { rows } = await db.execute<UpsertRow>(query);
+  const { rows } = await clientOf(db).query<UpsertRow>(query);
   const row = rows[0];
   const contact = toContactRecord(row);
   if (row.inserted) return { contact, isNew: true, isUpdate: false, oneOff: changes.oneOff };
@@ -136,7 +99,7 @@ export async function setSubscribed(
 ): Promise<ContactRecord | null> {
   if (!CONTACT_ID.test(contactId)) return null;
   const now = opts.now ?? new Date();
-  const { rows } = await db.execute<ContactRow>(sql`
+  const { rows } = await executePrepared<ContactRow>(db, 'contacts_set_subscribed', sql`
     UPDATE contacts AS c SET subscribed = ${subscribed}, updated_at = ${now.toISOString()}::timestamptz
      WHERE c.id = ${contactId} AND c.project_id = ${projectId} AND c.subscribed <> ${subscribed}
     RETURNING ${contactColumns('c')}`);
@@ -148,7 +111,9 @@ export async function setSubscribed(
 
 async function findContact(db: Db, projectId: string, contactId: string): Promise<ContactRecord | null> {
   if (!CONTACT_ID.test(contactId)) return null;
-  const { rows } = await db.execute<ContactRow>(
+  const { rows } = await executePrepared<ContactRow>(
+    db,
+    'contacts_by_id',
     sql`SELECT ${contactColumns('c')} FROM contacts AS c WHERE c.id = ${contactId} AND c.project_id = ${projectId}`,
   );
   return rows[0] ? toContactRecord(rows[0]) : null;
@@ -162,7 +127,9 @@ export async function getContact(db: Db, projectId: string, contactId: string): 
 }
 
 export async function findContactByEmail(db: Db, projectId: string, email: string): Promise<ContactRecord | null> {
-  const { rows } = await db.execute<ContactRow>(
+  const { rows } = await executePrepared<ContactRow>(
+    db,
+    'contacts_by_email',
     sql`SELECT ${contactColumns('c')} FROM contacts AS c WHERE c.project_id = ${projectId} AND c.email = ${normaliseEmail(email)}`,
   );
   return rows[0] ? toContactRecord(rows[0]) : null;
@@ -188,7 +155,7 @@ export async function updateContact(
   const sub = input.subscribed ?? null;
   let rows: (ContactRow & { old_subscribed: boolean })[];
   try {
-    ({ rows } = await db.execute<ContactRow & { old_subscribed: boolean }>(sql`
+    ({ rows } = await executePrepared<ContactRow & { old_subscribed: boolean }>(db, 'contacts_patch', sql`
       WITH old AS MATERIALIZED (
         SELECT id, subscribed FROM contacts WHERE id = ${contactId} AND project_id = ${projectId} FOR UPDATE
       )${fieldTypesCte(projectId, changes.set, iso, sql`EXISTS (SELECT 1 FROM old)`)}

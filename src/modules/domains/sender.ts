@@ -59,12 +59,31 @@ function privateKeyPem(encrypted: string, secret: string): string {
   return pem;
 }
 
+// Verified senders by project and address domain, briefly: /v1/send and every delivered message
+// ask. Status changes in this process clear a project's entries; other processes see them within
+// SENDER_CACHE_MS.
+const SENDER_CACHE_MS = 10_000;
+const senderCache = new Map<string, { sender: SenderDomain; until: number }>();
+
+export function forgetSenders(projectId: string): void {
+  for (const key of senderCache.keys()) if (key.startsWith(`${projectId}|`)) senderCache.delete(key);
+}
+
 /** The verified domain (exact or parent) that may send as `fromEmail` for the project; throws ApiError(403, 'INTERNAL_SERVER_ERROR', 'Domain <d> is not verified …') otherwise. */
 export async function senderDomainFor(ctx: AppContext, projectId: string, fromEmail: string): Promise<SenderDomain> {
+  const key = `${projectId}|${emailDomain(fromEmail)}`;
+  const hit = senderCache.get(key);
+  if (hit && hit.until > Date.now()) return hit.sender;
+  const sender = await lookupSender(ctx, projectId, fromEmail);
+  if (senderCache.size > 10_000) senderCache.clear();
+  senderCache.set(key, { sender, until: Date.now() + SENDER_CACHE_MS });
+  return sender;
+}
+
+async function lookupSender(ctx: AppContext, projectId: string, fromEmail: string): Promise<SenderDomain> {
   const domain = emailDomain(fromEmail);
   const candidates = domainAndParents(domain);
   if (candidates.length === 0) throw notVerified(domain);
-  // The status is read every time (a domain can turn pending or be deleted); only decryption is cached.
   const [row] = await ctx.database.db
     .select({
       id: domains.id,

@@ -7,7 +7,7 @@ import { conflict, notFound } from '../../http/errors.ts';
 import { DKIM_SELECTOR, encryptPrivateKey, generateDkimKey } from './dkim-keys.ts';
 import { recordsFor } from './records.ts';
 import type { DomainRecord } from './schemas.ts';
-import { senderUsageChecks } from './sender.ts';
+import { forgetSenders, senderUsageChecks } from './sender.ts';
 import { checkRecords } from './verify-dns.ts';
 
 type DomainRow = typeof domains.$inferSelect;
@@ -95,6 +95,7 @@ export async function checkDomain(ctx: AppContext, row: DomainRow): Promise<Doma
     .where(eq(domains.id, row.id))
     .returning();
   if (updated && status !== row.status) {
+    forgetSenders(row.projectId);
     ctx.log.info({ domainId: row.id, domain: row.domain, projectId: row.projectId, status }, 'sender domain status changed');
   }
   return updated ?? row; // deleted meanwhile: report what was checked
@@ -115,6 +116,7 @@ export async function deleteDomain(ctx: AppContext, auth: ProjectAuth, id: strin
     }
   }
   await ctx.database.db.delete(domains).where(eq(domains.id, row.id));
+  forgetSenders(auth.projectId);
 }
 
 /** Domains in `status` for a background check, least recently checked first. */

@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import type { Db } from '../../db/client.ts';
 import { prefixedId } from '../../db/ids.ts';
 import { events } from '../../db/schema/events.ts';
@@ -11,6 +12,16 @@ export type NewEvent = {
 };
 
 /**
+ * The event insert as a named statement (planned once per connection): it runs on every tracked
+ * event and every email state change. $1 id, $2 project, $3 contact, $4 name, $5 data, $6 time.
+ * Exported so the track benchmark issues the very same statement.
+ */
+export const RECORD_EVENT_SQL = {
+  name: 'herald_events_insert_v1',
+  text: 'INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES ($1, $2, $3, $4, $5::jsonb, $6::timestamptz)',
+} as const;
+
+/**
  * The one way an event row is written: tracked events and the events the service emits
  * (contact.subscribed/unsubscribed, email.*, segment.*). Pass the transaction's Drizzle
  * handle so the event commits with the change that caused it.
@@ -18,6 +29,21 @@ export type NewEvent = {
 export async function recordEvent(db: Db, e: NewEvent): Promise<{ id: string; createdAt: Date }> {
   const id = prefixedId('evt');
   const createdAt = e.createdAt ?? new Date();
-  await db.insert(events).values({ id, projectId: e.projectId, contactId: e.contactId, name: e.name, data: e.data ?? null, createdAt });
+  const client = (db as Db & { $client?: pg.Pool | pg.PoolClient }).$client;
+  if (client) {
+    const data = e.data == null ? null : JSON.stringify(e.data);
+    await client.query({ ...RECORD_EVENT_SQL, values: [id, e.projectId, e.contactId, e.name, data, createdAt.toISOString()] });
+  } else {
+    await db.insert(events).values({ id, projectId: e.projectId, contactId: e.contactId, name: e.name, data: e.data ?? null, createdAt });
+  }
   return { id, createdAt };
+}
+
+/** Several events in one INSERT (the delivery worker records a batch's email.* events at once). */
+export async function recordEvents(db: Db, list: NewEvent[]): Promise<void> {
+  if (list.length === 0) return;
+  const now = new Date();
+  await db.insert(events).values(
+    list.map((e) => ({ id: prefixedId('evt'), projectId: e.projectId, contactId: e.contactId, name: e.name, data: e.data ?? null, createdAt: e.createdAt ?? now })),
+  );
 }

@@ -1,14 +1,21 @@
-import { and, eq, sql } from 'drizzle-orm';
+import { and, desc, eq, ilike, inArray, lt, or, sql, type SQL } from 'drizzle-orm';
+import type { AppContext } from '../../context.ts';
 import type { Db } from '../../db/client.ts';
 import { suppressions } from '../../db/schema/emails.ts';
+import { decodeCursor, encodeCursor } from '../../http/cursor.ts';
+import { badRequest, notFound } from '../../http/errors.ts';
 
 export type SuppressionReason = 'bounce' | 'complaint' | 'manual';
+
+export type SuppressionRecord = { email: string; reason: SuppressionReason; emailId: string | null; createdAt: string };
+
+const normalise = (email: string) => email.trim().toLowerCase();
 
 export async function isSuppressed(db: Db, projectId: string, email: string): Promise<boolean> {
   const rows = await db
     .select({ one: sql`1` })
     .from(suppressions)
-    .where(and(eq(suppressions.projectId, projectId), eq(suppressions.email, email.toLowerCase())))
+    .where(and(eq(suppressions.projectId, projectId), eq(suppressions.email, normalise(email))))
     .limit(1);
   return rows.length > 0;
 }
@@ -24,6 +31,71 @@ export async function suppressAddress(
 ): Promise<void> {
   await db
     .insert(suppressions)
-    .values({ projectId, email: email.toLowerCase(), reason, emailId, createdAt: now })
+    .values({ projectId, email: normalise(email), reason, emailId, createdAt: now })
     .onConflictDoNothing();
+}
+
+type Row = typeof suppressions.$inferSelect;
+
+const toRecord = (r: Row): SuppressionRecord => ({
+  email: r.email,
+  reason: r.reason as SuppressionReason,
+  emailId: r.emailId,
+  createdAt: r.createdAt.toISOString(),
+});
+
+export type SuppressionListQuery = { limit: number; cursor?: string; search?: string; reason?: SuppressionReason };
+
+const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+/** Newest first, keyset-paginated on (created_at, email). */
+export async function listSuppressions(ctx: AppContext, projectId: string, q: SuppressionListQuery) {
+  const filters: SQL[] = [eq(suppressions.projectId, projectId)];
+  if (q.reason) filters.push(eq(suppressions.reason, q.reason));
+  if (q.search) filters.push(ilike(suppressions.email, `%${escapeLike(q.search.trim().toLowerCase())}%`));
+  const where = and(...filters)!;
+  let page = where;
+  if (q.cursor) {
+    const c = decodeCursor(q.cursor);
+    const at = new Date(String(c.sortValue));
+    if (Number.isNaN(at.getTime())) throw badRequest('Invalid cursor', { cursor: q.cursor });
+    page = and(where, or(lt(suppressions.createdAt, at), and(eq(suppressions.createdAt, at), lt(suppressions.email, c.id))))!;
+  }
+  const rows = await ctx.database.db
+    .select()
+    .from(suppressions)
+    .where(page)
+    .orderBy(desc(suppressions.createdAt), desc(suppressions.email))
+    .limit(q.limit + 1);
+  const hasMore = rows.length > q.limit;
+  const data = rows.slice(0, q.limit);
+  const last = data.at(-1);
+  const total = q.cursor
+    ? 0
+    : (await ctx.database.db.select({ n: sql<number>`count(*)::int` }).from(suppressions).where(where))[0].n;
+  return {
+    data: data.map(toRecord),
+    cursor: hasMore && last ? encodeCursor(last.createdAt.toISOString(), last.email) : undefined,
+    hasMore,
+    total,
+  };
+}
+
+/** Lets mail reach the address again. The contact stays unsubscribed: re-subscribing is a separate, explicit step. */
+export async function deleteSuppression(ctx: AppContext, projectId: string, email: string): Promise<void> {
+  const deleted = await ctx.database.db
+    .delete(suppressions)
+    .where(and(eq(suppressions.projectId, projectId), eq(suppressions.email, normalise(email))))
+    .returning({ email: suppressions.email });
+  if (deleted.length === 0) throw notFound('suppression', normalise(email));
+}
+
+/** Which of these addresses are suppressed in the project (one query for a batch). */
+export async function suppressedAmong(db: Db, projectId: string, addresses: string[]): Promise<Set<string>> {
+  if (addresses.length === 0) return new Set();
+  const rows = await db
+    .select({ email: suppressions.email })
+    .from(suppressions)
+    .where(and(eq(suppressions.projectId, projectId), inArray(suppressions.email, addresses.map((a) => a.toLowerCase()))));
+  return new Set(rows.map((r) => r.email));
 }

@@ -6,6 +6,7 @@ import { renderEmail } from '../../../render/engine.ts';
 import { buildVariables } from '../../../render/variables.ts';
 import type { ContactRecord } from '../../contacts/service.ts';
 import type { SenderDomain } from '../../domains/sender.ts';
+import { trackHtml } from '../../tracking/apply.ts';
 import type { ClaimedEmail } from './claim.ts';
 
 export type ComposedMessage = { raw: Buffer; subject: string; messageId: string };
@@ -44,6 +45,7 @@ export async function composeMessage(
       html = appendToBody(html, unsubscribeFooter(vars.locale, unsubscribeUrl));
     }
   }
+  html = await trackHtml(ctx, email, html);
   const messageId = `<${email.id}@${sender.domain}>`;
   const unsigned = await buildMessage({
     messageId,

@@ -3,50 +3,88 @@ import { z } from 'zod';
 import type { AppContext } from '../../../context.ts';
 import type { QueueDef } from '../../../jobs/boss.ts';
 import { RenderLimitError, TemplateRenderError, TemplateSyntaxError } from '../../../render/engine.ts';
-import { getContact } from '../../contacts/service.ts';
+import { getContactsByIds } from '../../contacts/batch.ts';
+import type { ContactRecord } from '../../contacts/service.ts';
 import { senderDomainFor } from '../../domains/sender.ts';
-import { isSuppressed } from '../../suppressions/service.ts';
-import { type ClaimedEmail, claimEmail, peekEmail } from './claim.ts';
+import { sendingBlocked } from '../../reputation/guard.ts';
+import { recordBounce } from '../../suppressions/feedback.ts';
+import { suppressedAmong } from '../../suppressions/service.ts';
+import { type ClaimedEmail, claimEmails, peekEmails } from './claim.ts';
 import { composeMessage } from './compose.ts';
 import { DELIVERY_QUEUE } from './queue-name.ts';
-import { recordAccepted, recordHardBounce, recordNotSent, recordRetry } from './record.ts';
-import { reserveSendSlot } from './throttle.ts';
+import { type Accepted, recordAccepted, recordNotSent, recordRetry } from './record.ts';
+import { reserveSendSlots } from './throttle.ts';
 
 /** A reserved send slot further away than this is waited for in the queue, not in the worker. */
 const MAX_INLINE_WAIT_MS = 2000;
 const MAX_BACKOFF_SECONDS = 6 * 3600;
 
 const payload = z.object({ emailId: z.string().uuid(), slot: z.string().datetime().optional() });
+type Payload = z.infer<typeof payload>;
 
 /**
- * The delivery engine: throttle → claim → check → compose → send → record. Each step is its own
- * module; this facade only sequences them. Safe to run twice for one email (the claim is a
- * check-and-set), safe to crash anywhere (the claim's lease expires and another worker resumes).
+ * The delivery engine, set-based over a batch of jobs: throttle → claim → check → compose → send
+ * → record. Each step is its own module; this facade only sequences them. Safe to run twice for
+ * one email (the claim is a check-and-set), safe to crash anywhere (the claim's lease expires and
+ * another worker resumes).
  */
-export async function deliverEmail(ctx: AppContext, data: z.infer<typeof payload>): Promise<void> {
-  const waiting = await peekEmail(ctx, data.emailId);
-  if (!waiting) return;
+export async function deliverBatch(ctx: AppContext, items: Payload[]): Promise<void> {
+  const givenSlots = new Map(items.filter((i) => i.slot).map((i) => [i.emailId, new Date(i.slot!)]));
+  const waiting = await peekEmails(ctx, [...new Set(items.map((i) => i.emailId))]);
+  if (waiting.length === 0) return;
 
-  const slot = data.slot ? new Date(data.slot) : await reserveSendSlot(ctx, waiting.projectId);
-  const waitMs = slot.getTime() - Date.now();
-  if (waitMs > MAX_INLINE_WAIT_MS) {
-    await ctx.jobs.send(DELIVERY_QUEUE, { emailId: data.emailId, slot: slot.toISOString() }, { startAfter: slot });
-    return;
+  const slots = new Map<string, Date>();
+  for (const [projectId, ids] of groupBy(waiting, (w) => w.projectId)) {
+    const unslotted = ids.filter((w) => !givenSlots.has(w.id));
+    const reserved = unslotted.length > 0 ? await reserveSendSlots(ctx, projectId, unslotted.length) : [];
+    unslotted.forEach((w, i) => slots.set(w.id, reserved[i]));
+    ids.filter((w) => givenSlots.has(w.id)).forEach((w) => slots.set(w.id, givenSlots.get(w.id)!));
   }
-  if (waitMs > 0) await sleep(waitMs);
+  const later = [...slots].filter(([, slot]) => slot.getTime() - Date.now() > MAX_INLINE_WAIT_MS);
+  if (later.length > 0) {
+    await ctx.jobs.boss.insert(later.map(([emailId, slot]) => ({ name: DELIVERY_QUEUE, data: { emailId, slot: slot.toISOString() }, startAfter: slot })));
+  }
+  const now = [...slots].filter(([, slot]) => slot.getTime() - Date.now() <= MAX_INLINE_WAIT_MS).map(([id]) => id);
 
-  const email = await claimEmail(ctx, data.emailId);
-  if (!email) return;
-  await sendClaimed(ctx, email);
+  const claimed = await claimEmails(ctx, now);
+  const accepted: Accepted[] = [];
+  for (const [projectId, batch] of groupBy(claimed, (e) => e.projectId)) {
+    const blocked = await sendingBlocked(ctx, projectId);
+    const suppressed = await suppressedAmong(ctx.database.db, projectId, batch.map((e) => e.toEmail));
+    const contacts = await getContactsByIds(ctx.database.db, projectId, batch.flatMap((e) => (e.contactId ? [e.contactId] : [])));
+    await Promise.all(
+      batch.map(async (email) => {
+        const wait = slots.get(email.id)!.getTime() - Date.now();
+        if (wait > 0) await sleep(wait);
+        const contact = email.contactId ? (contacts.get(email.contactId) ?? null) : null;
+        const done = await sendOne(ctx, email, contact, { blocked, suppressed: suppressed.has(email.toEmail) });
+        if (done) accepted.push(done);
+      }),
+    );
+  }
+  await recordAccepted(ctx, accepted);
 }
 
-async function sendClaimed(ctx: AppContext, email: ClaimedEmail): Promise<void> {
-  if (await isSuppressed(ctx.database.db, email.projectId, email.toEmail)) {
-    return recordNotSent(ctx, email, 'SUPPRESSED', 'Address is suppressed in this project');
-  }
-  const contact = email.contactId ? await getContact(ctx.database.db, email.projectId, email.contactId).catch(() => null) : null;
-  if (email.type !== 'TRANSACTIONAL' && (!contact || !contact.subscribed)) {
-    return recordNotSent(ctx, email, 'SKIPPED', 'unsubscribed');
+/** One job's worth: used by tests and by callers that deliver a single email. */
+export const deliverEmail = (ctx: AppContext, data: Payload) => deliverBatch(ctx, [data]);
+
+/** Checks, composes and sends one claimed email. Returns the accepted message for the batch record; records every other outcome itself. */
+async function sendOne(
+  ctx: AppContext,
+  email: ClaimedEmail,
+  contact: ContactRecord | null,
+  state: { blocked: string | null; suppressed: boolean },
+): Promise<Accepted | null> {
+  const refusal = state.blocked
+    ? (['FAILED', state.blocked] as const)
+    : state.suppressed
+      ? (['SUPPRESSED', 'Address is suppressed in this project'] as const)
+      : email.type !== 'TRANSACTIONAL' && (!contact || !contact.subscribed)
+        ? (['SKIPPED', 'unsubscribed'] as const)
+        : null;
+  if (refusal) {
+    await recordNotSent(ctx, email, refusal[0], refusal[1]);
+    return null;
   }
 
   let composed;
@@ -56,33 +94,45 @@ async function sendClaimed(ctx: AppContext, email: ClaimedEmail): Promise<void> 
   } catch (err) {
     const known = err instanceof RenderLimitError || err instanceof TemplateSyntaxError || err instanceof TemplateRenderError || (err as { statusCode?: number }).statusCode === 403;
     if (!known) ctx.log.error({ err, emailId: email.id }, 'composing an email failed');
-    return recordNotSent(ctx, email, 'FAILED', known ? (err as Error).message : 'The message could not be built');
+    await recordNotSent(ctx, email, 'FAILED', known ? (err as Error).message : 'The message could not be built');
+    return null;
   }
 
   const outcome = await ctx.mailer.send(composed.raw, { from: email.fromEmail, to: email.toEmail });
   switch (outcome.kind) {
     case 'accepted':
-      return recordAccepted(ctx, email, composed);
+      return { email, ...composed, at: ctx.clock.now() };
     case 'rejected':
-      return recordHardBounce(ctx, email, composed.subject, outcome.response);
+      await recordBounce(ctx, email, { type: 'Permanent', diagnostic: outcome.response, subject: composed.subject });
+      return null;
     case 'failed':
-      return recordNotSent(ctx, email, 'FAILED', outcome.response);
+      await recordNotSent(ctx, email, 'FAILED', outcome.response);
+      return null;
     case 'transient': {
       if (email.attempts >= ctx.config.deliveryMaxAttempts) {
-        return recordNotSent(ctx, email, 'FAILED', `Gave up after ${email.attempts} attempts: ${outcome.response}`);
+        await recordNotSent(ctx, email, 'FAILED', `Gave up after ${email.attempts} attempts: ${outcome.response}`);
+      } else {
+        const delay = Math.min(ctx.config.deliveryRetryBaseSeconds * 4 ** (email.attempts - 1), MAX_BACKOFF_SECONDS);
+        await recordRetry(ctx, email, outcome.response, new Date(Date.now() + delay * 1000));
       }
-      const delay = Math.min(ctx.config.deliveryRetryBaseSeconds * 4 ** (email.attempts - 1), MAX_BACKOFF_SECONDS);
-      return recordRetry(ctx, email, outcome.response, new Date(Date.now() + delay * 1000));
+      return null;
     }
   }
 }
 
-export const deliveryQueue: QueueDef<z.infer<typeof payload>> = {
+function groupBy<T>(items: T[], key: (t: T) => string): Map<string, T[]> {
+  const out = new Map<string, T[]>();
+  for (const item of items) out.set(key(item), [...(out.get(key(item)) ?? []), item]);
+  return out;
+}
+
+export const deliveryQueue: QueueDef<Payload> = {
   name: DELIVERY_QUEUE,
   schema: payload,
   handler: (ctx, data) => deliverEmail(ctx, data),
-  batchSize: 10,
-  workers: 2,
+  batchHandler: (ctx, items) => deliverBatch(ctx, items.map((i) => i.data)),
+  batchSize: 25,
+  workers: 4,
   retryLimit: 10,
   retryDelaySeconds: 10,
   expireInSeconds: 600,

@@ -1,10 +1,8 @@
-import { eq } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import type { AppContext } from '../../../context.ts';
 import { withTransaction } from '../../../db/client.ts';
 import { type EmailStatus, emailRaw, emails } from '../../../db/schema/emails.ts';
-import { recordEvent } from '../../events/record.ts';
-import { setSubscribed } from '../../contacts/service.ts';
-import { suppressAddress } from '../../suppressions/service.ts';
+import { recordEvent, recordEvents } from '../../events/record.ts';
 import type { ClaimedEmail } from './claim.ts';
 import { DELIVERY_QUEUE } from './queue-name.ts';
 
@@ -35,62 +33,40 @@ export async function recordNotSent(ctx: AppContext, email: ClaimedEmail, status
   });
 }
 
-/** The relay (or capture) accepted the message. Captured messages are stored and count as delivered. */
-export async function recordAccepted(
-  ctx: AppContext,
-  email: ClaimedEmail,
-  composed: { raw: Buffer; subject: string; messageId: string },
-): Promise<void> {
-  const now = ctx.clock.now();
+export type Accepted = { email: ClaimedEmail; raw: Buffer; subject: string; messageId: string; at: Date };
+
+/**
+ * The relay (or capture) accepted these messages: one transaction for the batch. Captured
+ * messages are stored and count as delivered. Events: email.sent (and email.delivered).
+ */
+export async function recordAccepted(ctx: AppContext, accepted: Accepted[]): Promise<void> {
+  if (accepted.length === 0) return;
   const captured = ctx.mailer.mode === 'capture';
   await withTransaction(ctx.database, async ({ tx }) => {
-    await tx
-      .update(emails)
-      .set({
-        status: captured ? 'DELIVERED' : 'SENT',
-        subject: composed.subject,
-        messageId: composed.messageId,
-        error: null,
-        lockedUntil: null,
-        sentAt: now,
-        deliveredAt: captured ? now : null,
-        updatedAt: now,
-      })
-      .where(eq(emails.id, email.id));
-    if (captured) await tx.insert(emailRaw).values({ emailId: email.id, raw: composed.raw }).onConflictDoNothing();
-    if (email.contactId) {
-      const data = emailEventData(email, composed.subject);
-      const base = { projectId: email.projectId, contactId: email.contactId, data, createdAt: now };
-      await recordEvent(tx, { ...base, name: 'email.sent' });
-      if (captured) await recordEvent(tx, { ...base, name: 'email.delivered' });
+    await tx.execute(sql`
+      UPDATE emails AS e
+         SET status = ${captured ? 'DELIVERED' : 'SENT'}, subject = v.subject, message_id = v.message_id, error = NULL,
+             locked_until = NULL, sent_at = v.at, delivered_at = ${captured ? sql`v.at` : sql`NULL`}, updated_at = v.at
+        FROM unnest(${uuidArray(accepted.map((a) => a.email.id))}, ${textArray(accepted.map((a) => a.subject))},
+                    ${textArray(accepted.map((a) => a.messageId))}, ${timestampArray(accepted.map((a) => a.at))})
+             AS v(id, subject, message_id, at)
+       WHERE e.id = v.id`);
+    if (captured) {
+      await tx.insert(emailRaw).values(accepted.map((a) => ({ emailId: a.email.id, raw: a.raw }))).onConflictDoNothing();
     }
+    const names = captured ? ['email.sent', 'email.delivered'] : ['email.sent'];
+    const rows = accepted
+      .filter((a) => a.email.contactId)
+      .flatMap((a) =>
+        names.map((name) => ({ projectId: a.email.projectId, contactId: a.email.contactId, name, data: emailEventData(a.email, a.subject), createdAt: a.at })),
+      );
+    await recordEvents(tx, rows);
   });
 }
 
-/**
- * A hard bounce (the relay refused the recipient for good): the email is BOUNCED, the address
- * suppressed in the project and the contact unsubscribed with `{ reason: 'bounce' }`.
- */
-export async function recordHardBounce(ctx: AppContext, email: ClaimedEmail, subject: string | null, response: string): Promise<void> {
-  const now = ctx.clock.now();
-  await withTransaction(ctx.database, async ({ tx }) => {
-    await tx
-      .update(emails)
-      .set({ status: 'BOUNCED', error: response, bouncedAt: now, lockedUntil: null, subject, updatedAt: now })
-      .where(eq(emails.id, email.id));
-    await suppressAddress(tx, email.projectId, email.toEmail, 'bounce', email.id, now);
-    if (email.contactId) {
-      await recordEvent(tx, {
-        projectId: email.projectId,
-        contactId: email.contactId,
-        name: 'email.bounced',
-        data: emailEventData(email, subject, { bounceType: 'Permanent', error: response }),
-        createdAt: now,
-      });
-      await setSubscribed(tx, email.projectId, email.contactId, false, { reason: 'bounce' });
-    }
-  });
-}
+const uuidArray = (values: string[]) => sql`${sql.param(values)}::uuid[]`;
+const textArray = (values: string[]) => sql`${sql.param(values)}::text[]`;
+const timestampArray = (values: Date[]) => sql`${sql.param(values.map((d) => d.toISOString()))}::timestamptz[]`;
 
 /** A temporary failure: back to QUEUED with the server's reply, and a new delivery job at `retryAt`. */
 export async function recordRetry(ctx: AppContext, email: ClaimedEmail, response: string, retryAt: Date): Promise<void> {

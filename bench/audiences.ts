@@ -1,0 +1,145 @@
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { sql } from 'drizzle-orm';
+import { compileCondition, parseCondition } from '../src/conditions/index.ts';
+import { startEmbeddedPostgres } from '../src/db/connect.ts';
+import { bootstrap } from '../test/helpers/bootstrap.ts';
+import { startTestServer } from '../test/helpers/server.ts';
+
+/**
+ * Audiences benchmark (a): counting a segment-style audience over 1,000,000 contacts.
+ *
+ * The tree `data.plan equals 'pro' AND data.score greaterThan 50 AND createdAt within 30 days`
+ * is compiled by the condition engine (compileCondition, field types read from the project as
+ * in production) and counted; the reference is the same count written by hand in SQL, on the
+ * same database. Targets: compiled ≤ 1.5× the hand-written query, and under 1 s.
+ *
+ * Indexes: only the schema's own. The `within` filter on createdAt uses the contacts
+ * (project_id, created_at, id) index; no index on data keys is created (which data keys deserve
+ * an expression index is a per-deployment decision).
+ */
+
+const CONTACTS = Number(process.env.BENCH_CONTACTS ?? 1_000_000);
+const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 21);
+const quiet = { info: () => {}, debug: () => {}, error: () => {} };
+
+const TREE = {
+  logic: 'AND',
+  groups: [
+    {
+      filters: [
+        { field: 'data.plan', operator: 'equals', value: 'pro' },
+        { field: 'data.score', operator: 'greaterThan', value: 50 },
+        { field: 'createdAt', operator: 'within', value: 30, unit: 'days' },
+      ],
+    },
+  ],
+};
+
+export async function run(): Promise<void> {
+  const cpus = os.cpus();
+  console.log('Herald audiences benchmark');
+  console.log(
+    `machine: ${cpus[0]?.model ?? 'unknown cpu'}, ${cpus.length} cores, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}, ${os.platform()} ${os.release()}`,
+  );
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'herald-bench-'));
+  await chmod(dir, 0o755); // the embedded server may run as the 'postgres' user
+  const pgServer = await startEmbeddedPostgres(path.join(dir, 'pg'), quiet as never);
+  try {
+    await pgServer.ensureDatabase('herald_bench');
+    const server = await startTestServer({}, { databaseUrl: pgServer.urlFor('herald_bench') });
+    try {
+      const [{ v }] = await server.sql<{ v: string }>("SELECT current_setting('server_version') AS v");
+      const [{ workers }] = await server.sql<{ workers: string }>("SELECT current_setting('max_parallel_workers_per_gather') AS workers");
+      console.log(`postgres: ${v} (embedded), max_parallel_workers_per_gather ${workers}\n`);
+      await countBenchmark(server);
+    } finally {
+      await server.stop();
+    }
+  } finally {
+    await pgServer.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+type Server = Awaited<ReturnType<typeof startTestServer>>;
+
+async function countBenchmark(server: Server): Promise<void> {
+  const b = await bootstrap(server.api, 'bench-audiences');
+  const projectId = b.project.id;
+  const now = new Date();
+  console.log(`loading ${fmt(CONTACTS)} contacts (one INSERT … SELECT generate_series)`);
+  const t0 = performance.now();
+  // plan: free/pro/team/enterprise in turn; score 0..99 spread by a multiplicative hash;
+  // created_at spread over two years before now, down to the second.
+  await server.sql(
+    `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
+     SELECT 'cnt_' || lpad(to_hex(g), 32, '0'), $1, 'user' || g || '@bench.example.com', g % 10 <> 0,
+            jsonb_build_object('plan', (ARRAY['free', 'pro', 'team', 'enterprise'])[g % 4 + 1], 'score', (g::bigint * 7919) % 100,
+                               'company', 'Company ' || (g % 5000)),
+            $2::timestamptz - ((g::bigint * 104729) % (730 * 86400)) * interval '1 second',
+            $2::timestamptz - ((g::bigint * 104729) % (730 * 86400)) * interval '1 second'
+       FROM generate_series(1, $3::int) AS g`,
+    [projectId, now.toISOString(), CONTACTS],
+  );
+  await server.sql(
+    `INSERT INTO contact_fields (project_id, key, type) VALUES ($1, 'plan', 'string'), ($1, 'score', 'number'), ($1, 'company', 'string')`,
+    [projectId],
+  );
+  await server.sql('VACUUM ANALYZE contacts');
+  console.log(`   loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+
+  const db = server.ctx.database.db;
+  const condition = parseCondition(TREE);
+  const compiled = async () => {
+    const where = await compileCondition(db, projectId, condition, now);
+    const { rows } = await db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM contacts AS c WHERE c.project_id = ${projectId} AND ${where}`);
+    return rows[0].n;
+  };
+  const handWritten = async () => {
+    const { rows } = await db.execute<{ n: number }>(sql`
+      SELECT count(*)::int AS n FROM contacts
+       WHERE project_id = ${projectId} AND data->>'plan' = 'pro' AND (data->>'score')::numeric > 50
+         AND created_at >= ${now.toISOString()}::timestamptz - interval '30 days' AND created_at <= ${now.toISOString()}::timestamptz`);
+    return rows[0].n;
+  };
+
+  const expected = await handWritten();
+  const got = await compiled();
+  if (got !== expected) throw new Error(`counts differ: compiled ${got}, hand-written ${expected}`);
+  console.log(`1. count: ${JSON.stringify(TREE.groups[0].filters)}`);
+  console.log(`   matching contacts: ${fmt(expected)} of ${fmt(CONTACTS)}`);
+
+  // Interleaved, so both see the same cache and machine state; the first rounds warm up.
+  const times = { compiled: [] as number[], hand: [] as number[] };
+  for (let i = 0; i < SAMPLES + 3; i++) {
+    for (const [name, fn] of [['compiled', compiled], ['hand', handWritten]] as const) {
+      const t = performance.now();
+      await fn();
+      if (i >= 3) times[name].push(performance.now() - t);
+    }
+  }
+  const compiledMs = median(times.compiled);
+  const handMs = median(times.hand);
+  const ratio = compiledMs / handMs;
+  console.log(`   compiled tree (compileCondition + count):  median ${compiledMs.toFixed(1)} ms over ${SAMPLES} runs`);
+  console.log(`   hand-written SQL count:                    median ${handMs.toFixed(1)} ms`);
+  console.log(`   ratio compiled / hand-written: ${ratio.toFixed(2)}×  (target ≤ 1.5×: ${ratio <= 1.5 ? 'met' : 'NOT met'})`);
+  console.log(`   compiled under 1 s: ${compiledMs < 1000 ? 'met' : 'NOT met'}`);
+
+  const where = await compileCondition(db, projectId, condition, now);
+  const plan = await db.execute<{ 'QUERY PLAN': string }>(
+    sql`EXPLAIN SELECT count(*) FROM contacts AS c WHERE c.project_id = ${projectId} AND ${where}`,
+  );
+  console.log('   plan of the compiled count:');
+  for (const row of plan.rows) console.log(`     ${row['QUERY PLAN'].slice(0, 160)}`);
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');

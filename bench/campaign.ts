@@ -1,0 +1,235 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import nodemailer from 'nodemailer';
+import { SMTPServer } from 'smtp-server';
+import { uuidv7 } from '../src/db/ids.ts';
+import { buildMessage } from '../src/mail/build-message.ts';
+import { bootstrap } from '../test/helpers/bootstrap.ts';
+import { startTestDns } from '../test/helpers/dns-server.ts';
+import { verifyDomain } from '../test/helpers/domains.ts';
+import { startTestServer } from '../test/helpers/server.ts';
+import { fmt, printMachine, verdict, withBenchDatabase } from './lib.ts';
+
+/**
+ * Campaign benchmark (b): one MARKETING campaign to N contacts (default 100,000), delivered by one
+ * worker process (render, build, DKIM-sign, track, throttle, claim, record, fan-out) into an SMTP
+ * sink that only counts, vs a raw nodemailer pool of the same size (SMTP_POOL_SIZE) sending the
+ * same number of prebuilt messages. Target: Herald ≥ 70 % of the raw rate. The worker's peak RSS
+ * (VmHWM from /proc) is reported too. Target: < 500 MB.
+ *
+ *   npm run bench -- campaign [--contacts=N] [--pool=5]
+ */
+
+const FROM = 'news@mail.bench.test';
+const SUBJECT = 'Spring news for {{firstName ?? "you"}}';
+const BODY = `<html><body><h1>Hello {{firstName ?? "there"}}</h1>
+<p>Your plan is {{plan}}. Here is what is new this spring.</p>
+<p><a href="https://example.com/spring">Read the announcement</a></p></body></html>`;
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+const arg = (args: string[], name: string, fallback: number) => {
+  const found = args.find((a) => a.startsWith(`--${name}=`));
+  const i = args.indexOf(`--${name}`);
+  const value = found ? found.slice(name.length + 3) : i >= 0 ? args[i + 1] : undefined;
+  return value === undefined ? fallback : Number(value);
+};
+
+export async function run(args: string[]): Promise<void> {
+  const contacts = arg(args, 'contacts', 100_000);
+  const poolSize = arg(args, 'pool', 5);
+  printMachine('Herald campaign benchmark');
+  const dns = await startTestDns();
+  const sink = await countingSink();
+  try {
+    await withBenchDatabase(async (databaseUrl) => {
+      const herald = await campaignRun(databaseUrl, dns, sink, contacts, poolSize);
+      sink.reset();
+      const raw = await rawRun(sink, contacts, poolSize);
+      console.log(`\n   Herald campaign:      ${fmt(herald.rate)} messages/s  (all ${fmt(contacts)} delivered in ${herald.seconds.toFixed(1)} s; SENT after ${herald.sentSeconds.toFixed(1)} s)`);
+      console.log(`   raw nodemailer pool:  ${fmt(raw)} messages/s`);
+      const ratio = herald.rate / raw;
+      console.log(`   ratio Herald / raw:   ${(ratio * 100).toFixed(1)} %  (target ≥ 70 %: ${verdict(ratio >= 0.7)})`);
+      console.log(`   worker peak RSS:      ${fmt(herald.peakRssMiB)} MiB  (VmHWM; target < 500 MB: ${verdict(herald.peakRssMiB * 2 ** 20 < 500e6)})`);
+    });
+  } finally {
+    await sink.stop();
+    await dns.stop();
+  }
+}
+
+type Sink = Awaited<ReturnType<typeof countingSink>>;
+
+async function campaignRun(
+  databaseUrl: string,
+  dns: Awaited<ReturnType<typeof startTestDns>>,
+  sink: Sink,
+  contacts: number,
+  poolSize: number,
+): Promise<{ rate: number; seconds: number; sentSeconds: number; peakRssMiB: number }> {
+  const env = { DNS_SERVERS: dns.address, SMTP_URL: sink.url, SMTP_POOL_SIZE: String(poolSize), SEND_RATE_PER_SECOND: '100000' };
+  console.log(`\ncampaign to ${fmt(contacts)} subscribed contacts, SMTP pool of ${poolSize}, SEND_RATE_PER_SECOND=100000, one worker process`);
+  const api = await startTestServer({ ...env, PROCESS_ROLE: 'api', API_RATE_LIMIT_PER_MINUTE: '10000000' }, { databaseUrl });
+  let worker: ChildProcess | null = null;
+  try {
+    const b = await bootstrap(api.api, 'bench-campaign');
+    await verifyDomain(b.sk, dns, 'mail.bench.test');
+    const t0 = performance.now();
+    await api.sql(
+      `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
+       SELECT 'cnt_' || lpad(to_hex(g), 32, '0'), $1, 'user' || g || '@bench.example.com', true,
+              jsonb_build_object('firstName', 'User' || g, 'plan', CASE WHEN g % 3 = 0 THEN 'pro' ELSE 'free' END),
+              timestamptz '2024-01-01' + g * interval '1 second', timestamptz '2024-01-01' + g * interval '1 second'
+         FROM generate_series(1, $2::int) AS g`,
+      [b.project.id, contacts],
+    );
+    await api.sql('ANALYZE contacts');
+    console.log(`   ${fmt(contacts)} contacts loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    const created = await b.sk.post('/campaigns', { name: 'Bench', subject: SUBJECT, body: BODY, from: FROM });
+    if (created.status !== 201) throw new Error(created.text);
+    const campaignId: string = created.body.data.id;
+    if (created.body.data.totalRecipients !== contacts) throw new Error(`audience is ${created.body.data.totalRecipients}`);
+
+    worker = await startWorker(databaseUrl, env);
+    let peak = 0;
+    const sampler = setInterval(() => {
+      void vmHwm(worker!.pid!).then((kb) => (peak = Math.max(peak, kb)));
+    }, 500);
+    const start = performance.now();
+    const sent = await b.sk.post(`/campaigns/${campaignId}/send`, {});
+    if (sent.status !== 200) throw new Error(sent.text);
+    let lastReport = start;
+    await sink.until(contacts, () => {
+      if (performance.now() - lastReport > 10_000) {
+        lastReport = performance.now();
+        console.log(`   … ${fmt(sink.count())} delivered after ${((lastReport - start) / 1000).toFixed(0)} s`);
+      }
+    });
+    const seconds = (performance.now() - start) / 1000;
+    let status = '';
+    while (status !== 'SENT') {
+      status = (await b.sk.get(`/campaigns/${campaignId}`)).body.status;
+      if (status !== 'SENT') await new Promise((r) => setTimeout(r, 200));
+    }
+    const sentSeconds = (performance.now() - start) / 1000;
+    clearInterval(sampler);
+    peak = Math.max(peak, await vmHwm(worker.pid!));
+    await new Promise((r) => setTimeout(r, 1000));
+    if (sink.count() !== contacts) throw new Error(`the sink got ${sink.count()} messages for ${contacts} recipients`);
+    const stats = (await b.sk.get(`/campaigns/${campaignId}/stats`)).body;
+    if (stats.sentCount !== contacts) throw new Error(`sentCount is ${stats.sentCount}`);
+    return { rate: contacts / seconds, seconds, sentSeconds, peakRssMiB: peak / 1024 };
+  } finally {
+    if (worker && worker.exitCode === null) {
+      worker.kill('SIGTERM');
+      await new Promise((r) => worker!.once('exit', r));
+    }
+    await api.stop();
+  }
+}
+
+/** `node src/main.ts` as a worker-only process; resolves once it has started its queues. */
+async function startWorker(databaseUrl: string, env: Record<string, string>): Promise<ChildProcess> {
+  // BENCH_CPU_PROF=<dir> writes a V8 CPU profile of the worker there (on exit).
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const child = spawn(process.execPath, [...profile, 'src/main.ts'], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      ...env,
+      DATABASE_URL: databaseUrl,
+      PROCESS_ROLE: 'worker',
+      JWT_SECRET: 'test-secret-0123456789abcdef',
+      DATA_DIR: await mkdtemp(path.join(os.tmpdir(), 'herald-bench-worker-')),
+      LOG_LEVEL: 'info',
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('Herald worker started')) resolve();
+      if (out.length > 100_000) out = out.slice(-10_000);
+    });
+    child.once('exit', (code) => reject(new Error(`worker exited with ${code}`)));
+  });
+  child.stdout!.resume();
+  return child;
+}
+
+/** Peak resident set size of a process in KiB (Linux). */
+async function vmHwm(pid: number): Promise<number> {
+  try {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+    return Number(/^VmHWM:\s+(\d+)/m.exec(status)?.[1] ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
+async function rawRun(sink: Sink, total: number, poolSize: number): Promise<number> {
+  const sample = await buildMessage({
+    messageId: `<${uuidv7()}@mail.bench.test>`,
+    date: new Date(),
+    from: { email: FROM },
+    to: { email: 'user1@bench.example.com' },
+    subject: 'Spring news for User1',
+    html: BODY.replace('{{firstName ?? "there"}}', 'User1').replace('{{plan}}', 'free'),
+    headers: {},
+  });
+  const transport = nodemailer.createTransport({ url: sink.url, pool: true, maxConnections: poolSize, maxMessages: 1000 });
+  const start = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: poolSize * 4 }, async () => {
+      while (next < total) {
+        const i = next++;
+        await transport.sendMail({ envelope: { from: FROM, to: [`user${i}@bench.example.com`] }, raw: sample });
+      }
+    }),
+  );
+  const rate = total / ((performance.now() - start) / 1000);
+  transport.close();
+  return rate;
+}
+
+/** An SMTP server that only counts what it accepts. */
+async function countingSink() {
+  let count = 0;
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    logger: false,
+    onData(stream, _session, cb) {
+      stream.on('data', () => {});
+      stream.on('end', () => {
+        count += 1;
+        cb();
+      });
+    },
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.server.address() as { port: number };
+  return {
+    url: `smtp://127.0.0.1:${address.port}`,
+    count: () => count,
+    reset: () => void (count = 0),
+    /** Waits for `target` messages; fails when none arrives for two minutes. */
+    until: async (target: number, tick: () => void) => {
+      let last = count;
+      let movedAt = Date.now();
+      while (count < target) {
+        tick();
+        if (count !== last) [last, movedAt] = [count, Date.now()];
+        if (Date.now() - movedAt > 120_000) throw new Error(`delivery stalled at ${count} of ${target} messages`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

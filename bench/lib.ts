@@ -1,0 +1,47 @@
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { startEmbeddedPostgres } from '../src/db/connect.ts';
+
+/** Shared pieces of the benchmarks: the machine line, a throw-away PostgreSQL, autocannon, number format. */
+
+export function printMachine(title: string): void {
+  const cpus = os.cpus();
+  console.log(title);
+  console.log(
+    `machine: ${cpus[0]?.model ?? 'unknown cpu'}, ${cpus.length} cores, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}, ${os.platform()} ${os.release()}`,
+  );
+}
+
+const quiet = { info: () => {}, debug: () => {}, error: () => {} };
+
+/** Runs `fn` with the URL of a database in a fresh embedded PostgreSQL, removed afterwards. */
+export async function withBenchDatabase<T>(fn: (databaseUrl: string) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'herald-bench-'));
+  await chmod(dir, 0o755); // the embedded server may run as the 'postgres' user
+  const pgServer = await startEmbeddedPostgres(path.join(dir, 'pg'), quiet as never);
+  try {
+    await pgServer.ensureDatabase('herald_bench');
+    return await fn(pgServer.urlFor('herald_bench'));
+  } finally {
+    await pgServer.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+export type AutocannonResult = {
+  '2xx': number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  duration: number;
+  requests: { average: number };
+  latency: { p50: number; p99: number; average: number };
+};
+export type Autocannon = (opts: Record<string, unknown>) => Promise<AutocannonResult>;
+export const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
+
+export const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+
+export const verdict = (ok: boolean) => (ok ? 'met' : 'NOT met');

@@ -1,0 +1,219 @@
+import { performance } from 'node:perf_hooks';
+import nodemailer from 'nodemailer';
+import pg from 'pg';
+import pino from 'pino';
+import { SMTPServer } from 'smtp-server';
+import { loadConfig } from '../src/config.ts';
+import { uuidv7 } from '../src/db/ids.ts';
+import { upsertContactQuery } from '../src/modules/contacts/service.ts';
+import { preparedQuery } from '../src/modules/contacts/sql.ts';
+import { startRuntime } from '../src/runtime.ts';
+import { bootstrap } from '../test/helpers/bootstrap.ts';
+import { startTestDns } from '../test/helpers/dns-server.ts';
+import { verifyDomain } from '../test/helpers/domains.ts';
+import { startTestServer } from '../test/helpers/server.ts';
+import { autocannon, fmt, printMachine, verdict, withBenchDatabase } from './lib.ts';
+
+/**
+ * Send benchmark.
+ *  (a) POST /v1/send accepted requests/s from 64 concurrent clients vs the same writes (contact
+ *      upsert, email row, delivery job, one transaction) issued directly through `pg` on 64
+ *      connections. Target ≥ 50 %.
+ *  (b) End-to-end delivery of N queued emails into an SMTP sink (render, build, DKIM-sign,
+ *      throttle, claim, record) vs a raw nodemailer pool of the same size sending the same
+ *      number of prebuilt messages. Target ≥ 70 %.
+ */
+
+const CONNECTIONS = 64;
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const FROM = 'bench@mail.bench.test';
+const BODY = '<html><body><h1>Hello {{firstName ?? "there"}}</h1><p>Your order {{order}} has shipped.</p><p><a href="https://example.com/track">Track it</a></p></body></html>';
+
+export async function run(args: string[]): Promise<void> {
+  const total = Number(args.find((a) => a.startsWith('--emails='))?.slice(9) ?? 20_000);
+  printMachine('Herald send benchmark');
+  const dns = await startTestDns();
+  try {
+    await withBenchDatabase(async (databaseUrl) => {
+      await acceptedThroughput(databaseUrl, dns);
+      await deliveryThroughput(databaseUrl, dns, total);
+    });
+  } finally {
+    await dns.stop();
+  }
+}
+
+async function acceptedThroughput(databaseUrl: string, dns: Awaited<ReturnType<typeof startTestDns>>): Promise<void> {
+  console.log(`\n(a) POST /v1/send: ${CONNECTIONS} concurrent clients, ${SECONDS} s, one new recipient per request (API process only)`);
+  const server = await startTestServer({ PROCESS_ROLE: 'api', DATABASE_POOL_SIZE: String(CONNECTIONS), DNS_SERVERS: dns.address, API_RATE_LIMIT_PER_MINUTE: '10000000' }, { databaseUrl });
+  try {
+    const b = await bootstrap(server.api, 'bench-send');
+    await verifyDomain(b.sk, dns, 'mail.bench.test');
+    const body = (id: string) => JSON.stringify({ to: `u${id}@bench.example.com`, from: FROM, subject: 'Order {{order}}', body: BODY, data: { firstName: 'Ada', order: 42 } });
+    const cannon = (seconds: number) =>
+      autocannon({
+        url: `${server.url}/v1/send`,
+        method: 'POST',
+        connections: CONNECTIONS,
+        duration: seconds,
+        workers: 1,
+        idReplacement: true,
+        headers: { authorization: `Bearer ${b.project.secretKey}`, 'content-type': 'application/json' },
+        body: body('[<id>]'),
+      });
+    await cannon(2);
+    const before = await countEmails(server.sql, b.project.id);
+    const http = await cannon(SECONDS);
+    const httpRate = ((await countEmails(server.sql, b.project.id)) - before) / SECONDS;
+
+    const ref = await bootstrap(server.api, 'bench-send-ref');
+    const pool = new pg.Pool({ connectionString: databaseUrl, max: CONNECTIONS });
+    let n = 0;
+    const direct = async (seconds: number) => {
+      const until = performance.now() + seconds * 1000;
+      let done = 0;
+      await Promise.all(
+        Array.from({ length: CONNECTIONS }, async () => {
+          const client = await pool.connect();
+          try {
+            while (performance.now() < until) {
+              const now = new Date();
+              const { query } = upsertContactQuery(ref.project.id, { email: `r${n++}@bench.example.com`, data: { firstName: 'Ada' } }, { defaultSubscribed: false, now });
+              await client.query('BEGIN');
+              const contact = await client.query<{ id: string }>(preparedQuery('contacts_upsert', query));
+              const emailId = uuidv7();
+              await client.query(
+                `INSERT INTO emails (id, project_id, contact_id, to_email, from_email, type, subject_source, body_source, variables, headers, status, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, 'TRANSACTIONAL', 'Order {{order}}', $6, '{"order":42}', '{}', 'QUEUED', $7, $7)`,
+                [emailId, ref.project.id, contact.rows[0].id, `r${n}@bench.example.com`, FROM, BODY, now],
+              );
+              await client.query(`INSERT INTO pgboss.job (name, data) VALUES ('bench-reference', $1)`, [{ emailId }]);
+              await client.query('COMMIT');
+              done += 1;
+            }
+          } finally {
+            client.release();
+          }
+        }),
+      );
+      return done;
+    };
+    await server.ctx.jobs.boss.createQueue('bench-reference');
+    await direct(2);
+    const sqlRate = (await direct(SECONDS)) / SECONDS;
+    await pool.end();
+    const failed = http.non2xx + http.errors + http.timeouts;
+    console.log(`   POST /v1/send (HTTP):   ${fmt(httpRate)} emails/s  (p50 ${http.latency.p50} ms, p99 ${http.latency.p99} ms, ${failed} failed)`);
+    console.log(`   same writes through pg: ${fmt(sqlRate)} emails/s`);
+    const ratio = httpRate / sqlRate;
+    console.log(`   ratio HTTP / SQL:       ${(ratio * 100).toFixed(1)} %  (target ≥ 50 %: ${verdict(ratio >= 0.5)})`);
+  } finally {
+    await server.stop();
+  }
+}
+
+async function countEmails(sql: (t: string, v?: unknown[]) => Promise<{ n: number }[]>, projectId: string) {
+  return (await sql('SELECT count(*)::int AS n FROM emails WHERE project_id = $1', [projectId]))[0].n;
+}
+
+/** An SMTP server that only counts what it accepts. */
+async function countingSink() {
+  let count = 0;
+  let waiter: { target: number; resolve: () => void } | null = null;
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    logger: false,
+    onData(stream, _session, cb) {
+      stream.on('data', () => {});
+      stream.on('end', () => {
+        count += 1;
+        if (waiter && count >= waiter.target) waiter.resolve();
+        cb();
+      });
+    },
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.server.address() as { port: number };
+  return {
+    url: `smtp://127.0.0.1:${address.port}`,
+    count: () => count,
+    reset: () => void (count = 0),
+    until: (target: number) => new Promise<void>((resolve) => (count >= target ? resolve() : (waiter = { target, resolve }))),
+    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+async function deliveryThroughput(databaseUrl: string, dns: Awaited<ReturnType<typeof startTestDns>>, total: number): Promise<void> {
+  const sink = await countingSink();
+  const poolSize = 5;
+  console.log(`\n(b) delivery of ${fmt(total)} queued emails into an SMTP sink, SMTP pool of ${poolSize}`);
+  const env = {
+    DNS_SERVERS: dns.address,
+    SMTP_URL: sink.url,
+    SMTP_POOL_SIZE: String(poolSize),
+    SEND_RATE_PER_SECOND: '100000',
+    API_RATE_LIMIT_PER_MINUTE: '10000000',
+  };
+  const api = await startTestServer({ ...env, PROCESS_ROLE: 'api' }, { databaseUrl });
+  try {
+    const b = await bootstrap(api.api, 'bench-delivery');
+    await verifyDomain(b.sk, dns, 'mail.bench.test');
+    const t0 = performance.now();
+    for (let i = 0; i < total; i += 50) {
+      const to = Array.from({ length: Math.min(50, total - i) }, (_, j) => `d${i + j}@bench.example.com`);
+      const res = await b.sk.post('/v1/send', { to, from: FROM, subject: 'Order {{order}}', body: BODY, data: { firstName: 'Ada', order: 42 } });
+      if (res.status !== 200) throw new Error(res.text);
+    }
+    console.log(`   queued in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+
+    const config = loadConfig({ ...env, DATABASE_URL: databaseUrl, PROCESS_ROLE: 'worker', JWT_SECRET: 'test-secret-0123456789abcdef', LOG_LEVEL: 'silent', DATA_DIR: '/tmp/herald-bench-worker' });
+    let peakRss = process.memoryUsage().rss;
+    const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 200);
+    const start = performance.now();
+    const worker = await startRuntime(config, { log: pino({ level: 'silent' }) });
+    await sink.until(total);
+    const herald = total / ((performance.now() - start) / 1000);
+    clearInterval(sampler);
+    await worker.stop();
+    const [{ n: sent }] = await api.sql<{ n: number }>(`SELECT count(*)::int AS n FROM emails WHERE project_id = $1 AND status = 'SENT'`, [b.project.id]);
+
+    // Reference: the same number of prebuilt messages through a raw nodemailer pool of the same size.
+    const sample = await buildSample();
+    sink.reset();
+    const transport = nodemailer.createTransport({ url: sink.url, pool: true, maxConnections: poolSize, maxMessages: 1000 });
+    const refStart = performance.now();
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: poolSize * 4 }, async () => {
+        while (next < total) {
+          const i = next++;
+          await transport.sendMail({ envelope: { from: FROM, to: [`d${i}@bench.example.com`] }, raw: sample });
+        }
+      }),
+    );
+    const rawRate = total / ((performance.now() - refStart) / 1000);
+    transport.close();
+    console.log(`   Herald workers:       ${fmt(herald)} messages/s  (${fmt(sent)} SENT; peak RSS of the bench process ${fmt(peakRss / 2 ** 20)} MiB)`);
+    console.log(`   raw nodemailer pool:  ${fmt(rawRate)} messages/s`);
+    const ratio = herald / rawRate;
+    console.log(`   ratio Herald / raw:   ${(ratio * 100).toFixed(1)} %  (target ≥ 70 %: ${verdict(ratio >= 0.7)})`);
+  } finally {
+    await api.stop();
+    await sink.stop();
+  }
+}
+
+/** A message of the same shape and size as the ones Herald sends in (b). */
+async function buildSample(): Promise<Buffer> {
+  const { buildMessage } = await import('../src/mail/build-message.ts');
+  return buildMessage({
+    messageId: `<${uuidv7()}@mail.bench.test>`,
+    date: new Date(),
+    from: { email: FROM },
+    to: { email: 'd0@bench.example.com' },
+    subject: 'Order 42',
+    html: BODY.replace('{{firstName ?? "there"}}', 'Ada').replace('{{order}}', '42'),
+    headers: {},
+  });
+}

@@ -1,0 +1,55 @@
+import { type SQL, sql } from 'drizzle-orm';
+
+/**
+ * Activity types and how each maps onto event names. Every email state change is recorded as an
+ * `email.*` event by the delivery pipeline, and subscription changes as `contact.*` events, so the
+ * feed is the events table read through this mapping. Custom tracked events are type `event`.
+ */
+export const EMAIL_TYPES = [
+  'email.sent',
+  'email.delivered',
+  'email.opened',
+  'email.clicked',
+  'email.bounced',
+  'email.complained',
+  'email.failed',
+] as const;
+
+export const ACTIVITY_TYPES = [
+  ...EMAIL_TYPES,
+  'contact.subscribed',
+  'contact.unsubscribed',
+  'segment.entry',
+  'segment.exit',
+  'event',
+] as const;
+
+export type ActivityType = (typeof ACTIVITY_TYPES)[number];
+
+const SEGMENT = /^segment\..*\.(entry|exit)$/s;
+
+/** The type of an event name. An `email.*` name the list does not know yet keeps its own name. */
+export function activityTypeOf(name: string): string {
+  if ((ACTIVITY_TYPES as readonly string[]).includes(name) && name !== 'event' && !name.startsWith('segment.')) return name;
+  const segment = SEGMENT.exec(name);
+  if (segment) return `segment.${segment[1]}`;
+  if (name.startsWith('email.')) return name;
+  return 'event';
+}
+
+const NOT_CUSTOM = sql`(e.name LIKE 'email.%' OR e.name IN ('contact.subscribed', 'contact.unsubscribed')
+  OR e.name LIKE 'segment.%.entry' OR e.name LIKE 'segment.%.exit')`;
+
+/** SQL selecting the events of one type (events table alias `e`). */
+export function typeCondition(type: ActivityType): SQL {
+  switch (type) {
+    case 'segment.entry':
+      return sql`e.name LIKE 'segment.%.entry'`;
+    case 'segment.exit':
+      return sql`e.name LIKE 'segment.%.exit'`;
+    case 'event':
+      return sql`NOT ${NOT_CUSTOM}`;
+    default:
+      return sql`e.name = ${type}`;
+  }
+}

@@ -1,0 +1,122 @@
+import { type SQL, sql } from 'drizzle-orm';
+import type { Db } from '../../db/client.ts';
+import type { AudienceType } from '../../db/schema/campaigns.ts';
+import type { EmailType } from '../../db/schema/emails.ts';
+import { compileCondition, parseCondition, validateCondition } from '../../conditions/index.ts';
+import { validationError } from '../../http/errors.ts';
+import { getSegment, segmentMembershipSql } from '../segments/service.ts';
+
+/**
+ * Who a campaign goes to. The audience rule (ALL, a segment, or a condition tree) comes from the
+ * segments and conditions modules as a SQL boolean over `contacts AS c`; this file adds the sending
+ * rules (decisions.md § 5, 6): MARKETING/HEADLESS only to subscribed contacts, suppressed addresses
+ * never. Ineligible contacts are selected out here rather than recorded as SKIPPED emails.
+ */
+
+export type Audience = {
+  audienceType: AudienceType;
+  segmentId: string | null;
+  audienceCondition: unknown;
+  type: EmailType;
+};
+
+/** The audience fields as stored: only the one the type uses is kept. */
+export type StoredAudience = Pick<Audience, 'audienceType' | 'segmentId' | 'audienceCondition'>;
+
+/**
+ * Checks the audience rule (SEGMENT needs a segment of this project, FILTERED a valid condition tree)
+ * and returns the fields to store.
+ */
+export async function checkAudience(
+  db: Db,
+  projectId: string,
+  a: { audienceType: AudienceType; segmentId?: string | null; audienceCondition?: unknown },
+): Promise<StoredAudience> {
+  switch (a.audienceType) {
+    case 'ALL':
+      return { audienceType: 'ALL', segmentId: null, audienceCondition: null };
+    case 'SEGMENT': {
+      if (!a.segmentId) {
+        throw validationError([{ field: 'segmentId', code: 'custom', message: 'segmentId is required when audienceType is SEGMENT' }]);
+      }
+      // 404 SEGMENT_NOT_FOUND for an unknown id or another project's segment.
+      await getSegment(db, projectId, a.segmentId);
+      return { audienceType: 'SEGMENT', segmentId: a.segmentId, audienceCondition: null };
+    }
+    case 'FILTERED': {
+      if (a.audienceCondition === undefined || a.audienceCondition === null) {
+        throw validationError([
+          { field: 'audienceCondition', code: 'custom', message: 'audienceCondition is required when audienceType is FILTERED' },
+        ]);
+      }
+      // 400 BAD_REQUEST naming the place, field and operator of a bad filter.
+      const condition = parseCondition(a.audienceCondition);
+      await validateCondition(db, projectId, condition);
+      return { audienceType: 'FILTERED', segmentId: null, audienceCondition: condition };
+    }
+  }
+}
+
+/** The audience rule alone, over `contacts AS c`. */
+async function ruleSql(db: Db, projectId: string, a: Audience, now: Date): Promise<SQL> {
+  switch (a.audienceType) {
+    case 'ALL':
+      return sql`true`;
+    case 'SEGMENT':
+      if (!a.segmentId) return sql`false`;
+      return segmentMembershipSql(db, projectId, a.segmentId, now);
+    case 'FILTERED':
+      return compileCondition(db, projectId, parseCondition(a.audienceCondition), now);
+  }
+}
+
+/**
+ * Every contact the campaign may be sent to, over `contacts AS c`: the audience rule, the
+ * subscription rule of its type, never a suppressed address, and (once sending started) only
+ * contacts that existed when it started.
+ */
+export async function eligibleSql(db: Db, projectId: string, a: Audience, opts: { now: Date; createdUpTo?: Date | null }): Promise<SQL> {
+  const rule = await ruleSql(db, projectId, a, opts.now);
+  const parts: SQL[] = [sql`c.project_id = ${projectId}`, sql`(${rule})`];
+  if (a.type !== 'TRANSACTIONAL') parts.push(sql`c.subscribed`);
+  parts.push(sql`NOT EXISTS (SELECT 1 FROM suppressions s WHERE s.project_id = c.project_id AND s.email = c.email)`);
+  if (opts.createdUpTo) parts.push(sql`c.created_at <= ${opts.createdUpTo.toISOString()}::timestamptz`);
+  return sql.join(parts, sql` AND `);
+}
+
+/** The effective number of recipients now (`totalRecipients`). */
+export async function countRecipients(db: Db, projectId: string, a: Audience, now: Date): Promise<number> {
+  const where = await eligibleSql(db, projectId, a, { now });
+  const { rows } = await db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM contacts AS c WHERE ${where}`);
+  return rows[0].n;
+}
+
+export type Recipient = { id: string; email: string };
+
+/** Fan-out position: the last contact written, as an exact timestamp string and id. */
+export type Cursor = { at: string; id: string } | null;
+
+/**
+ * The next `limit` eligible contacts after `cursor` in (created_at, id) order: one range scan of the
+ * contacts (project_id, created_at, id) index, no OFFSET, never the whole audience in memory.
+ * Contacts that already have an email of this campaign are left out.
+ */
+export async function nextRecipients(
+  db: Db,
+  campaign: Audience & { id: string; projectId: string; sentAt: Date },
+  cursor: Cursor,
+  limit: number,
+  now: Date,
+): Promise<{ recipients: Recipient[]; cursor: Cursor }> {
+  const where = await eligibleSql(db, campaign.projectId, campaign, { now, createdUpTo: campaign.sentAt });
+  const after = cursor ? sql`AND (c.created_at, c.id) > (${cursor.at}::timestamptz, ${cursor.id})` : sql``;
+  const { rows } = await db.execute<{ id: string; email: string; at: string }>(sql`
+    SELECT c.id, c.email, to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at
+      FROM contacts AS c
+     WHERE ${where} ${after}
+       AND NOT EXISTS (SELECT 1 FROM emails e WHERE e.campaign_id = ${campaign.id} AND e.contact_id = c.id)
+     ORDER BY c.created_at, c.id
+     LIMIT ${limit}`);
+  const last = rows.at(-1);
+  return { recipients: rows.map((r) => ({ id: r.id, email: r.email })), cursor: last ? { at: last.at, id: last.id } : cursor };
+}

@@ -1,0 +1,104 @@
+import { and, eq } from 'drizzle-orm';
+import type { AppContext } from '../../context.ts';
+import { withTransaction } from '../../db/client.ts';
+import { campaigns } from '../../db/schema/campaigns.ts';
+import { emails } from '../../db/schema/emails.ts';
+import { projects } from '../../db/schema/users.ts';
+import { countRecipients } from './audience.ts';
+import { handOver, sendingState } from './chain.ts';
+import { type FanoutStep, fanOutBatch } from './fanout.ts';
+import { finalise } from './finalise.ts';
+import { watchProgress } from './recovery.ts';
+
+/**
+ * The campaign engine: schedule → fan out → finalise, one `campaign-send` job at a time per
+ * campaign (chain.ts). Each job starts a due scheduled campaign, writes batches for up to
+ * TICK_BUDGET_MS, checks for completion and stalls, and hands over to its successor.
+ */
+
+const TICK_BUDGET_MS = 5_000;
+const NEXT_TICK_MS = 1_000;
+
+export async function runCampaignJob(ctx: AppContext, campaignId: string, jobId: string): Promise<void> {
+  const [row] = await ctx.database.db
+    .select({ status: campaigns.status, sendJobId: campaigns.sendJobId, projectDisabled: projects.disabled })
+    .from(campaigns)
+    .innerJoin(projects, eq(projects.id, campaigns.projectId))
+    .where(eq(campaigns.id, campaignId));
+  if (!row || row.sendJobId !== jobId) return;
+  if (row.projectDisabled) return stopForDisabledProject(ctx, campaignId, jobId);
+  if (row.status === 'SCHEDULED') {
+    if (!(await startScheduled(ctx, campaignId, jobId))) return;
+  } else if (row.status !== 'SENDING') {
+    return;
+  }
+
+  const deadline = Date.now() + TICK_BUDGET_MS;
+  let step: FanoutStep = 'more';
+  while (step === 'more' && Date.now() < deadline) step = await fanOutBatch(ctx, campaignId, jobId);
+  if (step === 'stale' || step === 'stopped') return;
+  if (step === 'done' && (await finalise(ctx, campaignId, jobId))) return;
+  await watchProgress(ctx, campaignId, jobId);
+  await continueLater(ctx, campaignId, jobId, step === 'more' ? 0 : NEXT_TICK_MS);
+}
+
+/** SCHEDULED → SENDING when the scheduled time has come (a job that fires early re-arms itself). */
+async function startScheduled(ctx: AppContext, campaignId: string, jobId: string): Promise<boolean> {
+  return withTransaction(ctx.database, async (t) => {
+    const [c] = await t.tx.select().from(campaigns).where(eq(campaigns.id, campaignId)).for('update');
+    if (!c || c.status !== 'SCHEDULED' || c.sendJobId !== jobId) return false;
+    const now = ctx.clock.now();
+    if (c.scheduledFor && c.scheduledFor.getTime() > now.getTime() + 1000) {
+      await handOver(ctx, t, campaignId, c.scheduledFor);
+      return false;
+    }
+    const total = await countRecipients(t.tx, c.projectId, c, now);
+    if (total === 0) {
+      // The audience emptied since it was scheduled: nothing to send.
+      await t.tx
+        .update(campaigns)
+        .set({ status: 'SENT', sentAt: now, completedAt: now, totalRecipients: 0, sendJobId: null, updatedAt: now })
+        .where(eq(campaigns.id, campaignId));
+      return false;
+    }
+    await t.tx.update(campaigns).set(sendingState(now, total)).where(eq(campaigns.id, campaignId));
+    return true;
+  });
+}
+
+/**
+ * A disabled project sends nothing (decisions.md § 10: its pending sends are cancelled): a
+ * scheduled campaign goes back to DRAFT, a sending one ends CANCELLED with its waiting emails SKIPPED.
+ */
+async function stopForDisabledProject(ctx: AppContext, campaignId: string, jobId: string): Promise<void> {
+  const now = ctx.clock.now();
+  await withTransaction(ctx.database, async ({ tx }) => {
+    const [c] = await tx.select().from(campaigns).where(eq(campaigns.id, campaignId)).for('update');
+    if (!c || c.sendJobId !== jobId) return;
+    if (c.status === 'SCHEDULED') {
+      await tx.update(campaigns).set({ status: 'DRAFT', scheduledFor: null, sendJobId: null, updatedAt: now }).where(eq(campaigns.id, campaignId));
+    } else if (c.status === 'SENDING') {
+      await tx
+        .update(campaigns)
+        .set({ status: 'CANCELLED', cancelledAt: now, completedAt: now, sendJobId: null, updatedAt: now })
+        .where(eq(campaigns.id, campaignId));
+      await tx
+        .update(emails)
+        .set({ status: 'SKIPPED', error: 'campaign cancelled: the project is disabled', updatedAt: now })
+        .where(and(eq(emails.campaignId, campaignId), eq(emails.status, 'QUEUED')));
+    }
+  });
+  ctx.log.warn({ campaignId }, 'campaign stopped: its project is disabled');
+}
+
+async function continueLater(ctx: AppContext, campaignId: string, jobId: string, delayMs: number): Promise<void> {
+  await withTransaction(ctx.database, async (t) => {
+    const [c] = await t.tx
+      .select({ status: campaigns.status, sendJobId: campaigns.sendJobId })
+      .from(campaigns)
+      .where(eq(campaigns.id, campaignId))
+      .for('update');
+    if (!c || c.status !== 'SENDING' || c.sendJobId !== jobId) return;
+    await handOver(ctx, t, campaignId, delayMs > 0 ? new Date(Date.now() + delayMs) : undefined);
+  });
+}

@@ -1,0 +1,93 @@
+import { eq, getTableColumns, sql } from 'drizzle-orm';
+import type { Config } from '../../config.ts';
+import type { AppContext } from '../../context.ts';
+import { type Db, withTransaction } from '../../db/client.ts';
+import { campaigns } from '../../db/schema/campaigns.ts';
+import { type NewEmail, queueEmails } from '../emails/queue.ts';
+import { nextRecipients } from './audience.ts';
+
+/**
+ * Fan-out: writes the campaign's emails batch by batch, walking the audience by keyset. Each batch
+ * (emails, their delivery jobs, and the advanced cursor) is one transaction under the campaign row
+ * lock, so a crash loses at most an uncommitted batch and a resumed or duplicated job continues
+ * exactly after the last committed one.
+ *
+ * The fan-out keeps at most a window of the campaign's emails waiting for delivery (about five
+ * seconds of the project's send rate), rather than queueing the whole audience at once: cancelling
+ * stays cheap, and transactional mail of the project never queues behind hours of campaign slots.
+ */
+
+const MAX_BATCH = 1000;
+
+export const windowSize = (config: Pick<Config, 'sendRatePerSecond'>) => Math.min(5000, Math.max(50, config.sendRatePerSecond * 5));
+
+/** The campaign's emails still waiting for delivery (QUEUED or SENDING), counted up to `cap`. */
+export async function pendingEmails(db: Db, campaignId: string, cap: number): Promise<number> {
+  const { rows } = await db.execute<{ n: number }>(sql`
+    SELECT count(*)::int AS n FROM (
+      SELECT 1 FROM emails WHERE campaign_id = ${campaignId} AND status IN ('QUEUED', 'SENDING') LIMIT ${cap}
+    ) AS waiting`);
+  return rows[0].n;
+}
+
+/**
+ * `more`: a batch was written and more contacts may follow; `full`: the window is full, try later;
+ * `done`: every recipient has an email; `stopped`: no longer SENDING; `stale`: this job is not the live one.
+ */
+export type FanoutStep = 'more' | 'full' | 'done' | 'stopped' | 'stale';
+
+export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: string): Promise<FanoutStep> {
+  return withTransaction(ctx.database, async (t) => {
+    const [c] = await t.tx
+      .select({
+        ...getTableColumns(campaigns),
+        // The cursor's timestamp with its microseconds: a JS Date would round it and skip or repeat contacts.
+        cursorAt: sql<string | null>`to_char(${campaigns.fanoutCursorAt} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`,
+      })
+      .from(campaigns)
+      .where(eq(campaigns.id, campaignId))
+      .for('update');
+    if (!c || c.sendJobId !== jobId) return 'stale';
+    if (c.status !== 'SENDING') return 'stopped';
+    if (c.fanoutDone) return 'done';
+
+    const window = windowSize(ctx.config);
+    const pending = await pendingEmails(t.tx, campaignId, window);
+    if (pending > window / 2) return 'full';
+    const limit = Math.min(MAX_BATCH, window - pending);
+    const cursor = c.cursorAt && c.fanoutCursorId ? { at: c.cursorAt, id: c.fanoutCursorId } : null;
+    const now = ctx.clock.now();
+    const batch = await nextRecipients(t.tx, { ...c, sentAt: c.sentAt ?? now }, cursor, limit, now);
+
+    const from = { email: c.fromEmail, name: c.fromName };
+    await queueEmails(
+      ctx,
+      t,
+      batch.recipients.map(
+        (r): NewEmail => ({
+          projectId: c.projectId,
+          contactId: r.id,
+          to: { email: r.email },
+          from,
+          replyTo: c.replyTo,
+          type: c.type,
+          subjectSource: c.subject,
+          bodySource: c.body,
+          campaignId: c.id,
+          status: 'QUEUED',
+        }),
+      ),
+    );
+    const done = batch.recipients.length < limit;
+    await t.tx
+      .update(campaigns)
+      .set({
+        fanoutCursorAt: batch.cursor ? sql`${batch.cursor.at}::timestamptz` : null,
+        fanoutCursorId: batch.cursor?.id ?? null,
+        fanoutDone: done,
+        heartbeatAt: sql`now()`,
+      })
+      .where(eq(campaigns.id, campaignId));
+    return done ? 'done' : 'more';
+  });
+}

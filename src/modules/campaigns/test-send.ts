@@ -1,0 +1,43 @@
+import type { AppContext } from '../../context.ts';
+import { withTransaction } from '../../db/client.ts';
+import type { EmailStatus } from '../../db/schema/emails.ts';
+import { upsertContact } from '../contacts/service.ts';
+import { senderDomainFor } from '../domains/sender.ts';
+import { queueEmails } from '../emails/queue.ts';
+import { initialStatus } from '../emails/send.ts';
+import { isSuppressed } from '../suppressions/service.ts';
+import { campaignRow } from './service.ts';
+
+export type TestSendResult = { id: string; to: string; subject: string; status: EmailStatus };
+
+/**
+ * POST /campaigns/:id/test: the campaign's content to one address, rendered for that address's
+ * contact (upserted as /v1/send does: a new contact is unsubscribed). It is sent as TRANSACTIONAL so
+ * it arrives whatever the subscription state (suppressed addresses still get nothing), with
+ * `[Test] ` before the subject, and belongs to no campaign, so it never counts in the stats.
+ */
+export async function sendTestEmail(ctx: AppContext, projectId: string, id: string, to: string): Promise<TestSendResult> {
+  const campaign = await campaignRow(ctx.database.db, projectId, id);
+  await senderDomainFor(ctx, projectId, campaign.fromEmail);
+  const now = ctx.clock.now();
+  const subject = `[Test] ${campaign.subject}`;
+  return withTransaction(ctx.database, async (t) => {
+    const { contact } = await upsertContact(t.tx, projectId, { email: to }, { defaultSubscribed: false, now });
+    const decided = initialStatus('TRANSACTIONAL', contact.subscribed, await isSuppressed(t.tx, projectId, contact.email));
+    const [emailId] = await queueEmails(ctx, t, [
+      {
+        projectId,
+        contactId: contact.id,
+        to: { email: contact.email },
+        from: { email: campaign.fromEmail, name: campaign.fromName },
+        replyTo: campaign.replyTo,
+        type: 'TRANSACTIONAL',
+        subjectSource: subject,
+        bodySource: campaign.body,
+        campaignId: null,
+        ...decided,
+      },
+    ]);
+    return { id: emailId, to: contact.email, subject, status: decided.status };
+  });
+}

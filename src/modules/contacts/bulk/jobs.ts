@@ -1,0 +1,67 @@
+import { sql } from 'drizzle-orm';
+import type { AppContext } from '../../../context.ts';
+import { type Db, withTransaction } from '../../../db/client.ts';
+import type { BulkError, BulkType } from '../../../db/schema/jobs.ts';
+import type { QueueDef } from '../../../jobs/boss.ts';
+import { type BulkPayload, bulkPayload } from './schemas.ts';
+import { BULK_QUEUE, deleteContactsMany, setSubscribedMany } from './service.ts';
+
+/**
+ * A bulk job runs in one transaction: the contact changes, their events and the job's final
+ * counts commit together, so a crash or a retry never applies half a job or emits an event twice.
+ */
+
+const MAX_ATTEMPTS = 3;
+
+export async function runBulk(ctx: AppContext, jobId: string): Promise<void> {
+  const { rows } = await ctx.database.db.execute<{ attempts: number }>(sql`
+    UPDATE bulk_jobs SET status = 'processing', attempts = attempts + 1
+     WHERE id = ${jobId} AND status IN ('queued', 'processing')
+    RETURNING attempts`);
+  if (!rows[0]) return;
+  try {
+    await withTransaction(ctx.database, ({ tx }) => applyJob(ctx, tx, jobId));
+  } catch (err) {
+    if (rows[0].attempts < MAX_ATTEMPTS) throw err;
+    ctx.log.error({ err, jobId }, 'bulk job failed');
+    await ctx.database.db.execute(sql`
+      UPDATE bulk_jobs SET status = 'failed', failure_reason = 'An unexpected error stopped the operation; no contact was changed',
+             completed_at = ${ctx.clock.now().toISOString()}::timestamptz
+       WHERE id = ${jobId} AND status = 'processing'`);
+  }
+}
+
+async function applyJob(ctx: AppContext, tx: Db, jobId: string): Promise<void> {
+  const { rows } = await tx.execute<{ project_id: string; type: BulkType; contact_ids: string[] }>(
+    sql`SELECT project_id, type, contact_ids FROM bulk_jobs WHERE id = ${jobId} AND status = 'processing' FOR UPDATE`,
+  );
+  const job = rows[0];
+  if (!job) return; // another run finished it
+  const now = ctx.clock.now();
+  const ids = job.contact_ids;
+  let succeeded: Set<string>;
+  let found: Set<string>;
+  if (job.type === 'bulk-delete') {
+    succeeded = new Set(await deleteContactsMany(tx, job.project_id, ids));
+    found = succeeded;
+  } else {
+    const result = await setSubscribedMany(tx, job.project_id, ids, job.type === 'bulk-subscribe', now);
+    succeeded = new Set(result.changed);
+    found = new Set(result.found);
+  }
+  const errors: BulkError[] = ids.filter((id) => !found.has(id)).map((id) => ({ id, reason: 'not_found' }));
+  await tx.execute(sql`
+    UPDATE bulk_jobs SET status = 'completed', processed = total, succeeded = ${succeeded.size},
+           unchanged = ${found.size - succeeded.size}, failed = ${errors.length}, errors = ${JSON.stringify(errors)}::jsonb,
+           completed_at = ${now.toISOString()}::timestamptz
+     WHERE id = ${jobId}`);
+}
+
+export const bulkQueue: QueueDef<BulkPayload> = {
+  name: BULK_QUEUE,
+  schema: bulkPayload,
+  handler: (ctx, data) => runBulk(ctx, data.jobId),
+  retryLimit: MAX_ATTEMPTS - 1,
+  retryDelaySeconds: 2,
+  expireInSeconds: 5 * 60,
+};

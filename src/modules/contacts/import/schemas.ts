@@ -1,0 +1,36 @@
+import { z } from 'zod';
+import { PREFIXED_ID } from '../../../db/ids.ts';
+import type { ImportError, JobStatus } from '../../../db/schema/jobs.ts';
+
+/** api-spec § Limits: at most 5 MB per upload. */
+export const MAX_IMPORT_BYTES = 5 * 1024 * 1024;
+
+/** Rows reported in `errors` are capped; `errorCount` counts every reported row. */
+export const MAX_STORED_ERRORS = 1000;
+
+export const IMPORT_JOB_ID = PREFIXED_ID('imp');
+
+export const importJobParams = z.object({ jobId: z.string() });
+
+export type ImportReason = 'missing_email' | 'invalid_email' | 'duplicate_email' | 'too_many_columns';
+
+export type ImportJobRecord = {
+  jobId: string;
+  type: 'import';
+  status: JobStatus;
+  fileName: string | null;
+  totalRows: number;
+  processedRows: number;
+  imported: number;
+  updated: number;
+  skipped: number;
+  errors: ImportError[];
+  errorCount: number;
+  failureReason?: string;
+  createdAt: string;
+  completedAt: string | null;
+};
+
+/** The pg-boss payload of an import: only the job id; everything else is on the job row. */
+export const importPayload = z.object({ jobId: z.string().regex(IMPORT_JOB_ID) });
+export type ImportPayload = z.infer<typeof importPayload>;

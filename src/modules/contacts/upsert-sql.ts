@@ -1,0 +1,75 @@
+import type pg from 'pg';
+import { prefixedId } from '../../db/ids.ts';
+import { type DataChanges, fieldTypesOf, splitCustomData } from './custom-data.ts';
+import { normaliseEmail } from './schemas.ts';
+
+/**
+ * The contact upsert, the hottest statement of the service (POST /contacts, /v1/send, /v1/track,
+ * import). It is written as constant SQL text run as a named statement, so PostgreSQL plans it once
+ * per connection and Node builds nothing per call but the parameters.
+ *
+ * One statement: `old` locks the existing row (if any) and is read by the INSERT, so it runs first
+ * and gives the exact previous state even under concurrent writers; the INSERT … ON CONFLICT merges
+ * data as `(data - unset) || set` (the rules of `splitCustomData`); `fields` records first-seen
+ * field types, keys sorted so concurrent writers lock them in one order.
+ */
+
+const COLUMNS = `c.id, c.email, c.subscribed, c.data,
+  to_char(c.snoozed_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS snoozed_until,
+  to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at,
+  to_char(c.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS updated_at`;
+
+// $1 project, $2 email, $3 new id, $4 subscribed (null = keep / default), $5 default subscribed,
+// $6 data to set (jsonb), $7 now, $8 keys to unset; with fields: $9 field keys, $10 field types.
+const upsertText = (withFields: boolean) => `WITH old AS MATERIALIZED (
+    SELECT id, subscribed, data FROM contacts WHERE project_id = $1 AND email = $2 FOR UPDATE
+  )${
+    withFields
+      ? `, fields AS (
+    INSERT INTO contact_fields (project_id, key, type, created_at)
+    SELECT $1, u.k, u.t, $7::timestamptz FROM unnest($9::text[], $10::text[]) AS u(k, t)
+    ON CONFLICT DO NOTHING
+  )`
+      : ''
+  }
+  INSERT INTO contacts AS c (id, project_id, email, subscribed, data, created_at, updated_at)
+  SELECT $3, $1, $2, COALESCE($4::boolean, old.subscribed, $5::boolean), $6::jsonb, $7::timestamptz, $7::timestamptz
+    FROM (SELECT 1) AS one LEFT JOIN old ON true
+  ON CONFLICT (project_id, email) DO UPDATE SET
+    subscribed = COALESCE($4::boolean, c.subscribed),
+    data = (c.data - $8::text[]) || $6::jsonb,
+    updated_at = CASE WHEN COALESCE($4::boolean, c.subscribed) <> c.subscribed
+                        OR ((c.data - $8::text[]) || $6::jsonb) <> c.data
+                      THEN $7::timestamptz ELSE c.updated_at END
+  RETURNING ${COLUMNS},
+    c.id = $3 AS inserted,
+    EXISTS (SELECT 1 FROM old) AS existed,
+    (SELECT subscribed FROM old) AS old_subscribed,
+    (SELECT data FROM old) IS NOT DISTINCT FROM c.data AS data_same`;
+
+const UPSERT = { name: 'herald_contacts_upsert_v1', text: upsertText(false) };
+const UPSERT_WITH_FIELDS = { name: 'herald_contacts_upsert_fields_v1', text: upsertText(true) };
+
+/** The upsert statement for one contact, ready for `client.query` (the benchmark issues it as is). */
+export function upsertContactQuery(
+  projectId: string,
+  input: { email: string; subscribed?: boolean; data?: Record<string, unknown> },
+  opts: { defaultSubscribed: boolean; now: Date },
+): { query: pg.QueryConfig; newId: string; changes: DataChanges } {
+  const changes = splitCustomData(input.data);
+  const newId = prefixedId('cnt');
+  const values: unknown[] = [
+    projectId,
+    normaliseEmail(input.email),
+    newId,
+    input.subscribed ?? null,
+    opts.defaultSubscribed,
+    JSON.stringify(changes.set),
+    opts.now.toISOString(),
+    changes.unset,
+  ];
+  const { keys, types } = fieldTypesOf(changes.set);
+  const statement = keys.length > 0 ? UPSERT_WITH_FIELDS : UPSERT;
+  if (keys.length > 0) values.push(keys, types);
+  return { query: { ...statement, values }, newId, changes };
+}

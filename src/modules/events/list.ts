@@ -1,0 +1,137 @@
+import { type SQL, sql } from 'drizzle-orm';
+import type { Db } from '../../db/client.ts';
+import { PREFIXED_ID } from '../../db/ids.ts';
+import { decodeCursor, encodeCursor } from '../../http/cursor.ts';
+import { badRequest } from '../../http/errors.ts';
+import { getContact } from '../contacts/service.ts';
+import { isoMs, isoUs } from '../contacts/sql.ts';
+import { isReservedEventName } from './names.ts';
+import { type TimeRange, inRange, rangeEcho } from './range.ts';
+import type { EventRecord, ListEventsQuery } from './schemas.ts';
+
+/** GET /events, GET /events/contact/:contactId, GET /events/names, GET /events/stats. */
+
+const EVENT_ID = PREFIXED_ID('evt');
+const CONTACT_ID = PREFIXED_ID('cnt');
+const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+
+export type EventList = { data: EventRecord[]; cursor?: string; hasMore: boolean; total: number };
+
+/** A keyset position on (created_at, id), validated so that no malformed value reaches SQL. */
+export function timeCursor(cursor: string, idPattern: RegExp = EVENT_ID): { at: string; id: string } {
+  const { sortValue, id } = decodeCursor(cursor);
+  if (typeof sortValue !== 'string' || !CURSOR_TIME.test(sortValue) || Number.isNaN(Date.parse(sortValue)) || !idPattern.test(id)) {
+    throw badRequest('Invalid cursor', { cursor });
+  }
+  return { at: sortValue, id };
+}
+
+type EventRow = {
+  id: string;
+  name: string;
+  contact_id: string | null;
+  contact_email: string | null;
+  data: Record<string, unknown> | null;
+  created_at: string;
+  sort_value: string;
+};
+
+const toEventRecord = (r: EventRow): EventRecord => ({
+  id: r.id,
+  name: r.name,
+  contactId: r.contact_id,
+  contactEmail: r.contact_email,
+  data: r.data ?? {},
+  createdAt: r.created_at,
+});
+
+/**
+ * Newest first, keyset-paginated on (created_at, id) with the index that matches the filter:
+ * (project_id, created_at, id), (project_id, name, created_at) or (contact_id, created_at, id).
+ * `total` only on the first page.
+ */
+async function pageOfEvents(db: Db, filters: SQL[], limit: number, cursor: string | undefined): Promise<EventList> {
+  const where = sql.join(filters, sql` AND `);
+  const after = cursor ? timeCursor(cursor) : null;
+  const keyset = after ? sql` AND (e.created_at, e.id) < (${after.at}::timestamptz, ${after.id})` : sql``;
+  const page = db.execute<EventRow>(sql`
+    SELECT e.id, e.name, e.contact_id, c.email AS contact_email, e.data,
+           ${isoMs('e.created_at')} AS created_at, ${isoUs('e.created_at')} AS sort_value
+      FROM events AS e LEFT JOIN contacts AS c ON c.id = e.contact_id
+     WHERE ${where}${keyset}
+     ORDER BY e.created_at DESC, e.id DESC
+     LIMIT ${limit + 1}`);
+  const count = after ? null : db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM events AS e WHERE ${where}`);
+  const [{ rows }, counted] = await Promise.all([page, count]);
+  const hasMore = rows.length > limit;
+  const items = hasMore ? rows.slice(0, limit) : rows;
+  const list: EventList = { data: items.map(toEventRecord), hasMore, total: counted ? counted.rows[0].n : 0 };
+  const last = items.at(-1);
+  if (hasMore && last) list.cursor = encodeCursor(last.sort_value, last.id);
+  return list;
+}
+
+export async function listEvents(db: Db, projectId: string, q: ListEventsQuery): Promise<EventList> {
+  const filters: SQL[] = [sql`e.project_id = ${projectId}`];
+  if (q.name !== undefined) filters.push(sql`e.name = ${q.name}`);
+  if (q.contactId !== undefined) filters.push(CONTACT_ID.test(q.contactId) ? sql`e.contact_id = ${q.contactId}` : sql`false`);
+  return pageOfEvents(db, filters, q.limit, q.cursor);
+}
+
+/** Every event of one contact (404 CONTACT_NOT_FOUND for an unknown or foreign contact). */
+export async function listContactEvents(
+  db: Db,
+  projectId: string,
+  contactId: string,
+  q: { limit: number; cursor?: string; name?: string },
+): Promise<EventList> {
+  await getContact(db, projectId, contactId);
+  const filters: SQL[] = [sql`e.contact_id = ${contactId}`, sql`e.project_id = ${projectId}`];
+  if (q.name !== undefined) filters.push(sql`e.name = ${q.name}`);
+  return pageOfEvents(db, filters, q.limit, q.cursor);
+}
+
+export type EventName = { name: string; reserved: boolean; lastSeenAt: string };
+
+/**
+ * Distinct names by a loose index scan on (project_id, name, created_at): one index probe per
+ * distinct name, however many events there are. Sorted by name.
+ */
+export async function distinctEventNames(db: Db, projectId: string): Promise<EventName[]> {
+  const { rows } = await db.execute<{ name: string; last_seen_at: string }>(sql`
+    WITH RECURSIVE n(name) AS (
+      (SELECT name FROM events WHERE project_id = ${projectId} ORDER BY name LIMIT 1)
+      UNION ALL
+      SELECT (SELECT e.name FROM events AS e WHERE e.project_id = ${projectId} AND e.name > n.name ORDER BY e.name LIMIT 1)
+        FROM n WHERE n.name IS NOT NULL
+    )
+    SELECT n.name, ${isoMs('l.created_at')} AS last_seen_at
+      FROM n CROSS JOIN LATERAL (
+        SELECT created_at FROM events AS e WHERE e.project_id = ${projectId} AND e.name = n.name ORDER BY created_at DESC LIMIT 1
+      ) AS l
+     WHERE n.name IS NOT NULL
+     ORDER BY n.name`);
+  return rows.map((r) => ({ name: r.name, reserved: isReservedEventName(r.name), lastSeenAt: r.last_seen_at }));
+}
+
+export type EventStats = {
+  from: string;
+  to: string;
+  total: number;
+  events: { name: string; count: number; uniqueContacts: number }[];
+};
+
+/** Counts per name over the range, most frequent first. */
+export async function eventStats(db: Db, projectId: string, range: TimeRange): Promise<EventStats> {
+  const { rows } = await db.execute<{ name: string; count: number; contacts: number }>(sql`
+    SELECT e.name, count(*)::int AS count, count(DISTINCT e.contact_id)::int AS contacts
+      FROM events AS e
+     WHERE e.project_id = ${projectId} AND ${inRange(sql`e.created_at`, range)}
+     GROUP BY e.name
+     ORDER BY count DESC, e.name`);
+  return {
+    ...rangeEcho(range),
+    total: rows.reduce((n, r) => n + r.count, 0),
+    events: rows.map((r) => ({ name: r.name, count: r.count, uniqueContacts: r.contacts })),
+  };
+}

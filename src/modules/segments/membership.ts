@@ -1,0 +1,169 @@
+import { sql } from 'drizzle-orm';
+import type pg from 'pg';
+import type { AppContext } from '../../context.ts';
+import { type Db, withTransaction } from '../../db/client.ts';
+import type { segments } from '../../db/schema/segments.ts';
+import { badRequest, notFound } from '../../http/errors.ts';
+import { recordEvent } from '../events/record.ts';
+import { countMembers, findSegmentRow, membershipSqlOf, storeMemberCount } from './service.ts';
+
+/**
+ * Tracked membership (`trackMembership`): the computed members of a DYNAMIC segment are kept in
+ * segment_members, and every change is an event `segment.<slug>.entry` / `.exit` written through
+ * recordEvent, like any tracked event. A change is made, and its event written, by exactly one
+ * writer: the row insert or delete that made it (ON CONFLICT DO NOTHING / DELETE … RETURNING), under
+ * the segment's row lock, so a full compute and a per-contact re-evaluation never emit one twice.
+ */
+
+type SegmentRow = typeof segments.$inferSelect;
+
+/** decisions.md § 6: lower-case; keep letters, digits, `_`, spaces and `-`; spaces become `-`; runs of `-` collapse; trim `-`. */
+export function segmentSlug(name: string): string {
+  return name
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}_\s-]/gu, '')
+    .replace(/\s/g, '-')
+    .replace(/-+/g, '-')
+    .replace(/^-|-$/g, '');
+}
+
+/** `segment.<slug>.entry|exit`; a name with nothing left for a slug uses the segment id. */
+export function membershipEventName(segment: { id: string; name: string }, change: 'entry' | 'exit'): string {
+  return `segment.${segmentSlug(segment.name) || segment.id}.${change}`;
+}
+
+/** Writes the entry/exit events of membership changes (in the caller's transaction). */
+export async function recordMembershipEvents(
+  db: Db,
+  segment: Pick<SegmentRow, 'id' | 'name' | 'projectId'>,
+  changes: { entered: string[]; exited: string[] },
+  now: Date,
+): Promise<void> {
+  const data = { segmentId: segment.id, segmentName: segment.name };
+  for (const [change, ids] of [['entry', changes.entered], ['exit', changes.exited]] as const) {
+    const name = membershipEventName(segment, change);
+    for (const contactId of ids) await recordEvent(db, { projectId: segment.projectId, contactId, name, data, createdAt: now });
+  }
+}
+
+/**
+ * Brings segment_members of a tracked DYNAMIC segment in line with its condition, for all its
+ * contacts or just `contactId`, and records the events.
+ */
+async function syncMembers(tx: Db, row: SegmentRow, contactId: string | null, now: Date): Promise<{ entered: string[]; exited: string[] }> {
+  const where = await membershipSqlOf(tx, row, now);
+  const scope = contactId === null ? sql`true` : sql`c.id = ${contactId}`;
+  const memberScope = contactId === null ? sql`true` : sql`m.contact_id = ${contactId}`;
+  const { rows } = await tx.execute<{ change: 'entry' | 'exit'; contact_id: string }>(sql`
+    WITH cur AS MATERIALIZED (
+      SELECT c.id FROM contacts AS c WHERE c.project_id = ${row.projectId} AND ${scope} AND ${where}
+    ), ins AS (
+      INSERT INTO segment_members (segment_id, contact_id, created_at)
+      SELECT ${row.id}::uuid, cur.id, ${now.toISOString()}::timestamptz FROM cur
+      ON CONFLICT DO NOTHING
+      RETURNING contact_id
+    ), del AS (
+      DELETE FROM segment_members AS m
+       WHERE m.segment_id = ${row.id}::uuid AND ${memberScope}
+         AND NOT EXISTS (SELECT 1 FROM cur WHERE cur.id = m.contact_id)
+      RETURNING contact_id
+    )
+    SELECT 'entry' AS change, contact_id FROM ins
+    UNION ALL
+    SELECT 'exit' AS change, contact_id FROM del`);
+  const changes = {
+    entered: rows.filter((r) => r.change === 'entry').map((r) => r.contact_id),
+    exited: rows.filter((r) => r.change === 'exit').map((r) => r.contact_id),
+  };
+  await recordMembershipEvents(tx, row, changes, now);
+  return changes;
+}
+
+/**
+ * POST /segments/:id/compute, and the 5-minute job: recomputes a tracked segment's membership and
+ * fires entry/exit events. A STATIC segment's members change only through its members endpoints,
+ * so it has nothing to recompute. 400 when the segment does not track membership.
+ */
+export async function computeSegment(
+  ctx: AppContext,
+  projectId: string,
+  id: string,
+): Promise<{ added: number; removed: number; total: number }> {
+  const now = ctx.clock.now();
+  return withTransaction(ctx.database, async ({ tx }) => {
+    const row = await findSegmentRow(tx, projectId, id, { lock: true });
+    if (!row) throw notFound('segment', id);
+    if (!row.trackMembership) throw badRequest('compute needs a segment with trackMembership enabled; use refresh to recount', { segmentId: id });
+    const changes =
+      row.type === 'DYNAMIC'
+        ? await syncMembers(tx, row, null, now)
+        : { entered: [] as string[], exited: [] as string[] };
+    const total = await countMembers(tx, row, now);
+    await storeMemberCount(tx, row.id, total, now);
+    return { added: changes.entered.length, removed: changes.exited.length, total };
+  });
+}
+
+/**
+ * Re-evaluates every tracked DYNAMIC segment of the project for one contact (after its data or
+ * events changed), one segment per transaction. The cached count moves with each change.
+ */
+export async function reevaluateContact(ctx: AppContext, projectId: string, contactId: string): Promise<void> {
+  const { rows } = await ctx.database.db.execute<{ id: string }>(sql`
+    SELECT id FROM segments WHERE project_id = ${projectId} AND track_membership AND type = 'DYNAMIC' ORDER BY created_at, id`);
+  const now = ctx.clock.now();
+  for (const { id } of rows) {
+    await withTransaction(ctx.database, async ({ tx }) => {
+      const row = await findSegmentRow(tx, projectId, id, { lock: true });
+      if (!row || !row.trackMembership || row.type !== 'DYNAMIC') return;
+      const changes = await syncMembers(tx, row, contactId, now);
+      const delta = changes.entered.length - changes.exited.length;
+      if (delta !== 0) await tx.execute(sql`UPDATE segments SET member_count = GREATEST(member_count + ${delta}, 0) WHERE id = ${row.id}::uuid`);
+    });
+  }
+}
+
+export const REEVALUATE_QUEUE = 'segments-reevaluate-contact';
+
+/** Changes within this window are folded into one re-evaluation of the contact. */
+const DEBOUNCE_MS = 500;
+
+/**
+ * Schedules the re-evaluation of tracked segments for a contact whose data or events changed:
+ * a job that runs within about a second, one per contact at a time (later calls while one is
+ * waiting fold into it). Pass the transaction's `client` so it is enqueued only if the change
+ * commits. Nothing is enqueued when the project has no tracked DYNAMIC segment.
+ */
+export async function scheduleSegmentReevaluation(
+  ctx: AppContext,
+  projectId: string,
+  contactId: string,
+  client?: pg.PoolClient,
+): Promise<void> {
+  const q = 'SELECT EXISTS (SELECT 1 FROM segments WHERE project_id = $1 AND track_membership AND type = $2) AS tracked';
+  const { rows } = await (client ?? ctx.database.pool).query<{ tracked: boolean }>(q, [projectId, 'DYNAMIC']);
+  if (!rows[0].tracked) return;
+  await ctx.jobs.send(
+    REEVALUATE_QUEUE,
+    { projectId, contactId },
+    { client, singletonKey: `${projectId}:${contactId}`, startAfter: new Date(Date.now() + DEBOUNCE_MS) },
+  );
+}
+
+/** The 5-minute job: recompute every tracked segment (time-based filters move on their own) and recount all others. */
+export async function recomputeAllSegments(ctx: AppContext): Promise<void> {
+  const { rows } = await ctx.database.db.execute<{ id: string; project_id: string; tracked: boolean }>(sql`
+    SELECT id, project_id, track_membership AS tracked FROM segments ORDER BY project_id, created_at, id`);
+  for (const s of rows) {
+    try {
+      if (s.tracked) {
+        await computeSegment(ctx, s.project_id, s.id);
+      } else {
+        const row = await findSegmentRow(ctx.database.db, s.project_id, s.id);
+        if (row) await storeMemberCount(ctx.database.db, row.id, await countMembers(ctx.database.db, row, ctx.clock.now()), ctx.clock.now());
+      }
+    } catch (err) {
+      ctx.log.warn({ err, segmentId: s.id }, 'segment recompute failed');
+    }
+  }
+}

@@ -1,0 +1,230 @@
+import { type SQL, sql } from 'drizzle-orm';
+import { type Condition, compileCondition, parseCondition, validateCondition } from '../../conditions/index.ts';
+import type { AppContext } from '../../context.ts';
+import { type Db, withTransaction } from '../../db/client.ts';
+import { UUID, uuidv7 } from '../../db/ids.ts';
+import { type SegmentType, segments } from '../../db/schema/segments.ts';
+import { badRequest, conflict, notFound } from '../../http/errors.ts';
+import type { ContactRecord } from '../contacts/service.ts';
+import { type ContactRow, contactColumns, toContactRecord } from '../contacts/sql.ts';
+import type { CreateSegmentInput, SegmentRecord, UpdateSegmentInput } from './schemas.ts';
+
+type SegmentRow = typeof segments.$inferSelect;
+
+export type { SegmentRecord } from './schemas.ts';
+
+export function toSegmentRecord(s: SegmentRow): SegmentRecord {
+  return {
+    id: s.id,
+    name: s.name,
+    description: s.description,
+    type: s.type,
+    condition: s.condition ?? null,
+    trackMembership: s.trackMembership,
+    memberCount: s.memberCount,
+    projectId: s.projectId,
+    createdAt: s.createdAt.toISOString(),
+    updatedAt: s.updatedAt.toISOString(),
+  };
+}
+
+const SEGMENT_COLUMNS = sql`id, project_id AS "projectId", name, description, type, condition, track_membership AS "trackMembership",
+  member_count AS "memberCount", member_count_at AS "memberCountAt", created_at AS "createdAt", updated_at AS "updatedAt"`;
+
+type RawRow = Omit<SegmentRow, 'createdAt' | 'updatedAt' | 'memberCountAt'> & { createdAt: string | Date; updatedAt: string | Date; memberCountAt: string | Date | null };
+
+const fromRaw = (r: RawRow): SegmentRow => ({
+  ...r,
+  createdAt: new Date(r.createdAt),
+  updatedAt: new Date(r.updatedAt),
+  memberCountAt: r.memberCountAt === null ? null : new Date(r.memberCountAt),
+});
+
+/** The segment row, or null when the id is malformed, unknown or of another project. `lock` takes a row lock (in a transaction). */
+export async function findSegmentRow(db: Db, projectId: string, id: string, opts: { lock?: boolean } = {}): Promise<SegmentRow | null> {
+  if (!UUID.test(id)) return null;
+  const { rows } = await db.execute<RawRow>(
+    sql`SELECT ${SEGMENT_COLUMNS} FROM segments WHERE project_id = ${projectId} AND id = ${id}::uuid ${opts.lock ? sql`FOR UPDATE` : sql``}`,
+  );
+  return rows[0] ? fromRaw(rows[0]) : null;
+}
+
+async function getSegmentRow(db: Db, projectId: string, id: string, opts: { lock?: boolean } = {}): Promise<SegmentRow> {
+  const row = await findSegmentRow(db, projectId, id, opts);
+  if (!row) throw notFound('segment', id);
+  return row;
+}
+
+/** The segment; 404 SEGMENT_NOT_FOUND when the id is malformed, unknown or of another project. */
+export async function getSegment(db: Db, projectId: string, id: string): Promise<SegmentRecord> {
+  return toSegmentRecord(await getSegmentRow(db, projectId, id));
+}
+
+/** Every segment of the project, newest first (GET /segments is unpaginated). */
+export async function listSegments(db: Db, projectId: string): Promise<SegmentRecord[]> {
+  const { rows } = await db.execute<RawRow>(
+    sql`SELECT ${SEGMENT_COLUMNS} FROM segments WHERE project_id = ${projectId} ORDER BY created_at DESC, id DESC`,
+  );
+  return rows.map((r) => toSegmentRecord(fromRaw(r)));
+}
+
+/** The stored condition of a DYNAMIC segment (validated when it was saved). */
+export function conditionOf(row: Pick<SegmentRow, 'condition'>): Condition {
+  return parseCondition(row.condition);
+}
+
+const staticMembership = (segmentId: string): SQL =>
+  sql`EXISTS (SELECT 1 FROM segment_members sm WHERE sm.segment_id = ${segmentId}::uuid AND sm.contact_id = c.id)`;
+
+/** Membership of a segment row as SQL over `contacts AS c`. */
+export async function membershipSqlOf(db: Db, row: SegmentRow, now: Date): Promise<SQL> {
+  if (row.type === 'STATIC') return staticMembership(row.id);
+  return compileCondition(db, row.projectId, conditionOf(row), now, { selfSegmentId: row.id });
+}
+
+/** SQL boolean over contacts aliased `c`: membership of the segment (dynamic: its compiled condition; static: the member table). */
+export async function segmentMembershipSql(db: Db, projectId: string, segmentId: string, now: Date): Promise<SQL> {
+  return membershipSqlOf(db, await getSegmentRow(db, projectId, segmentId), now);
+}
+
+/** How many contacts of the project are in the segment now. */
+export async function countMembers(db: Db, row: SegmentRow, now: Date): Promise<number> {
+  const where = await membershipSqlOf(db, row, now);
+  const { rows } = await db.execute<{ n: number }>(
+    sql`SELECT count(*)::int AS n FROM contacts AS c WHERE c.project_id = ${row.projectId} AND ${where}`,
+  );
+  return rows[0].n;
+}
+
+export async function storeMemberCount(db: Db, segmentId: string, count: number, now: Date): Promise<void> {
+  await db.execute(
+    sql`UPDATE segments SET member_count = ${count}, member_count_at = ${now.toISOString()}::timestamptz WHERE id = ${segmentId}::uuid`,
+  );
+}
+
+async function checkedCondition(db: Db, projectId: string, raw: unknown, selfSegmentId?: string): Promise<Condition> {
+  const condition = parseCondition(raw);
+  await validateCondition(db, projectId, condition, { selfSegmentId });
+  return condition;
+}
+
+export async function createSegment(ctx: AppContext, projectId: string, input: CreateSegmentInput): Promise<SegmentRecord> {
+  const db = ctx.database.db;
+  const condition = input.type === 'DYNAMIC' ? await checkedCondition(db, projectId, input.condition) : null;
+  const now = ctx.clock.now();
+  const values: SegmentRow = {
+    id: uuidv7(now.getTime()),
+    projectId,
+    name: input.name,
+    description: input.description ?? null,
+    type: input.type,
+    condition,
+    trackMembership: input.trackMembership,
+    memberCount: 0,
+    memberCountAt: now,
+    createdAt: now,
+    updatedAt: now,
+  };
+  values.memberCount = await countMembers(db, values, now);
+  const [row] = await db.insert(segments).values(values).returning();
+  return toSegmentRecord(row);
+}
+
+/**
+ * PATCH: name, description, condition (DYNAMIC only), trackMembership. A DYNAMIC segment that stops
+ * tracking forgets its computed membership (tracking again starts from nobody: the next compute
+ * emits entries for the members). The cached count is refreshed.
+ */
+export async function updateSegment(ctx: AppContext, projectId: string, id: string, input: UpdateSegmentInput): Promise<SegmentRecord> {
+  const current = await getSegmentRow(ctx.database.db, projectId, id);
+  if (input.condition !== undefined && current.type !== 'DYNAMIC') {
+    throw badRequest('Only DYNAMIC segments have a condition', { segmentId: id, type: current.type });
+  }
+  const condition = input.condition !== undefined ? await checkedCondition(ctx.database.db, projectId, input.condition, current.id) : undefined;
+  const now = ctx.clock.now();
+  return withTransaction(ctx.database, async ({ tx }) => {
+    const row = await getSegmentRow(tx, projectId, id, { lock: true });
+    const next: SegmentRow = {
+      ...row,
+      name: input.name ?? row.name,
+      description: input.description !== undefined ? input.description : row.description,
+      condition: condition ?? row.condition,
+      trackMembership: input.trackMembership ?? row.trackMembership,
+      updatedAt: now,
+    };
+    if (row.type === 'DYNAMIC' && row.trackMembership && !next.trackMembership) {
+      await tx.execute(sql`DELETE FROM segment_members WHERE segment_id = ${row.id}::uuid`);
+    }
+    next.memberCount = await countMembers(tx, next, now);
+    await tx.execute(sql`
+      UPDATE segments SET name = ${next.name}, description = ${next.description}, condition = ${next.condition === null ? null : JSON.stringify(next.condition)}::jsonb,
+             track_membership = ${next.trackMembership}, member_count = ${next.memberCount},
+             member_count_at = ${now.toISOString()}::timestamptz, updated_at = ${now.toISOString()}::timestamptz
+       WHERE id = ${row.id}::uuid`);
+    return toSegmentRecord(next);
+  });
+}
+
+/**
+ * Reasons a segment cannot be deleted. Campaigns register a check here ("used by active campaign
+ * 'X'"); each returns a message, or null when it does not hold the segment.
+ */
+export const segmentInUseChecks: Array<(db: Db, projectId: string, segmentId: string) => Promise<string | null>> = [];
+
+/** Other segments whose condition references this one (`segment.<id>`). */
+export async function segmentsReferencing(db: Db, projectId: string, segmentId: string): Promise<{ id: string; name: string }[]> {
+  const { rows } = await db.execute<{ id: string; name: string }>(sql`
+    SELECT id, name FROM segments
+     WHERE project_id = ${projectId} AND condition IS NOT NULL AND id <> ${segmentId}::uuid
+       AND jsonb_path_exists(condition, 'strict $.**.field ? (@ == $f)', jsonb_build_object('f', ${`segment.${segmentId}`}::text))
+     ORDER BY created_at, id`);
+  return rows;
+}
+
+segmentInUseChecks.push(async (db, projectId, segmentId) => {
+  const users = await segmentsReferencing(db, projectId, segmentId);
+  return users.length === 0 ? null : `Segment is referenced by segment ${users.map((u) => `'${u.name}'`).join(', ')}`;
+});
+
+/** 409 while anything registered in segmentInUseChecks holds the segment. Members and membership rows go with it. */
+export async function deleteSegment(ctx: AppContext, projectId: string, id: string): Promise<void> {
+  await withTransaction(ctx.database, async ({ tx }) => {
+    const row = await getSegmentRow(tx, projectId, id, { lock: true });
+    const reasons = (await Promise.all(segmentInUseChecks.map((check) => check(tx, projectId, row.id)))).filter((r): r is string => r !== null);
+    if (reasons.length > 0) throw conflict(`Segment is in use and cannot be deleted: ${reasons.join('; ')}`, { segmentId: row.id, reasons });
+    await tx.execute(sql`DELETE FROM segments WHERE id = ${row.id}::uuid`);
+  });
+}
+
+export type SegmentContacts = { data: ContactRecord[]; total: number; page: number; pageSize: number };
+
+/** GET /segments/:id/contacts: the members now (live for DYNAMIC), newest contacts first. */
+export async function listSegmentContacts(
+  ctx: AppContext,
+  projectId: string,
+  id: string,
+  q: { page: number; pageSize: number },
+): Promise<SegmentContacts> {
+  const db = ctx.database.db;
+  const row = await getSegmentRow(db, projectId, id);
+  const where = sql`c.project_id = ${projectId} AND ${await membershipSqlOf(db, row, ctx.clock.now())}`;
+  const [page, counted] = await Promise.all([
+    db.execute<ContactRow>(sql`
+      SELECT ${contactColumns('c')} FROM contacts AS c WHERE ${where}
+       ORDER BY c.created_at DESC, c.id DESC LIMIT ${q.pageSize} OFFSET ${(q.page - 1) * q.pageSize}`),
+    db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM contacts AS c WHERE ${where}`),
+  ]);
+  return { data: page.rows.map(toContactRecord), total: counted.rows[0].n, page: q.page, pageSize: q.pageSize };
+}
+
+/** POST /segments/:id/refresh: recount and cache; no events, no membership writes. */
+export async function refreshSegment(ctx: AppContext, projectId: string, id: string): Promise<{ memberCount: number }> {
+  const db = ctx.database.db;
+  const row = await getSegmentRow(db, projectId, id);
+  const now = ctx.clock.now();
+  const memberCount = await countMembers(db, row, now);
+  await storeMemberCount(db, row.id, memberCount, now);
+  return { memberCount };
+}
+
+export type { SegmentType };

@@ -1,0 +1,27 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { AppContext } from '../../context.ts';
+import { projectOf, requireProject } from '../../http/auth.ts';
+import { limitParam } from '../../http/pagination.ts';
+import { parse } from '../../http/validate.ts';
+import { deleteSuppression, listSuppressions } from './service.ts';
+
+const listQuery = z.object({
+  limit: limitParam,
+  cursor: z.string().max(1000).optional(),
+  search: z.string().max(254).optional(),
+  reason: z.enum(['bounce', 'complaint', 'manual']).optional(),
+});
+
+const emailParams = z.object({ email: z.string().trim().min(1).max(254) });
+
+export function suppressionRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const onRequest = requireProject(ctx);
+
+  app.get('/suppressions', { onRequest }, async (req) => listSuppressions(ctx, projectOf(req).projectId, parse(listQuery, req.query)));
+
+  app.delete('/suppressions/:email', { onRequest }, async (req, reply) => {
+    await deleteSuppression(ctx, projectOf(req).projectId, parse(emailParams, req.params).email);
+    return reply.status(204).send();
+  });
+}

@@ -1,0 +1,78 @@
+import { eq, lt } from 'drizzle-orm';
+import { z } from 'zod';
+import type { AppContext } from '../../context.ts';
+import { snsMessages } from '../../db/schema/notifications.ts';
+import { ApiError } from '../../http/errors.ts';
+import { parse } from '../../http/validate.ts';
+import type { QueueDef } from '../../jobs/boss.ts';
+import { applySesEvent, sesEventSchema } from './ses.ts';
+import { type CertificateSource, confirmSubscription, snsMessageSchema, verifySnsMessage } from './sns.ts';
+
+export type NotificationResult = { status: 'processed' | 'duplicate' | 'ignored' | 'confirmed' };
+
+/** SNS bodies arrive as text/plain JSON (or application/json when relayed). */
+function bodyObject(body: unknown): unknown {
+  if (typeof body !== 'string') return body;
+  try {
+    return JSON.parse(body);
+  } catch {
+    throw new ApiError(400, 'INVALID_JSON', 'Request body is not valid JSON');
+  }
+}
+
+/**
+ * POST /webhooks/notifications: verify the SNS signature (403 otherwise, nothing changes), confirm
+ * subscriptions, and apply SES notifications exactly once per SNS MessageId. The MessageId is
+ * claimed before the work and released if the work fails, so SNS's retry can do it again.
+ */
+export async function handleNotification(ctx: AppContext, certs: CertificateSource, body: unknown): Promise<NotificationResult> {
+  const message = parse(snsMessageSchema, bodyObject(body));
+  await verifySnsMessage(message, certs);
+
+  if (message.Type === 'SubscriptionConfirmation') {
+    await confirmSubscription(message);
+    ctx.log.info({ topicArn: message.TopicArn }, 'SNS subscription confirmed');
+    return { status: 'confirmed' };
+  }
+  if (message.Type !== 'Notification') return { status: 'ignored' };
+
+  const claimed = await ctx.database.db
+    .insert(snsMessages)
+    .values({ messageId: message.MessageId, type: message.Type, receivedAt: ctx.clock.now() })
+    .onConflictDoNothing()
+    .returning({ messageId: snsMessages.messageId });
+  if (claimed.length === 0) return { status: 'duplicate' };
+
+  try {
+    let event: unknown;
+    try {
+      event = JSON.parse(message.Message);
+    } catch {
+      return { status: 'ignored' };
+    }
+    const ses = sesEventSchema.safeParse(event);
+    if (!ses.success) return { status: 'ignored' };
+    return { status: await applySesEvent(ctx, ses.data) };
+  } catch (err) {
+    await ctx.database.db.delete(snsMessages).where(eq(snsMessages.messageId, message.MessageId)).catch(() => {});
+    throw err;
+  }
+}
+
+/** SNS redelivers for hours at most: processed ids are kept for 30 days. */
+const RETENTION_DAYS = 30;
+
+export async function purgeProcessedNotifications(ctx: AppContext): Promise<void> {
+  const before = new Date(ctx.clock.now().getTime() - RETENTION_DAYS * 86_400_000);
+  await ctx.database.db.delete(snsMessages).where(lt(snsMessages.receivedAt, before));
+}
+
+const empty = z.object({}).passthrough();
+
+export const notificationCleanupQueue: QueueDef<z.infer<typeof empty>> = {
+  name: 'sns-messages-cleanup',
+  schema: empty,
+  cron: '41 4 * * *',
+  retryLimit: 1,
+  handler: (ctx) => purgeProcessedNotifications(ctx),
+};

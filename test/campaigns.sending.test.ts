@@ -1,0 +1,363 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { type TestDns, startTestDns } from './helpers/dns-server.ts';
+import { verifyDomain } from './helpers/domains.ts';
+import type { Api } from './helpers/http.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
+import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
+
+/**
+ * The campaign engine end to end: real SMTP sink, real DNS, real PostgreSQL and pg-boss, and for
+ * the crash test a separate worker process killed with SIGKILL.
+ */
+
+const DOMAIN = 'send.example.test';
+const FROM = `news@${DOMAIN}`;
+
+let dns: TestDns;
+before(async () => {
+  dns = await startTestDns();
+});
+after(async () => dns?.stop());
+
+async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 20_000, stepMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+}
+
+async function campaignIn(api: Api, id: string, statuses: string[], timeoutMs = 20_000) {
+  return waitFor(
+    `campaign ${id} to be ${statuses.join('/')}`,
+    async () => {
+      const res = await api.get(`/campaigns/${id}`);
+      assert.equal(res.status, 200, res.text);
+      return statuses.includes(res.body.status) ? res.body : null;
+    },
+    timeoutMs,
+  );
+}
+
+async function addContacts(api: Api, emails: string[], extra: Record<string, unknown> = {}): Promise<void> {
+  for (let i = 0; i < emails.length; i += 20) {
+    await Promise.all(
+      emails.slice(i, i + 20).map(async (email) => {
+        const res = await api.post('/contacts', { email, ...extra });
+        assert.ok(res.status === 201 || res.status === 200, res.text);
+      }),
+    );
+  }
+}
+
+const received = (sink: SmtpSink, address: string) => sink.messages.filter((m) => m.envelope.to.includes(address));
+
+async function createCampaign(api: Api, over: Record<string, unknown> = {}) {
+  const res = await api.post('/campaigns', {
+    name: 'Launch',
+    subject: 'News for {{firstName ?? email}}',
+    body: '<p>Dear {{firstName ?? "friend"}}, we launched.</p>',
+    from: FROM,
+    fromName: 'Herald',
+    ...over,
+  });
+  assert.equal(res.status, 201, res.text);
+  return res.body.data;
+}
+
+describe('sending a campaign', () => {
+  let sink: SmtpSink;
+  let server: TestServer;
+  const env = () => ({ DNS_SERVERS: dns.address, SMTP_URL: sink.url, SEND_RATE_PER_SECOND: '1000' });
+
+  before(async () => {
+    sink = await startSmtpSink();
+    server = await startTestServer(env());
+  });
+  after(async () => {
+    await server?.stop();
+    await sink?.stop();
+  });
+
+  test('a campaign to a segment delivers exactly one message to each subscribed member, none to unsubscribed, suppressed or non-members', async () => {
+    const q = await bootstrap(server.api, 'audience');
+    await verifyDomain(q.sk, dns, DOMAIN);
+    const members = Array.from({ length: 12 }, (_, i) => `member${i}@aud.test`);
+    await addContacts(q.sk, members.slice(0, 6), { data: { plan: 'pro' } });
+    for (const [i, email] of members.slice(6).entries()) {
+      assert.equal((await q.sk.post('/contacts', { email, data: { plan: 'pro', firstName: `Name${i}` } })).status, 201);
+    }
+    await addContacts(q.sk, ['free@aud.test'], { data: { plan: 'free' } });
+    await addContacts(q.sk, ['unsub@aud.test'], { subscribed: false, data: { plan: 'pro' } });
+    // A hard bounce suppresses the address; resubscribing the contact does not lift the suppression.
+    sink.failNext({ stage: 'rcpt', code: 550, message: '550 no such user' });
+    const bounced = await q.sk.post('/v1/send', { to: 'gone@aud.test', from: FROM, subject: 's', body: 'b', subscribed: true, data: { plan: 'pro' } });
+    const bouncedContact = bounced.body.data.emails[0].contact.id;
+    await waitFor('the hard bounce', async () => (await q.sk.get(`/emails/${bounced.body.data.emails[0].email}`)).body.status === 'BOUNCED');
+    assert.equal((await q.sk.patch(`/contacts/${bouncedContact}`, { subscribed: true })).body.subscribed, true);
+
+    const segment = await q.sk.post('/segments', {
+      name: 'Pro plan',
+      condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] },
+    });
+    assert.equal(segment.status, 201, segment.text);
+    const c = await createCampaign(q.sk, { audienceType: 'SEGMENT', segmentId: segment.body.id });
+    assert.equal(c.audienceType, 'SEGMENT');
+    assert.equal(c.segmentId, segment.body.id);
+    assert.equal(c.totalRecipients, 12, 'subscribed, unsuppressed members only');
+    const before = sink.messages.length;
+    const res = await q.sk.post(`/campaigns/${c.id}/send`, {});
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.body, {
+      success: true,
+      data: { id: c.id, name: 'Launch', status: 'SENDING', scheduledFor: null },
+      message: 'Campaign is being sent to 12 recipients',
+    });
+    // The segment is in use while the campaign sends.
+    const del = await q.sk.delete(`/segments/${segment.body.id}`);
+    assert.equal(del.status, 409, del.text);
+    const sent = await campaignIn(q.sk, c.id, ['SENT']);
+    assert.equal(sent.totalRecipients, 12);
+    assert.equal(sent.sentCount, 12);
+    assert.ok(sent.sentAt && sent.completedAt);
+    await new Promise((r) => setTimeout(r, 300));
+    const mine = sink.messages.slice(before).filter((m) => m.envelope.to[0].endsWith('@aud.test'));
+    assert.equal(mine.length, 12);
+    for (const email of members) assert.equal(received(sink, email).length, 1, email);
+    for (const email of ['free@aud.test', 'unsub@aud.test', 'gone@aud.test']) assert.equal(received(sink, email).length, 0, email);
+
+    const personal = received(sink, 'member7@aud.test')[0];
+    assert.equal(personal.parsed.subject, 'News for Name1');
+    assert.match(String(personal.parsed.html), /Dear Name1, we launched\./);
+    assert.equal(received(sink, 'member0@aud.test')[0].parsed.subject, 'News for member0@aud.test');
+    assert.equal(personal.parsed.from?.value[0].name, 'Herald');
+    assert.match(personal.raw.toString(), /^List-Unsubscribe: .*\/unsubscribe\//m);
+    assert.equal(personal.parsed.headers.get('precedence'), 'bulk');
+
+    const list = await q.sk.get(`/emails?campaignId=${c.id}&limit=100`);
+    assert.equal(list.body.total, 12, 'ineligible contacts get no email row at all');
+    assert.ok(list.body.data.every((e: { status: string; type: string }) => e.status === 'SENT' && e.type === 'MARKETING'));
+    assert.equal((await q.sk.delete(`/segments/${segment.body.id}`)).status, 204, 'a SENT campaign no longer holds the segment');
+  });
+
+  test('a FILTERED campaign goes to the contacts matching its condition', async () => {
+    const q = await bootstrap(server.api, 'filtered');
+    await verifyDomain(q.sk, dns, DOMAIN);
+    await addContacts(q.sk, ['f1@flt.test', 'f2@flt.test'], { data: { seats: 12 } });
+    await addContacts(q.sk, ['f3@flt.test'], { data: { seats: 2 } });
+    await addContacts(q.sk, ['f4@flt.test']);
+    const condition = { logic: 'AND', groups: [{ filters: [{ field: 'data.seats', operator: 'greaterThan', value: 10 }] }] };
+    const c = await createCampaign(q.sk, { audienceType: 'FILTERED', audienceCondition: condition });
+    assert.deepEqual(c.audienceCondition, condition);
+    assert.equal(c.totalRecipients, 2);
+    const usage = await q.sk.get('/contacts/fields/data.seats/usage');
+    assert.deepEqual(usage.body.campaigns, [{ id: c.id, name: 'Launch' }]);
+    assert.equal((await q.sk.post(`/campaigns/${c.id}/send`, {})).status, 200);
+    await campaignIn(q.sk, c.id, ['SENT']);
+    assert.equal(received(sink, 'f1@flt.test').length, 1);
+    assert.equal(received(sink, 'f2@flt.test').length, 1);
+    assert.equal(received(sink, 'f3@flt.test').length, 0);
+    assert.equal(received(sink, 'f4@flt.test').length, 0);
+  });
+
+  test('a TRANSACTIONAL campaign also reaches unsubscribed contacts', async () => {
+    const q = await bootstrap(server.api, 'transactional');
+    await verifyDomain(q.sk, dns, DOMAIN);
+    await addContacts(q.sk, ['t1@tx.test']);
+    await addContacts(q.sk, ['t2@tx.test'], { subscribed: false });
+    const c = await createCampaign(q.sk, { type: 'TRANSACTIONAL' });
+    assert.equal((await q.sk.post(`/campaigns/${c.id}/send`, { scheduledFor: null })).status, 200);
+    await campaignIn(q.sk, c.id, ['SENT']);
+    assert.equal(received(sink, 't1@tx.test').length, 1);
+    assert.equal(received(sink, 't2@tx.test').length, 1);
+    assert.doesNotMatch(received(sink, 't2@tx.test')[0].raw.toString(), /^List-Unsubscribe:/im);
+  });
+
+  test('a scheduled campaign starts at scheduledFor, and its delayed job survives a restart', async () => {
+    const q = await bootstrap(server.api, 'scheduled');
+    await verifyDomain(q.sk, dns, DOMAIN);
+    await addContacts(q.sk, ['s1@sched.test', 's2@sched.test']);
+    const c = await createCampaign(q.sk);
+    const at = new Date(Date.now() + 4000);
+    const res = await q.sk.post(`/campaigns/${c.id}/send`, { scheduledFor: at.toISOString() });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.body, {
+      success: true,
+      data: { id: c.id, name: 'Launch', status: 'SCHEDULED', scheduledFor: at.toISOString() },
+      message: `Campaign scheduled for ${at.toISOString()}`,
+    });
+    // Restart the whole server on the same database before the time comes.
+    await server.stop();
+    server = await startTestServer(env(), { databaseUrl: server.databaseUrl });
+    const fresh = server.api.as({ key: q.project.secretKey });
+    assert.equal((await fresh.get(`/campaigns/${c.id}`)).body.status, 'SCHEDULED');
+    assert.equal(received(sink, 's1@sched.test').length, 0);
+    const sent = await campaignIn(fresh, c.id, ['SENT'], 30_000);
+    assert.ok(Date.parse(sent.sentAt) >= at.getTime(), `sent at ${sent.sentAt}, scheduled for ${at.toISOString()}`);
+    assert.equal(received(sink, 's1@sched.test').length, 1);
+    assert.equal(received(sink, 's2@sched.test').length, 1);
+  });
+
+  test('sending a SCHEDULED campaign again moves the schedule, or sends it now', async () => {
+    const p = await bootstrap(server.api, 'reschedule');
+    await verifyDomain(p.sk, dns, DOMAIN);
+    await addContacts(p.sk, ['r1@resched.test']);
+    const c = await createCampaign(p.sk);
+    const later = new Date(Date.now() + 3_600_000);
+    assert.equal((await p.sk.post(`/campaigns/${c.id}/send`, { scheduledFor: later.toISOString() })).body.data.status, 'SCHEDULED');
+    const sooner = new Date(Date.now() + 1500);
+    const moved = await p.sk.post(`/campaigns/${c.id}/send`, { scheduledFor: sooner.getTime() });
+    assert.equal(moved.status, 200, moved.text);
+    assert.equal(moved.body.data.scheduledFor, sooner.toISOString());
+    await campaignIn(p.sk, c.id, ['SENT']);
+    assert.equal(received(sink, 'r1@resched.test').length, 1);
+
+    const d = await createCampaign(p.sk, { name: 'Now instead' });
+    await p.sk.post(`/campaigns/${d.id}/send`, { scheduledFor: later.toISOString() });
+    const now = await p.sk.post(`/campaigns/${d.id}/send`, {});
+    assert.equal(now.body.data.status, 'SENDING');
+    assert.equal(now.body.data.scheduledFor, null);
+    await campaignIn(p.sk, d.id, ['SENT']);
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(received(sink, 'r1@resched.test').length, 2, 'one message per campaign; the superseded schedules send nothing');
+  });
+});
+
+describe('cancelling a campaign mid-send', () => {
+  let sink: SmtpSink;
+  let server: TestServer;
+  let p: Bootstrapped;
+  before(async () => {
+    sink = await startSmtpSink();
+    server = await startTestServer({ DNS_SERVERS: dns.address, SMTP_URL: sink.url, SEND_RATE_PER_SECOND: '10' });
+    p = await bootstrap(server.api, 'cancel');
+    await verifyDomain(p.sk, dns, DOMAIN);
+  });
+  after(async () => {
+    await server?.stop();
+    await sink?.stop();
+  });
+
+  test('cancel during SENDING stops the unsent emails; the campaign ends CANCELLED', async () => {
+    const emails = Array.from({ length: 80 }, (_, i) => `c${i}@cancel.test`);
+    await addContacts(p.sk, emails);
+    const c = await createCampaign(p.sk);
+    assert.equal((await p.sk.post(`/campaigns/${c.id}/send`, {})).status, 200);
+    await waitFor('a few messages', async () => sink.messages.length >= 5);
+    const cancelled = await p.sk.post(`/campaigns/${c.id}/cancel`);
+    assert.equal(cancelled.status, 200, cancelled.text);
+    assert.equal(cancelled.body.status, 'CANCELLED');
+    await new Promise((r) => setTimeout(r, 3000));
+    const delivered = sink.messages.length;
+    assert.ok(delivered >= 5 && delivered < 40, `${delivered} messages arrived`);
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal(sink.messages.length, delivered, 'nothing more is sent after the cancel settles');
+
+    const rows = await server.sql<{ status: string; error: string | null; n: number }>(
+      'SELECT status, error, count(*)::int AS n FROM emails WHERE campaign_id = $1 GROUP BY 1, 2 ORDER BY 1',
+      [c.id],
+    );
+    const by = Object.fromEntries(rows.map((r) => [r.status, r]));
+    assert.equal(by.SENT?.n, delivered);
+    assert.equal(by.SKIPPED?.error, 'campaign cancelled');
+    assert.ok(by.SKIPPED.n > 0);
+    assert.equal(by.QUEUED, undefined);
+    assert.ok(rows.reduce((n, r) => n + r.n, 0) < 80, 'the fan-out stopped too: not every contact got an email row');
+    const final = (await p.sk.get(`/campaigns/${c.id}`)).body;
+    assert.equal(final.status, 'CANCELLED');
+    assert.equal(final.sentCount, delivered);
+    assert.equal((await p.sk.post(`/campaigns/${c.id}/cancel`)).status, 409);
+    assert.equal((await p.sk.post(`/campaigns/${c.id}/send`, {})).status, 409);
+    assert.equal((await p.sk.delete(`/campaigns/${c.id}`)).status, 204, 'a cancelled campaign can be deleted');
+    const history = await p.sk.get(`/emails?campaignId=${c.id}`);
+    assert.ok(history.body.total > 0, 'its emails stay in the history');
+  });
+});
+
+describe('a worker killed mid-campaign', () => {
+  let sink: SmtpSink;
+  let server: TestServer;
+  let p: Bootstrapped;
+  const workers: ChildProcess[] = [];
+  const logs: string[] = [];
+
+  const startWorker = async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-worker-'));
+    const child = spawn(process.execPath, ['src/main.ts'], {
+      cwd: path.resolve(import.meta.dirname, '..'),
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        DATABASE_URL: server.databaseUrl,
+        PROCESS_ROLE: 'worker',
+        SMTP_URL: sink.url,
+        DNS_SERVERS: dns.address,
+        JWT_SECRET: 'test-secret-0123456789abcdef',
+        DATA_DIR: dataDir,
+        SEND_RATE_PER_SECOND: '25',
+        LOG_LEVEL: 'warn',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout?.on('data', (d: Buffer) => logs.push(d.toString()));
+    child.stderr?.on('data', (d: Buffer) => logs.push(d.toString()));
+    workers.push(child);
+    return child;
+  };
+
+  before(async () => {
+    sink = await startSmtpSink();
+    server = await startTestServer({ PROCESS_ROLE: 'api', DNS_SERVERS: dns.address, SMTP_URL: sink.url, SEND_RATE_PER_SECOND: '25' });
+    p = await bootstrap(server.api, 'crash');
+    await verifyDomain(p.sk, dns, DOMAIN);
+  });
+  after(async () => {
+    for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
+    await server?.stop();
+    await sink?.stop();
+  });
+
+  test('kill -9 the worker, start another: every recipient gets exactly one message and the campaign ends SENT', { timeout: 300_000 }, async () => {
+    const emails = Array.from({ length: 300 }, (_, i) => `k${String(i).padStart(3, '0')}@crash.test`);
+    await addContacts(p.sk, emails);
+    const c = await createCampaign(p.sk);
+    assert.equal(c.totalRecipients, 300);
+    const first = await startWorker();
+    assert.equal((await p.sk.post(`/campaigns/${c.id}/send`, {})).status, 200);
+    await waitFor('the first worker to deliver part of the campaign', async () => sink.messages.length >= 60, 30_000, 20);
+    // Not right as a message arrives (that would aim the kill at an SMTP transaction in flight).
+    await new Promise((r) => setTimeout(r, 310));
+    first.kill('SIGKILL');
+    await new Promise((r) => first.once('exit', r));
+    const atKill = sink.messages.length;
+    const [progress] = await server.sql<{ fanout_done: boolean; n: number }>(
+      'SELECT c.fanout_done, (SELECT count(*)::int FROM emails e WHERE e.campaign_id = c.id) AS n FROM campaigns c WHERE c.id = $1',
+      [c.id],
+    );
+    const [inFlight] = await server.sql<{ n: number }>("SELECT count(*)::int AS n FROM emails WHERE campaign_id = $1 AND status = 'SENDING'", [c.id]);
+    console.log(`killed with ${atKill} delivered, ${progress.n} email rows, ${inFlight.n} claimed but not recorded`);
+    assert.ok(atKill < 300, `the campaign was mid-way when the worker died (${atKill} delivered)`);
+    assert.equal(progress.fanout_done, false, `the fan-out was mid-way too (${progress.n} email rows)`);
+
+    await startWorker();
+    const sent = await campaignIn(p.sk, c.id, ['SENT'], 280_000);
+    await new Promise((r) => setTimeout(r, 500));
+    const counts = new Map<string, number>();
+    for (const m of sink.messages) for (const to of m.envelope.to) counts.set(to, (counts.get(to) ?? 0) + 1);
+    const missing = emails.filter((e) => !counts.has(e));
+    const twice = emails.filter((e) => (counts.get(e) ?? 0) > 1);
+    assert.deepEqual(missing, [], 'no gaps');
+    assert.deepEqual(twice, [], 'no duplicates');
+    assert.equal(sink.messages.length, 300);
+    assert.equal(sent.totalRecipients, 300);
+    assert.equal(sent.sentCount, 300);
+  });
+});

@@ -1,0 +1,276 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { deliverEmail } from '../src/modules/emails/delivery/index.ts';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { type TestDns, startTestDns } from './helpers/dns-server.ts';
+import { verifyDomain } from './helpers/domains.ts';
+import type { Api } from './helpers/http.ts';
+import { type SmtpSink, dkimResult, startSmtpSink } from './helpers/smtp-sink.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
+
+let dns: TestDns;
+let sink: SmtpSink;
+let server: TestServer;
+let b: Bootstrapped;
+const FROM = 'news@mail.example.test';
+
+before(async () => {
+  dns = await startTestDns();
+  sink = await startSmtpSink();
+  server = await startTestServer({ DNS_SERVERS: dns.address, SMTP_URL: sink.url, SEND_RATE_PER_SECOND: '1000' });
+  b = await bootstrap(server.api);
+  await verifyDomain(b.sk, dns, 'mail.example.test');
+});
+after(async () => {
+  await server?.stop();
+  await sink?.stop();
+  await dns?.stop();
+});
+
+async function waitForStatus(sk: Api, id: string, statuses: string[], timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await sk.get(`/emails/${id}`);
+    if (statuses.includes(res.body.status)) return res.body;
+    if (Date.now() > deadline) assert.fail(`email ${id} stayed ${res.body.status} (${res.body.error}), wanted ${statuses}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function template(type: string, body = '<html><body><p>Hi {{firstName ?? "there"}}</p></body></html>') {
+  const res = await b.sk.post('/templates', { name: `${type} t`, subject: 'News for {{firstName ?? "you"}}', body, from: FROM, type });
+  assert.equal(res.status, 201, res.text);
+  return res.body.id as string;
+}
+
+const messageTo = (address: string) => sink.messages.find((m) => m.envelope.to.includes(address));
+
+/** A header as it stands in the raw message, unfolded (mailparser regroups List-* headers). */
+function rawHeader(raw: Buffer, name: string): string | undefined {
+  const head = raw.toString().split('\r\n\r\n')[0].replace(/\r\n[ \t]+/g, ' ');
+  const line = head.split('\r\n').find((l) => l.toLowerCase().startsWith(`${name.toLowerCase()}:`));
+  return line?.slice(name.length + 1).trim();
+}
+
+describe('marketing mail is compliant', () => {
+  test('MARKETING: one-click List-Unsubscribe headers, Precedence bulk and an English footer', async () => {
+    const id = await template('MARKETING');
+    const res = await b.sk.post('/v1/send', { to: 'm1@example.org', template: id, subscribed: true, data: { firstName: 'Mia' } });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.data.emails[0].status, 'QUEUED');
+    await waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT']);
+    const msg = messageTo('m1@example.org')!;
+    assert.equal(msg.parsed.subject, 'News for Mia');
+    const listUnsub = rawHeader(msg.raw, 'List-Unsubscribe') ?? '';
+    assert.match(listUnsub, /<mailto:unsubscribe@mail\.example\.test\?subject=unsubscribe%20[\w.-]+>/);
+    assert.match(listUnsub, /<http:\/\/localhost:0\/unsubscribe\/[\w.-]+>/);
+    assert.equal(rawHeader(msg.raw, 'List-Unsubscribe-Post'), 'List-Unsubscribe=One-Click');
+    assert.equal(rawHeader(msg.raw, 'Precedence'), 'bulk');
+    assert.match(String(msg.parsed.html), /You are receiving this email because you subscribed[\s\S]*Unsubscribe<\/a>/);
+    assert.ok(String(msg.parsed.html).indexOf('Unsubscribe</a>') < String(msg.parsed.html).indexOf('</body>'), 'footer sits inside the body');
+    assert.equal((await dkimResult(msg.raw, dns.address)).result, 'pass');
+  });
+
+  test('the footer follows the contact locale, and is left out when the body places {{unsubscribeUrl}}', async () => {
+    const id = await template('MARKETING');
+    const de = await b.sk.post('/v1/send', { to: 'de@example.org', template: id, subscribed: true, data: { locale: 'de-AT' } });
+    const own = await template('MARKETING', '<p>Bye: <a href="{{unsubscribeUrl}}">leave</a></p>');
+    const placed = await b.sk.post('/v1/send', { to: 'own@example.org', template: own, subscribed: true });
+    await waitForStatus(b.sk, de.body.data.emails[0].email, ['SENT']);
+    await waitForStatus(b.sk, placed.body.data.emails[0].email, ['SENT']);
+    assert.match(String(messageTo('de@example.org')!.parsed.html), /Sie erhalten diese E-Mail[\s\S]*Abmelden/);
+    const ownHtml = String(messageTo('own@example.org')!.parsed.html);
+    assert.doesNotMatch(ownHtml, /You are receiving this email/);
+    assert.match(ownHtml, /<a href="http:\/\/localhost:0\/unsubscribe\/[\w.-]+">leave<\/a>/);
+  });
+
+  test('HEADLESS gets the headers but no footer; TRANSACTIONAL reaches unsubscribed contacts', async () => {
+    const headless = await template('HEADLESS');
+    const h = await b.sk.post('/v1/send', { to: 'h@example.org', template: headless, subscribed: true });
+    await waitForStatus(b.sk, h.body.data.emails[0].email, ['SENT']);
+    const hm = messageTo('h@example.org')!;
+    assert.equal(rawHeader(hm.raw, 'List-Unsubscribe-Post'), 'List-Unsubscribe=One-Click');
+    assert.doesNotMatch(String(hm.parsed.html), /You are receiving this email/);
+
+    const t = await b.sk.post('/v1/send', { to: 'unsub@example.org', from: FROM, subject: 'receipt', body: 'r', subscribed: false });
+    assert.equal(t.body.data.emails[0].status, 'QUEUED');
+    await waitForStatus(b.sk, t.body.data.emails[0].email, ['SENT']);
+  });
+
+  test('MARKETING to an unsubscribed contact is SKIPPED and never sent', async () => {
+    const id = await template('MARKETING');
+    const res = await b.sk.post('/v1/send', { to: 'nope@example.org', template: id });
+    const item = res.body.data.emails[0];
+    assert.equal(item.status, 'SKIPPED');
+    const email = await b.sk.get(`/emails/${item.email}`);
+    assert.equal(email.body.status, 'SKIPPED');
+    assert.equal(email.body.error, 'unsubscribed');
+    assert.equal(messageTo('nope@example.org'), undefined);
+  });
+
+  test('a template with explicit-field overrides: subject and from of the request win', async () => {
+    const id = await template('TRANSACTIONAL');
+    await verifyDomain(b.sk, dns, 'alt.example.test');
+    const res = await b.sk.post('/v1/send', { to: 'ovr@example.org', template: id, subject: 'Overridden {{firstName}}', from: 'x@alt.example.test', data: { firstName: 'Olga' } });
+    await waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT']);
+    const msg = messageTo('ovr@example.org')!;
+    assert.equal(msg.parsed.subject, 'Overridden Olga');
+    assert.equal(msg.parsed.from?.value[0].address, 'x@alt.example.test');
+    assert.match(String(msg.parsed.html), /Hi Olga/, 'the body still comes from the template');
+    assert.equal((await dkimResult(msg.raw, dns.address)).domain, 'alt.example.test');
+  });
+});
+
+describe('unsubscribe, subscribe and manage pages', () => {
+  const linkFrom = (html: string, action: string) => {
+    const m = new RegExp(`http://localhost:0(/${action}/[\\w.-]+)`).exec(html);
+    assert.ok(m, `no ${action} link`);
+    return m[1];
+  };
+
+  test('one-click POST unsubscribes at once and records the event; the GET page has a form and no script', async () => {
+    const id = await template('MARKETING', '<p>{{unsubscribeUrl}} {{manageUrl}} {{subscribeUrl}}</p>');
+    const res = await b.sk.post('/v1/send', { to: 'pages@example.org', template: id, subscribed: true });
+    await waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT']);
+    const html = String(messageTo('pages@example.org')!.parsed.html);
+    const unsubscribe = linkFrom(html, 'unsubscribe');
+    assert.doesNotMatch(unsubscribe, new RegExp(res.body.data.emails[0].contact.id), 'no bare contact id in the URL');
+
+    const page = await server.api.get(unsubscribe);
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get('content-type') ?? '', /text\/html/);
+    assert.match(page.text, /<form method="post"/);
+    assert.doesNotMatch(page.text, /<script/i);
+    assert.match(page.text, /pages@example\.org/);
+
+    const click = await server.api.request('POST', unsubscribe, {
+      raw: 'List-Unsubscribe=One-Click',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    assert.equal(click.status, 200);
+    const contactId = res.body.data.emails[0].contact.id;
+    assert.equal((await b.sk.get(`/contacts/${contactId}`)).body.subscribed, false);
+    const events = await server.sql<{ name: string }>(`SELECT name FROM events WHERE contact_id = $1 AND name LIKE 'contact.%'`, [contactId]);
+    assert.deepEqual(events.map((e) => e.name).filter((n) => n === 'contact.unsubscribed'), ['contact.unsubscribed']);
+
+    const subscribe = linkFrom(html, 'subscribe');
+    assert.equal((await server.api.request('POST', subscribe, { raw: '', headers: { 'content-type': 'application/x-www-form-urlencoded' } })).status, 200);
+    assert.equal((await b.sk.get(`/contacts/${contactId}`)).body.subscribed, true);
+
+    const manage = linkFrom(html, 'manage');
+    const managePage = await server.api.get(manage);
+    assert.match(managePage.text, /receives marketing emails/);
+    const toggled = await server.api.request('POST', manage, { raw: 'subscribed=false', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    assert.match(toggled.text, /does not receive marketing emails/);
+    assert.equal((await b.sk.get(`/contacts/${contactId}`)).body.subscribed, false);
+  });
+
+  test('a tampered token or one for another action is a 404 page and changes nothing', async () => {
+    const id = await template('MARKETING', '<p>{{unsubscribeUrl}}</p>');
+    const res = await b.sk.post('/v1/send', { to: 'tamper@example.org', template: id, subscribed: true });
+    await waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT']);
+    const path = linkFrom(String(messageTo('tamper@example.org')!.parsed.html), 'unsubscribe');
+    // Change a character inside the signature (the final base64url character can carry unused bits).
+    const i = path.length - 10;
+    const tampered = path.slice(0, i) + (path[i] === 'A' ? 'B' : 'A') + path.slice(i + 1);
+    const bad = await server.api.request('POST', tampered, { raw: '', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    assert.equal(bad.status, 404);
+    const wrongAction = await server.api.request('POST', path.replace('/unsubscribe/', '/subscribe/'), { raw: '', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    assert.equal(wrongAction.status, 404);
+    assert.equal((await b.sk.get(`/contacts/${res.body.data.emails[0].contact.id}`)).body.subscribed, true);
+  });
+});
+
+describe('the delivery engine', () => {
+  test('the per-project throttle spaces messages across every worker', async () => {
+    const slow = await startTestServer({ DNS_SERVERS: dns.address, SMTP_URL: sink.url, SEND_RATE_PER_SECOND: '4' });
+    try {
+      const p = await bootstrap(slow.api);
+      await verifyDomain(p.sk, dns, 'slow.example.test');
+      const to = Array.from({ length: 8 }, (_, i) => `slow${i}@example.org`);
+      const res = await p.sk.post('/v1/send', { to, from: 'a@slow.example.test', subject: 's', body: 'b' });
+      assert.equal(res.status, 200);
+      const ids: string[] = res.body.data.emails.map((e: { email: string }) => e.email);
+      const sent = await Promise.all(ids.map((id) => waitForStatus(p.sk, id, ['SENT'], 20_000)));
+      const times = sent.map((e) => Date.parse(e.sentAt)).sort((x, y) => x - y);
+      // 8 messages at 4/s have slots 1.75 s apart from first to last; unthrottled they would all
+      // leave within a few ms. (The first message also waits for the SMTP connection, which can
+      // shorten the observed spread a little.)
+      assert.ok(times[7] - times[0] >= 1200, `spread ${times[7] - times[0]} ms`);
+    } finally {
+      await slow.stop();
+    }
+  });
+
+  test('without SMTP_URL mail is captured: built, signed, stored, DELIVERED and readable raw', async () => {
+    const capture = await startTestServer({ DNS_SERVERS: dns.address });
+    try {
+      const p = await bootstrap(capture.api);
+      await verifyDomain(p.sk, dns, 'cap.example.test');
+      const res = await p.sk.post('/v1/send', { to: 'cap@example.org', from: 'a@cap.example.test', subject: 'Captured', body: '<p>x</p>' });
+      const email = await waitForStatus(p.sk, res.body.data.emails[0].email, ['DELIVERED']);
+      assert.ok(email.deliveredAt);
+      const raw = await p.sk.get(`/emails/${email.id}/raw`);
+      assert.equal(raw.status, 200);
+      assert.match(raw.headers.get('content-type') ?? '', /message\/rfc822/);
+      assert.match(raw.text, /^DKIM-Signature: /);
+      assert.match(raw.text, /Subject: Captured/);
+      assert.equal((await dkimResult(Buffer.from(raw.text), dns.address)).result, 'pass');
+      const events = await capture.sql<{ name: string }>(`SELECT name FROM events WHERE data->>'emailId' = $1 ORDER BY name`, [email.id]);
+      assert.deepEqual(events.map((e) => e.name), ['email.delivered', 'email.sent']);
+    } finally {
+      await capture.stop();
+    }
+  });
+
+  test('a job that runs twice (even concurrently) delivers once; an expired lease is taken over', async () => {
+    const api = await startTestServer({ DNS_SERVERS: dns.address, SMTP_URL: sink.url, PROCESS_ROLE: 'api' });
+    try {
+      const p = await bootstrap(api.api);
+      await verifyDomain(p.sk, dns, 'once.example.test');
+      const res = await p.sk.post('/v1/send', { to: 'once@example.org', from: 'a@once.example.test', subject: 'once', body: 'b' });
+      const emailId = res.body.data.emails[0].email;
+      await Promise.all([deliverEmail(api.ctx, { emailId }), deliverEmail(api.ctx, { emailId }), deliverEmail(api.ctx, { emailId })]);
+      await deliverEmail(api.ctx, { emailId });
+      const email = (await p.sk.get(`/emails/${emailId}`)).body;
+      assert.equal(email.status, 'SENT');
+      assert.equal(email.attempts, 1);
+      assert.equal(sink.messages.filter((m) => m.envelope.to.includes('once@example.org')).length, 1);
+
+      // A worker died mid-send: the row is SENDING with an expired lease. The next run resumes it.
+      const crashed = await p.sk.post('/v1/send', { to: 'crashed@example.org', from: 'a@once.example.test', subject: 'c', body: 'b' });
+      const crashedId = crashed.body.data.emails[0].email;
+      await api.sql(`UPDATE emails SET status = 'SENDING', attempts = 1, locked_until = now() - interval '1 second' WHERE id = $1`, [crashedId]);
+      await deliverEmail(api.ctx, { emailId: crashedId });
+      assert.equal((await p.sk.get(`/emails/${crashedId}`)).body.status, 'SENT');
+      // …but a live lease is respected.
+      const live = await p.sk.post('/v1/send', { to: 'live@example.org', from: 'a@once.example.test', subject: 'l', body: 'b' });
+      const liveId = live.body.data.emails[0].email;
+      await api.sql(`UPDATE emails SET status = 'SENDING', locked_until = now() + interval '1 minute' WHERE id = $1`, [liveId]);
+      await deliverEmail(api.ctx, { emailId: liveId });
+      assert.equal((await p.sk.get(`/emails/${liveId}`)).body.status, 'SENDING');
+      assert.equal(sink.messages.filter((m) => m.envelope.to.includes('live@example.org')).length, 0);
+    } finally {
+      await api.stop();
+    }
+  });
+
+  test('GET /emails lists newest first with a cursor, filtered by contact; other projects see 404', async () => {
+    const res = await b.sk.post('/v1/send', { to: ['list1@example.org', 'list1@example.org', 'list1@example.org'], from: FROM, subject: 's', body: 'b' });
+    const contactId = res.body.data.emails[0].contact.id;
+    const page1 = await b.sk.get(`/emails?contactId=${contactId}&limit=2`);
+    assert.equal(page1.status, 200);
+    assert.equal(page1.body.total, 3);
+    assert.equal(page1.body.data.length, 2);
+    assert.equal(page1.body.hasMore, true);
+    const page2 = await b.sk.get(`/emails?contactId=${contactId}&limit=2&cursor=${page1.body.cursor}`);
+    assert.equal(page2.body.data.length, 1);
+    assert.equal(page2.body.hasMore, false);
+    assert.equal(page2.body.cursor, undefined);
+    const seen = [...page1.body.data, ...page2.body.data].map((e: { id: string }) => e.id);
+    assert.deepEqual([...seen].sort(), res.body.data.emails.map((e: { email: string }) => e.email).sort());
+    const other = await bootstrap(server.api);
+    assert.equal((await other.sk.get(`/emails/${seen[0]}`)).status, 404);
+    assert.equal((await b.sk.get('/emails?cursor=garbage')).status, 400);
+  });
+});

@@ -1,0 +1,297 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { signTrackingToken } from '../src/mail/tracking.ts';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { type TestDns, startTestDns } from './helpers/dns-server.ts';
+import { verifyDomain } from './helpers/domains.ts';
+import type { Api } from './helpers/http.ts';
+import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
+
+const SECRET = 'test-secret-0123456789abcdef'; // the JWT_SECRET of test servers
+let dns: TestDns;
+let sink: SmtpSink;
+let server: TestServer;
+let b: Bootstrapped;
+
+before(async () => {
+  dns = await startTestDns();
+  sink = await startSmtpSink();
+  server = await startTestServer({ DNS_SERVERS: dns.address, SMTP_URL: sink.url, SEND_RATE_PER_SECOND: '1000' });
+  b = await bootstrap(server.api);
+  await verifyDomain(b.sk, dns, 'mail.example.test');
+});
+after(async () => {
+  await server?.stop();
+  await sink?.stop();
+  await dns?.stop();
+});
+
+async function waitForStatus(sk: Api, id: string, statuses: string[], timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await sk.get(`/emails/${id}`);
+    assert.equal(res.status, 200, res.text);
+    if (statuses.includes(res.body.status)) return res.body;
+    if (Date.now() > deadline) assert.fail(`email ${id} stayed ${res.body.status} (${res.body.error}), wanted ${statuses}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const BODY = [
+  '<html><body>',
+  '<p>Hello {{email}}</p>',
+  '<a href="https://shop.example.com/pricing?a=1&amp;b=2">Pricing</a>',
+  "<a class='x' href='http://blog.example.com/post'>Blog</a>",
+  '<a href="mailto:help@example.com">Mail us</a>',
+  '<a href="#top">Top</a>',
+  '<a href="javascript:alert(1)">Script</a>',
+  '<a href="{{manageUrl}}">Preferences</a>',
+  '</body></html>',
+].join('\n');
+
+async function template(sk: Api, type: string, body = BODY, from = 'news@mail.example.test') {
+  const res = await sk.post('/templates', { name: `t-${Math.random()}`, subject: 'News for {{email}}', body, from, type });
+  assert.equal(res.status, 201, res.text);
+  return res.body.id as string;
+}
+
+/** Sends the template to `to`, waits until it is SENT, returns the email id, contact id and the HTML that arrived. */
+async function sendAndReceive(sk: Api, templateId: string, to: string) {
+  const res = await sk.post('/v1/send', { to, template: templateId, subscribed: true });
+  assert.equal(res.status, 200, res.text);
+  const [item] = res.body.data.emails;
+  assert.equal(item.status, 'QUEUED');
+  await waitForStatus(sk, item.email, ['SENT']);
+  const msg = sink.messages.find((m) => m.envelope.to.includes(to));
+  assert.ok(msg, 'the message reached the SMTP sink');
+  return { emailId: item.email as string, contactId: item.contact.id as string, html: String(msg.parsed.html), text: String(msg.parsed.text) };
+}
+
+const hrefs = (html: string) => [...html.matchAll(/href=["']([^"']*)["']/g)].map((m) => m[1]);
+const pathOf = (url: string) => new URL(url).pathname;
+const clickLinks = (html: string) => hrefs(html).filter((h) => h.includes('/t/c/'));
+const pixelOf = (html: string) => /<img src="([^"]*\/t\/o\/[^"]*)" width="1" height="1" alt=""/.exec(html)?.[1];
+
+async function eventsOf(contactId: string) {
+  return server.sql<{ name: string; data: Record<string, unknown> }>(
+    `SELECT name, data FROM events WHERE contact_id = $1 AND name LIKE 'email.%' ORDER BY created_at, id`,
+    [contactId],
+  );
+}
+
+describe('open and click tracking', () => {
+  test('links are rewritten and a pixel added; opening and clicking count on the email and record events', async () => {
+    const tpl = await template(b.sk, 'MARKETING');
+    const { emailId, contactId, html } = await sendAndReceive(b.sk, tpl, 'reader@example.org');
+
+    const links = clickLinks(html);
+    assert.equal(links.length, 2, 'both http(s) links are tracked');
+    for (const l of links) assert.match(l, /^http:\/\/localhost:0\/t\/c\/[A-Za-z0-9_-]+$/);
+    const all = hrefs(html);
+    assert.ok(all.includes('mailto:help@example.com'), 'mailto links stay');
+    assert.ok(all.includes('#top'), 'anchors stay');
+    assert.ok(all.includes('javascript:alert(1)'), 'non-http links are not tracked');
+    assert.ok(all.some((h) => /\/manage\/[^/]+$/.test(h)), 'the manage link stays direct');
+    assert.ok(all.some((h) => /\/unsubscribe\/[^/]+$/.test(h)), 'the footer unsubscribe link stays direct');
+    assert.ok(!html.includes('shop.example.com'), 'the original URL is not in the HTML any more');
+    const pixel = pixelOf(html);
+    assert.ok(pixel, 'the open pixel is in the HTML');
+    assert.ok(html.indexOf(pixel) < html.indexOf('</body>'), 'the pixel sits inside the body');
+
+    const before = await b.sk.get(`/emails/${emailId}`);
+    assert.equal(before.body.openCount, 0);
+    assert.equal(before.body.openedAt, null);
+
+    const open = await server.api.get(pathOf(pixel));
+    assert.equal(open.status, 200);
+    assert.equal(open.headers.get('content-type'), 'image/gif');
+    assert.match(open.headers.get('cache-control') ?? '', /no-store/);
+    assert.match(open.headers.get('cache-control') ?? '', /no-cache/);
+    const gif = Buffer.from(await (await fetch(server.url + pathOf(pixel))).arrayBuffer());
+    assert.equal(gif.subarray(0, 6).toString('latin1'), 'GIF89a');
+    assert.equal(gif.readUInt16LE(6), 1, 'width 1');
+    assert.equal(gif.readUInt16LE(8), 1, 'height 1');
+
+    const opened = await b.sk.get(`/emails/${emailId}`);
+    assert.equal(opened.body.openCount, 2);
+    assert.ok(!Number.isNaN(Date.parse(opened.body.openedAt)));
+    assert.equal(opened.body.clickCount, 0);
+    assert.equal(opened.body.status, 'SENT', 'opens are counters, not a status');
+
+    const click = await server.api.get(pathOf(links[0]));
+    assert.equal(click.status, 302);
+    assert.equal(click.headers.get('location'), 'https://shop.example.com/pricing?a=1&b=2');
+    const click2 = await server.api.get(pathOf(links[1]));
+    assert.equal(click2.headers.get('location'), 'http://blog.example.com/post');
+
+    const clicked = await b.sk.get(`/emails/${emailId}`);
+    assert.equal(clicked.body.clickCount, 2);
+    assert.equal(clicked.body.openCount, 2);
+    assert.ok(Date.parse(clicked.body.clickedAt) >= Date.parse(clicked.body.openedAt));
+
+    const events = await eventsOf(contactId);
+    assert.deepEqual(
+      events.map((e) => e.name),
+      ['email.sent', 'email.opened', 'email.opened', 'email.clicked', 'email.clicked'],
+    );
+    const firstClick = events.find((e) => e.name === 'email.clicked')!;
+    assert.deepEqual(firstClick.data, {
+      emailId,
+      subject: 'News for reader@example.org',
+      templateId: tpl,
+      link: 'https://shop.example.com/pricing?a=1&b=2',
+    });
+    assert.deepEqual(events.find((e) => e.name === 'email.opened')!.data, { emailId, subject: 'News for reader@example.org', templateId: tpl });
+  });
+
+  test('a click without a recorded open also counts as the first open', async () => {
+    const tpl = await template(b.sk, 'MARKETING');
+    const { emailId, contactId, html } = await sendAndReceive(b.sk, tpl, 'clicker@example.org');
+    const res = await server.api.get(pathOf(clickLinks(html)[1]));
+    assert.equal(res.status, 302);
+    const email = await b.sk.get(`/emails/${emailId}`);
+    assert.equal(email.body.openCount, 1);
+    assert.equal(email.body.clickCount, 1);
+    assert.equal(email.body.openedAt, email.body.clickedAt);
+    assert.deepEqual((await eventsOf(contactId)).map((e) => e.name), ['email.sent', 'email.opened', 'email.clicked']);
+  });
+
+  test('a link longer than a router parameter still redirects', async () => {
+    const long = `https://shop.example.com/${'p'.repeat(1500)}?q=1`;
+    const tpl = await template(b.sk, 'MARKETING', `<p><a href="${long}">long</a></p>`);
+    const { html } = await sendAndReceive(b.sk, tpl, 'long@example.org');
+    const [link] = clickLinks(html);
+    assert.ok(link.length > 1500);
+    const res = await server.api.get(pathOf(link));
+    assert.equal(res.status, 302);
+    assert.equal(res.headers.get('location'), long);
+  });
+});
+
+describe('the project tracking setting', () => {
+  let n = 0;
+  async function projectWith(tracking: string) {
+    const p = await bootstrap(server.api, `tracking ${tracking}`);
+    const patched = await server.api.patch(`/users/@me/projects/${p.project.id}`, { tracking }, { cookie: p.cookie });
+    assert.equal(patched.status, 200, patched.text);
+    assert.equal(patched.body.tracking, tracking);
+    const domain = `t${++n}.example.test`;
+    await verifyDomain(p.sk, dns, domain);
+    return { p, from: `hi@${domain}` };
+  }
+
+  test('MARKETING_ONLY tracks marketing mail and leaves transactional mail untouched', async () => {
+    const { p, from } = await projectWith('MARKETING_ONLY');
+    const tx = await sendAndReceive(p.sk, await template(p.sk, 'TRANSACTIONAL', BODY, from), 'tx-only@example.org');
+    assert.equal(clickLinks(tx.html).length, 0);
+    assert.equal(pixelOf(tx.html), undefined);
+    assert.ok(hrefs(tx.html).includes('https://shop.example.com/pricing?a=1&amp;b=2'));
+    const mk = await sendAndReceive(p.sk, await template(p.sk, 'MARKETING', BODY, from), 'mk-only@example.org');
+    assert.equal(clickLinks(mk.html).length, 2);
+    assert.ok(pixelOf(mk.html));
+  });
+
+  test('DISABLED tracks nothing', async () => {
+    const { p, from } = await projectWith('DISABLED');
+    const mk = await sendAndReceive(p.sk, await template(p.sk, 'MARKETING', BODY, from), 'untracked@example.org');
+    assert.equal(clickLinks(mk.html).length, 0);
+    assert.equal(pixelOf(mk.html), undefined);
+    assert.ok(hrefs(mk.html).includes('http://blog.example.com/post'));
+  });
+
+  test('ENABLED (the default) tracks transactional mail too', async () => {
+    const tx = await sendAndReceive(b.sk, await template(b.sk, 'TRANSACTIONAL'), 'tx-tracked@example.org');
+    assert.equal(clickLinks(tx.html).length, 2);
+    assert.ok(pixelOf(tx.html));
+  });
+});
+
+describe('forged and altered tracking tokens', () => {
+  let emailId: string;
+  let openToken: string;
+  let clickToken: string;
+
+  before(async () => {
+    const tpl = await template(b.sk, 'MARKETING');
+    const sent = await sendAndReceive(b.sk, tpl, 'target@example.org');
+    emailId = sent.emailId;
+    openToken = pathOf(pixelOf(sent.html)!).split('/').pop()!;
+    clickToken = pathOf(clickLinks(sent.html)[0]).split('/').pop()!;
+  });
+
+  /** The token with one byte of its decoded content changed. */
+  const flipByte = (token: string, at: number) => {
+    const raw = Buffer.from(token, 'base64url');
+    raw[at] ^= 0x01;
+    return raw.toString('base64url');
+  };
+
+  async function assertUntouched() {
+    const email = await b.sk.get(`/emails/${emailId}`);
+    assert.equal(email.body.openCount, 0);
+    assert.equal(email.body.clickCount, 0);
+  }
+
+  test('an open token with one byte changed is 404 and counts nothing', async () => {
+    for (const at of [0, 5, 20, 29]) {
+      const res = await server.api.get(`/t/o/${flipByte(openToken, at)}`);
+      assert.equal(res.status, 404, `byte ${at}`);
+      assert.equal(res.body.error.code, 'LINK_NOT_FOUND');
+    }
+    // One character of the token changed, including the last one (which carries spare bits).
+    const last = openToken.at(-1) === 'A' ? 'B' : 'A';
+    assert.equal((await server.api.get(`/t/o/${openToken.slice(0, -1)}${last}`)).status, 404);
+    await assertUntouched();
+  });
+
+  test('a click token with one byte changed is 404, never a redirect', async () => {
+    const raw = Buffer.from(clickToken, 'base64url');
+    for (const at of [1, 10, 25, raw.length - 15, raw.length - 1]) {
+      const res = await server.api.get(`/t/c/${flipByte(clickToken, at)}`);
+      assert.equal(res.status, 404, `byte ${at}`);
+      assert.equal(res.headers.get('location'), null);
+    }
+    await assertUntouched();
+  });
+
+  test('a click token whose URL was changed to another host is 404', async () => {
+    const raw = Buffer.from(clickToken, 'base64url');
+    const url = 'https://shop.example.com/pricing?a=1&b=2';
+    const start = raw.indexOf(Buffer.from(url));
+    assert.ok(start > 0, 'the URL is inside the token');
+    const evil = Buffer.concat([raw.subarray(0, start), Buffer.from('https://evil.example.net/pricing?a=1&b=2'), raw.subarray(start + url.length)]);
+    const res = await server.api.get(`/t/c/${evil.toString('base64url')}`);
+    assert.equal(res.status, 404);
+    assert.equal(res.headers.get('location'), null);
+    await assertUntouched();
+  });
+
+  test('a correctly signed click token pointing at javascript: or data: is 404', async () => {
+    for (const url of ['javascript:alert(document.cookie)', 'data:text/html,<script>alert(1)</script>', '//evil.example.net/']) {
+      const token = signTrackingToken(SECRET, { kind: 'click', emailId, url });
+      const res = await server.api.get(`/t/c/${token}`);
+      assert.equal(res.status, 404, url);
+      assert.equal(res.headers.get('location'), null);
+    }
+    await assertUntouched();
+  });
+
+  test('a token signed with another secret, a token of the wrong kind and garbage are 404', async () => {
+    const foreign = signTrackingToken('another-secret-0123456789', { kind: 'click', emailId, url: 'https://shop.example.com/' });
+    assert.equal((await server.api.get(`/t/c/${foreign}`)).status, 404);
+    assert.equal((await server.api.get(`/t/c/${openToken}`)).status, 404, 'an open token is not a link');
+    assert.equal((await server.api.get(`/t/o/${clickToken}`)).status, 404, 'a link token is not a pixel');
+    assert.equal((await server.api.get('/t/o/not-a-token')).status, 404);
+    assert.equal((await server.api.get('/t/c/%3Cscript%3E')).status, 404);
+    assert.equal((await server.api.get('/t/c/')).status, 404);
+    await assertUntouched();
+  });
+
+  test('the unaltered tokens still work afterwards', async () => {
+    assert.equal((await server.api.get(`/t/o/${openToken}`)).status, 200);
+    const res = await server.api.get(`/t/c/${clickToken}`);
+    assert.equal(res.status, 302);
+    assert.equal(res.headers.get('location'), 'https://shop.example.com/pricing?a=1&b=2');
+  });
+});
