@@ -280,6 +280,30 @@ describe('cancelling a campaign mid-send', () => {
     const history = await p.sk.get(`/emails?campaignId=${c.id}`);
     assert.ok(history.body.total > 0, 'its emails stay in the history');
   });
+
+  test('a project disabled mid-send (reputation guard) stops its campaign: CANCELLED, waiting emails SKIPPED', async () => {
+    const q = await bootstrap(server.api, 'disabled');
+    await verifyDomain(q.sk, dns, DOMAIN);
+    await addContacts(q.sk, Array.from({ length: 60 }, (_, i) => `d${i}@disabled.test`));
+    const c = await createCampaign(q.sk);
+    assert.equal((await q.sk.post(`/campaigns/${c.id}/send`, {})).status, 200);
+    await waitFor('a first message', async () => sink.messages.some((m) => m.envelope.to[0].endsWith('@disabled.test')));
+    // What the reputation guard does to a project over its bounce threshold (src/modules/reputation/guard.ts).
+    await server.sql("UPDATE projects SET disabled = true, disabled_reason = 'EMAIL_REPUTATION' WHERE id = $1", [q.project.id]);
+    const [stopped] = await waitFor('the campaign to stop', async () => {
+      const rows = await server.sql<{ status: string }>('SELECT status FROM campaigns WHERE id = $1', [c.id]);
+      return rows[0].status === 'CANCELLED' ? rows : null;
+    });
+    assert.equal(stopped.status, 'CANCELLED');
+    await new Promise((r) => setTimeout(r, 2500));
+    const rows = await server.sql<{ status: string; n: number }>(
+      'SELECT status, count(*)::int AS n FROM emails WHERE campaign_id = $1 GROUP BY 1',
+      [c.id],
+    );
+    assert.ok(rows.every((r) => r.status !== 'QUEUED' && r.status !== 'SENDING'), JSON.stringify(rows));
+    const sent = sink.messages.filter((m) => m.envelope.to[0].endsWith('@disabled.test')).length;
+    assert.ok(sent < 60, `${sent} of 60 sent`);
+  });
 });
 
 describe('a worker killed mid-campaign', () => {

@@ -155,9 +155,10 @@ describe('campaign records', () => {
 
 describe('GET /campaigns', () => {
   let p: Bootstrapped;
+  let domainId: string;
   before(async () => {
     p = await bootstrap(server.api, 'lists');
-    await verifyDomain(p.sk, dns, 'camp.example.test');
+    domainId = (await verifyDomain(p.sk, dns, 'camp.example.test')).id;
     await p.sk.post('/contacts', { email: 'only@l.test' });
     for (const name of ['delta', 'Alpha', 'charlie', 'Bravo', 'echo']) await createCampaign(p.sk, { name, subject: `About ${name}` });
     const scheduled = await createCampaign(p.sk, { name: 'Foxtrot', subject: 'Later' });
@@ -199,6 +200,9 @@ describe('GET /campaigns', () => {
 
   test('GET /activity/upcoming lists the scheduled campaign; cancelling it returns it to DRAFT', async () => {
     const [foxtrot] = (await p.sk.get('/campaigns?status=SCHEDULED')).body.data;
+    const domainDelete = await p.sk.delete(`/domains/${domainId}`);
+    assert.equal(domainDelete.status, 409, 'the scheduled campaign still sends from the domain');
+    assert.match(domainDelete.text, /Foxtrot/);
     const upcoming = await p.sk.get('/activity/upcoming');
     assert.equal(upcoming.status, 200, upcoming.text);
     const item = upcoming.body.data.find((i: { id: string }) => i.id === foxtrot.id);

@@ -151,7 +151,7 @@ function valueFilter(field: string, type: FieldType): fc.Arbitrary<Record<string
     if (operator === 'within' || operator === 'olderThan') {
       return windowArb.map((v) => ({ ...base, ...v }));
     }
-    const one =
+    const one: fc.Arbitrary<unknown> =
       type === 'string'
         ? wordArb
         : type === 'number'

@@ -7,7 +7,8 @@ import { idempotencyCleanupQueue } from '../http/idempotency.ts';
 import { reputationQueue } from '../modules/reputation/guard.ts';
 import { segmentQueues } from '../modules/segments/jobs.ts';
 import { notificationCleanupQueue } from '../modules/webhooks/service.ts';
+import { systemMailQueue } from '../mail/system-mail.ts';
 import type { AnyQueueDef } from './boss.ts';
 
 /** Every background queue of every module. Workers register all of them. */
-export const queues: AnyQueueDef[] = [...domainQueues, deliveryQueue, idempotencyCleanupQueue, importQueue, bulkQueue, reputationQueue, notificationCleanupQueue, ...campaignQueues, ...segmentQueues];
+export const queues: AnyQueueDef[] = [...domainQueues, deliveryQueue, systemMailQueue, idempotencyCleanupQueue, importQueue, bulkQueue, reputationQueue, notificationCleanupQueue, ...campaignQueues, ...segmentQueues];

@@ -1,0 +1,73 @@
+import { createHash } from 'node:crypto';
+import argon2 from 'argon2';
+import { eq } from 'drizzle-orm';
+import type { AppContext } from '../../context.ts';
+import { users } from '../../db/schema/users.ts';
+import { ApiError } from '../../http/errors.ts';
+import { signJwt, verifyJwt } from '../../http/session.ts';
+import { escapeHtml } from '../../mail/locales.ts';
+import { SYSTEM_MAIL_QUEUE } from '../../mail/system-mail.ts';
+
+type Purpose = 'verify-email' | 'reset-password';
+
+const TTL = { 'verify-email': 7 * 24 * 3600, 'reset-password': 3600 } as const;
+
+/** A reset token names the password it may replace, so it stops working once used. */
+const passwordFingerprint = (hash: string) => createHash('sha256').update(hash).digest('base64url').slice(0, 16);
+
+function tokenFor(ctx: AppContext, purpose: Purpose, user: { id: string; passwordHash: string }): string {
+  const claims: Record<string, unknown> = { sub: user.id, purpose };
+  if (purpose === 'reset-password') claims.pwd = passwordFingerprint(user.passwordHash);
+  return signJwt(claims, ctx.config.jwtSecret, TTL[purpose]);
+}
+
+async function userFromToken(ctx: AppContext, token: string, purpose: Purpose) {
+  const claims = verifyJwt(token, ctx.config.jwtSecret);
+  if (!claims || claims.purpose !== purpose || typeof claims.sub !== 'string') return null;
+  const [user] = await ctx.database.db.select().from(users).where(eq(users.id, claims.sub));
+  if (!user) return null;
+  if (purpose === 'reset-password' && claims.pwd !== passwordFingerprint(user.passwordHash)) return null;
+  return user;
+}
+
+const invalidToken = () => new ApiError(400, 'BAD_REQUEST', 'The token is invalid or has expired');
+
+export async function queueVerificationEmail(ctx: AppContext, user: { id: string; email: string; passwordHash: string }) {
+  const link = `${ctx.config.publicUrl}/auth/verify-email?token=${tokenFor(ctx, 'verify-email', user)}`;
+  await ctx.jobs.send(SYSTEM_MAIL_QUEUE, {
+    to: user.email,
+    subject: 'Confirm your email address',
+    html: `<p>Confirm the email address of your Herald account:</p><p><a href="${escapeHtml(link)}">${escapeHtml(link)}</a></p>`,
+  });
+}
+
+export async function verifyEmail(ctx: AppContext, token: string): Promise<typeof users.$inferSelect> {
+  const user = await userFromToken(ctx, token, 'verify-email');
+  if (!user) throw invalidToken();
+  if (user.emailVerifiedAt) return user;
+  const [updated] = await ctx.database.db
+    .update(users)
+    .set({ emailVerifiedAt: ctx.clock.now(), updatedAt: ctx.clock.now() })
+    .where(eq(users.id, user.id))
+    .returning();
+  return updated;
+}
+
+/** Always succeeds, whether or not the address has an account (no account enumeration). */
+export async function requestPasswordReset(ctx: AppContext, email: string): Promise<void> {
+  const [user] = await ctx.database.db.select().from(users).where(eq(users.email, email));
+  if (!user) return;
+  const link = `${ctx.config.publicUrl}/auth/reset-password?token=${tokenFor(ctx, 'reset-password', user)}`;
+  await ctx.jobs.send(SYSTEM_MAIL_QUEUE, {
+    to: user.email,
+    subject: 'Reset your Herald password',
+    html: `<p>Someone asked to reset the password of your Herald account. If it was you, use this link within an hour:</p><p><a href="${escapeHtml(link)}">${escapeHtml(link)}</a></p><p>Otherwise ignore this email.</p>`,
+  });
+}
+
+export async function resetPassword(ctx: AppContext, token: string, password: string): Promise<void> {
+  const user = await userFromToken(ctx, token, 'reset-password');
+  if (!user) throw invalidToken();
+  const passwordHash = await argon2.hash(password, { type: argon2.argon2id });
+  await ctx.database.db.update(users).set({ passwordHash, updatedAt: ctx.clock.now() }).where(eq(users.id, user.id));
+}
