@@ -60,7 +60,7 @@ export async function run(): Promise<void> {
       const server = await startTestServer(env, { databaseUrl });
       try {
         const [{ v }] = await server.sql<{ v: string }>("SELECT current_setting('server_version') AS v");
-        console.log(`postgres: ${v} (embedded); Herald database pool: ${server.ctx.config.databasePoolSize}`);
+        console.log(`postgres: ${v} (embedded); Herald database pool: ${server.ctx.config.databasePoolSize}; ${loadAverage()}`);
         const http = await bootstrap(server.api, 'bench-track-http');
         const ref = await bootstrap(server.api, 'bench-track-sql');
         for (const p of [http, ref]) await seedContacts(server.sql, p.project.id);
@@ -81,6 +81,7 @@ export async function run(): Promise<void> {
         try {
           const httpRate = await throughput(server.sql, http.project.id, cannon, reference);
           await latency(httpRate, cannon, reference);
+          console.log(`\n${loadAverage()} (other processes on this machine skew every figure)`);
         } finally {
           await pool.end();
         }
@@ -137,6 +138,8 @@ async function latency(maxRate: number, cannon: Cannon, reference: Reference): P
   console.log(`   same writes through pg at the same rate: p50 ${floor.p50.toFixed(1)} ms, p99 ${floor.p99.toFixed(1)} ms`);
   console.log(`   p99 < 50 ms: ${verdict(half.latency.p99 < 50)}`);
 }
+
+const loadAverage = () => `load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`;
 
 const failures = (r: AutocannonResult) => r.non2xx + r.errors + r.timeouts;
 

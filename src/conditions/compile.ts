@@ -34,7 +34,9 @@ export function compileNode(n: Node, ctx: CompileContext): SQL {
   }
 }
 
-const ts = (ms: number) => sql`${new Date(ms).toISOString()}::timestamptz`;
+// Bounds past year 9999 (a day filter on 9999-12-31) are beyond every stored instant.
+const END_OF_TIME = Date.UTC(10000, 0, 1);
+const ts = (ms: number) => (ms >= END_OF_TIME ? sql`'infinity'::timestamptz` : sql`${new Date(ms).toISOString()}::timestamptz`);
 
 /** `[from, to)` on a timestamptz expression; both bounds are ms-aligned, so microseconds compare as truncated. */
 function between(column: SQL, from: number | null, to: number | null): SQL {

@@ -6,19 +6,19 @@ import { filterDateInterval, foldCase, toBoolean, toNumber } from './values.ts';
 
 /**
  * THE operator table (decisions.md § 4). For every operator: the field kinds it fits, what its
- * value must be, whether it needs a unit, and how it becomes plan nodes (ir.ts). The SQL compiler
+ * value (and unit) must be, and how it becomes plan nodes (ir.ts). The SQL compiler
  * and the in-memory evaluator only interpret those nodes, so this table is the single definition
  * of what every operator means. A negative operator is exactly NOT its positive twin, which is
  * what makes a missing value match only the negative ones.
  */
 
-/** What the operator's `value` must be. */
+/** What the operator's `value` (and `unit`) must be. */
 type Shape =
   | 'none' // ignored
   | 'scalar' // one value of the field's type
   | 'list' // an array of values of the field's type
-  | 'duration' // an amount of `unit`s
-  | 'count'; // a number of occurrences, optionally within a window
+  | 'duration' // an amount of `unit`s (unit required)
+  | 'count'; // a number of occurrences, optionally within a window (`unit`, with value.within)
 
 /** A converted `value`. */
 export type Operand =
@@ -38,7 +38,6 @@ export type Target =
 type Positive = {
   fits: readonly FieldKind[];
   shape: Shape;
-  unit: 'required' | 'optional' | 'none';
   build: (target: Target, operand: Operand, now: number) => Node;
 };
 
@@ -52,10 +51,6 @@ const activity = (t: Target, from: number | null, to: number | null, atLeast = 1
   if (t.kind !== 'activity') throw new Error('operator table: activity operator on a non-activity field');
   return { node: 'activity', source: t.source, from, to, atLeast };
 };
-const instant = (o: Operand) => {
-  if (o.shape !== 'instant') throw new Error('operator table: expected a date operand');
-  return o;
-};
 const scalar = (o: Operand): Scalar => {
   if (o.shape !== 'scalar') throw new Error('operator table: expected a scalar operand');
   return o.value;
@@ -68,7 +63,6 @@ const ci = (t: Target, v: Scalar): Scalar => (t.kind === 'value' && t.ci && type
 const ordered = (op: '<' | '<=' | '>' | '>='): Positive => ({
   fits: ['number', 'date'],
   shape: 'scalar',
-  unit: 'none',
   build: (t, o) => {
     if (o.shape === 'instant') {
       const range = { '>': { from: o.to, to: null }, '>=': { from: o.from, to: null }, '<': { from: null, to: o.from }, '<=': { from: null, to: o.to } }[op];
@@ -81,7 +75,6 @@ const ordered = (op: '<' | '<=' | '>' | '>='): Positive => ({
 const textMatch = (mode: 'contains' | 'startsWith' | 'endsWith'): Positive => ({
   fits: ['string'],
   shape: 'scalar',
-  unit: 'none',
   build: (t, o) => value(t, { test: 'text', mode, value: text(o) }),
 });
 
@@ -89,7 +82,6 @@ const POSITIVE = {
   equals: {
     fits: VALUE_TYPES,
     shape: 'scalar',
-    unit: 'none',
     build: (t, o) =>
       o.shape === 'instant'
         ? value(t, { test: 'range', from: o.from, to: o.to, fullOnly: false })
@@ -105,42 +97,36 @@ const POSITIVE = {
   in: {
     fits: ['string', 'number'],
     shape: 'list',
-    unit: 'none',
     build: (t, o) =>
       value(t, { test: 'oneOf', values: o.shape === 'list' ? o.values.map((v) => ci(t, v)) : [], ci: t.kind === 'value' && t.ci }),
   },
-  exists: { fits: VALUE_TYPES, shape: 'none', unit: 'none', build: (t) => value(t, { test: 'present' }) },
+  exists: { fits: VALUE_TYPES, shape: 'none', build: (t) => value(t, { test: 'present' }) },
   // within: now - value·unit ≤ field ≤ now; olderThan: field < now - value·unit. Full date-times only.
   within: {
     fits: ['date'],
     shape: 'duration',
-    unit: 'required',
     build: (t, o, now) => value(t, { test: 'range', from: now - duration(o), to: now + 1, fullOnly: true }),
   },
   olderThan: {
     fits: ['date'],
     shape: 'duration',
-    unit: 'required',
     build: (t, o, now) => value(t, { test: 'range', from: null, to: now - duration(o), fullOnly: true }),
   },
-  triggered: { fits: ['activity'], shape: 'none', unit: 'none', build: (t) => activity(t, null, null) },
+  triggered: { fits: ['activity'], shape: 'none', build: (t) => activity(t, null, null) },
   triggeredWithin: {
     fits: ['activity'],
     shape: 'duration',
-    unit: 'required',
     build: (t, o, now) => activity(t, now - duration(o), now + 1),
   },
   // The last occurrence is older than value·unit: some before the cut-off, none since.
   triggeredOlderThan: {
     fits: ['activity'],
     shape: 'duration',
-    unit: 'required',
     build: (t, o, now) => and([activity(t, null, now - duration(o)), not(activity(t, now - duration(o), null))]),
   },
   countAtLeast: {
     fits: ['activity'],
     shape: 'count',
-    unit: 'optional',
     build: (t, o, now) => {
       if (o.shape !== 'count') throw new Error('operator table: expected a count operand');
       return o.windowMs === null ? activity(t, null, null, o.atLeast) : activity(t, now - o.windowMs, now + 1, o.atLeast);
@@ -149,7 +135,6 @@ const POSITIVE = {
   memberOf: {
     fits: ['segment'],
     shape: 'none',
-    unit: 'none',
     build: (t) => {
       if (t.kind !== 'segment') throw new Error('operator table: memberOf on a non-segment field');
       return { node: 'member', segmentId: t.segmentId };

@@ -59,7 +59,9 @@ function parseFilter(input: unknown, path: string): Filter {
   if (typeof operator !== 'string' || operator === '') {
     throw conditionError(`Filter at ${path} needs an operator`, { path, field: typeof field === 'string' ? field : undefined });
   }
-  const filter: Filter = { field: field as string, operator };
+  // Segment ids are stored lower-case, so references are found by plain comparison (usage, delete).
+  const name = typeof field === 'string' && field.startsWith('segment.') ? `segment.${field.slice(8).toLowerCase()}` : field;
+  const filter: Filter = { field: name as string, operator };
   if (value !== undefined) filter.value = value;
   if (unit !== undefined) filter.unit = unit as Unit;
   planFilter(filter, { path, field: typeof field === 'string' ? field : undefined, operator }, { types: NO_TYPES, now: 0, strict: true });

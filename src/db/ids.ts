@@ -1,10 +1,27 @@
 import { randomBytes, randomInt } from 'node:crypto';
 
-/** RFC 9562 UUID version 7: time-ordered, so ids sort by creation time. */
+let lastMs = 0;
+let sequence = 0;
+
+/**
+ * RFC 9562 UUID version 7: time-ordered, so ids sort by creation time. Within one process, ids made
+ * in the same millisecond still increase (a 12-bit counter in rand_a, RFC 9562 § 6.2 method 1).
+ */
 export function uuidv7(now = Date.now()): string {
   const b = randomBytes(16);
+  if (now <= lastMs) {
+    sequence += 1;
+    if (sequence > 0xfff) {
+      lastMs += 1;
+      sequence = 0;
+    }
+    now = lastMs;
+  } else {
+    lastMs = now;
+    sequence = b.readUInt16BE(6) & 0x7ff; // random start, leaving room to count up
+  }
   b.writeUIntBE(now, 0, 6);
-  b[6] = (b[6] & 0x0f) | 0x70;
+  b.writeUInt16BE(0x7000 | sequence, 6);
   b[8] = (b[8] & 0x3f) | 0x80;
   const h = b.toString('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;

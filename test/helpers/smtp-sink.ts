@@ -13,7 +13,10 @@ export type SmtpSink = {
   messages: SinkMessage[];
   /** Resolves once at least `count` messages arrived (rejects after `timeoutMs`). */
   waitFor: (count: number, timeoutMs?: number) => Promise<SinkMessage[]>;
-  /** The next `times` transactions are refused with `code` at RCPT TO or after DATA. */
+  /**
+   * The next `times` transactions are refused with `code` at RCPT TO or after DATA. Herald's own
+   * account mail (from no-reply@…, sent at signup) is never refused, so it cannot use up a failure.
+   */
   failNext: (f: { stage: 'rcpt' | 'data'; code: number; message?: string; times?: number }) => void;
   stop: () => Promise<void>;
 };
@@ -23,7 +26,8 @@ export async function startSmtpSink(): Promise<SmtpSink> {
   const messages: SinkMessage[] = [];
   const failures: Failure[] = [];
   const waiters: (() => void)[] = [];
-  const takeFailure = (stage: Failure['stage']) => {
+  const takeFailure = (stage: Failure['stage'], mailFrom: string) => {
+    if (mailFrom.startsWith('no-reply@')) return null;
     const f = failures[0];
     if (!f || f.stage !== stage) return null;
     if (--f.times === 0) failures.shift();
@@ -34,14 +38,14 @@ export async function startSmtpSink(): Promise<SmtpSink> {
     disabledCommands: ['STARTTLS'],
     logger: false,
     size: 60 * 1024 * 1024,
-    onRcptTo(_address, _session, cb) {
-      cb(takeFailure('rcpt') ?? undefined);
+    onRcptTo(_address, session, cb) {
+      cb(takeFailure('rcpt', session.envelope.mailFrom ? session.envelope.mailFrom.address : '') ?? undefined);
     },
     onData(stream, session, cb) {
       const chunks: Buffer[] = [];
       stream.on('data', (c: Buffer) => chunks.push(c));
       stream.on('end', async () => {
-        const failure = takeFailure('data');
+        const failure = takeFailure('data', session.envelope.mailFrom ? session.envelope.mailFrom.address : '');
         if (failure) return cb(failure);
         const raw = Buffer.concat(chunks);
         const envelope = {

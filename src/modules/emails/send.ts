@@ -5,9 +5,8 @@ import { validationError } from '../../http/errors.ts';
 import { checkTemplates } from '../../render/engine.ts';
 import { upsertContact } from '../contacts/service.ts';
 import { senderDomainFor } from '../domains/sender.ts';
-import { isSuppressed } from '../suppressions/service.ts';
 import { getTemplate } from '../templates/service.ts';
-import { type NewEmail, queueEmails } from './queue.ts';
+import { type NewEmail, queueEmailsWithStatus } from './queue.ts';
 import type { SendBody } from './schemas.ts';
 
 export type SendResultItem = {
@@ -51,7 +50,7 @@ export async function sendEmails(ctx: AppContext, projectId: string, body: SendB
   const now = ctx.clock.now();
 
   return withTransaction(ctx.database, async (t) => {
-    const items: Omit<SendResultItem, 'email'>[] = [];
+    const items: Pick<SendResultItem, 'contact'>[] = [];
     const batch: NewEmail[] = [];
     for (const to of recipients) {
       const { contact, oneOff } = await upsertContact(
@@ -60,9 +59,7 @@ export async function sendEmails(ctx: AppContext, projectId: string, body: SendB
         { email: to.email, subscribed: body.subscribed, data: body.data },
         { defaultSubscribed: false, now },
       );
-      const suppressed = await isSuppressed(t.tx, projectId, contact.email);
-      const decided = initialStatus(type, contact.subscribed, suppressed);
-      items.push({ contact: { id: contact.id, email: contact.email }, status: decided.status });
+      items.push({ contact: { id: contact.id, email: contact.email } });
       batch.push({
         projectId,
         contactId: contact.id,
@@ -76,11 +73,12 @@ export async function sendEmails(ctx: AppContext, projectId: string, body: SendB
         headers: body.headers,
         attachments: body.attachments,
         templateId: template?.id ?? null,
-        ...decided,
+        ...initialStatus(type, contact.subscribed, false),
+        checkSuppression: true,
       });
     }
-    const ids = await queueEmails(ctx, t, batch);
-    return { emails: items.map((item, i) => ({ ...item, email: ids[i] })), timestamp: now.toISOString() };
+    const queued = await queueEmailsWithStatus(ctx, t, batch);
+    return { emails: items.map((item, i) => ({ ...item, email: queued[i].id, status: queued[i].status })), timestamp: now.toISOString() };
   });
 }
 

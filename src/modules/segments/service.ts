@@ -150,8 +150,13 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
       description: input.description !== undefined ? input.description : row.description,
       condition: condition ?? row.condition,
       trackMembership: input.trackMembership ?? row.trackMembership,
-      updatedAt: now,
     };
+    const changed =
+      next.name !== row.name ||
+      next.description !== row.description ||
+      next.trackMembership !== row.trackMembership ||
+      JSON.stringify(next.condition) !== JSON.stringify(row.condition);
+    if (changed) next.updatedAt = now;
     if (row.type === 'DYNAMIC' && row.trackMembership && !next.trackMembership) {
       await tx.execute(sql`DELETE FROM segment_members WHERE segment_id = ${row.id}::uuid`);
     }
@@ -159,7 +164,7 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
     await tx.execute(sql`
       UPDATE segments SET name = ${next.name}, description = ${next.description}, condition = ${next.condition === null ? null : JSON.stringify(next.condition)}::jsonb,
              track_membership = ${next.trackMembership}, member_count = ${next.memberCount},
-             member_count_at = ${now.toISOString()}::timestamptz, updated_at = ${now.toISOString()}::timestamptz
+             member_count_at = ${now.toISOString()}::timestamptz, updated_at = ${next.updatedAt.toISOString()}::timestamptz
        WHERE id = ${row.id}::uuid`);
     return toSegmentRecord(next);
   });
