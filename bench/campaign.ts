@@ -118,7 +118,14 @@ async function campaignRun(
     clearInterval(sampler);
     peak = Math.max(peak, await vmHwm(worker.pid!));
     await new Promise((r) => setTimeout(r, 1000));
-    if (sink.count() !== contacts) throw new Error(`the sink got ${sink.count()} messages for ${contacts} recipients`);
+    if (sink.count() !== contacts || sink.duplicates().length > 0) {
+      const retried = await api.sql(
+        `SELECT to_email, status, attempts, error, sent_at FROM emails WHERE campaign_id = $1 AND (attempts > 1 OR error IS NOT NULL) LIMIT 20`,
+        [campaignId],
+      );
+      console.log('   duplicates at the sink:', sink.duplicates().slice(0, 20), '\n   emails with retries or errors:', retried);
+      throw new Error(`the sink got ${sink.count()} messages for ${contacts} recipients`);
+    }
     const stats = (await b.sk.get(`/campaigns/${campaignId}/stats`)).body;
     if (stats.sentCount !== contacts) throw new Error(`sentCount is ${stats.sentCount}`);
     return { rate: contacts / seconds, seconds, sentSeconds, peakRssMiB: peak / 1024 };
@@ -201,14 +208,20 @@ async function rawRun(sink: Sink, total: number, poolSize: number): Promise<numb
 /** An SMTP server that only counts what it accepts. */
 async function countingSink() {
   let count = 0;
+  const seen = new Set<string>();
+  const twice: string[] = [];
   const server = new SMTPServer({
     authOptional: true,
     disabledCommands: ['STARTTLS'],
     logger: false,
-    onData(stream, _session, cb) {
+    onData(stream, session, cb) {
       stream.on('data', () => {});
       stream.on('end', () => {
         count += 1;
+        for (const r of session.envelope.rcptTo) {
+          if (seen.has(r.address)) twice.push(r.address);
+          seen.add(r.address);
+        }
         cb();
       });
     },
@@ -218,7 +231,12 @@ async function countingSink() {
   return {
     url: `smtp://127.0.0.1:${address.port}`,
     count: () => count,
-    reset: () => void (count = 0),
+    duplicates: () => twice,
+    reset: () => {
+      count = 0;
+      seen.clear();
+      twice.length = 0;
+    },
     /** Waits for `target` messages; fails when none arrives for two minutes. */
     until: async (target: number, tick: () => void) => {
       let last = count;

@@ -336,7 +336,7 @@ describe('tracked membership: compute, entry and exit events', () => {
 
   // Needs the contacts module to call scheduleSegmentReevaluation after POST/PATCH /contacts
   // (wired by the lead); /v1/track is covered above through the after-track listener.
-  test('a tracked segment is re-evaluated within seconds of PATCH /contacts', { todo: 'contacts upsert/patch must call scheduleSegmentReevaluation' }, async () => {
+  test('a tracked segment is re-evaluated within seconds of PATCH /contacts', async () => {
     const p = await bootstrap(server.api);
     const id = await contact(p, 'gil@example.com', { plan: 'free' });
     await p.sk.post('/segments', { name: 'Patched pro', condition: one('data.plan', 'equals', 'pro'), trackMembership: true });

@@ -1,4 +1,5 @@
 import { type SQL, sql } from 'drizzle-orm';
+import { scheduleSegmentReevaluation } from '../segments/membership.ts';
 import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
 import { conflict, fieldErrors, notFound, validationError } from '../../http/errors.ts';
@@ -215,8 +216,12 @@ export async function lookupContacts(
 export async function saveContact(ctx: AppContext, projectId: string, input: CreateContactInput): Promise<UpsertResult> {
   const opts = { defaultSubscribed: true, now: ctx.clock.now() };
   // Only an explicit `subscribed` can change an existing contact's state, and so write an event.
-  if (input.subscribed === undefined) return upsertContact(ctx.database.db, projectId, input, opts);
-  return withTransaction(ctx.database, ({ tx }) => upsertContact(tx, projectId, input, opts));
+  const result =
+    input.subscribed === undefined
+      ? await upsertContact(ctx.database.db, projectId, input, opts)
+      : await withTransaction(ctx.database, ({ tx }) => upsertContact(tx, projectId, input, opts));
+  if (result.isNew || result.isUpdate) await scheduleSegmentReevaluation(ctx, projectId, result.contact.id);
+  return result;
 }
 
 export async function patchContact(
@@ -226,6 +231,10 @@ export async function patchContact(
   input: UpdateContactInput,
 ): Promise<ContactRecord> {
   const opts = { now: ctx.clock.now() };
-  if (input.subscribed === undefined) return updateContact(ctx.database.db, projectId, contactId, input, opts);
-  return withTransaction(ctx.database, ({ tx }) => updateContact(tx, projectId, contactId, input, opts));
+  const contact =
+    input.subscribed === undefined
+      ? await updateContact(ctx.database.db, projectId, contactId, input, opts)
+      : await withTransaction(ctx.database, ({ tx }) => updateContact(tx, projectId, contactId, input, opts));
+  await scheduleSegmentReevaluation(ctx, projectId, contact.id);
+  return contact;
 }

@@ -3,7 +3,8 @@ import { withTransaction } from '../../db/client.ts';
 import type { EmailType } from '../../db/schema/emails.ts';
 import { validationError } from '../../http/errors.ts';
 import { checkTemplates } from '../../render/engine.ts';
-import { upsertContact } from '../contacts/service.ts';
+import { type UpsertResult, upsertContact } from '../contacts/service.ts';
+import { scheduleSegmentReevaluation } from '../segments/membership.ts';
 import { senderDomainFor } from '../domains/sender.ts';
 import { getTemplate } from '../templates/service.ts';
 import { type NewEmail, queueEmailsWithStatus } from './queue.ts';
@@ -52,13 +53,16 @@ export async function sendEmails(ctx: AppContext, projectId: string, body: SendB
   return withTransaction(ctx.database, async (t) => {
     const items: Pick<SendResultItem, 'contact'>[] = [];
     const batch: NewEmail[] = [];
+    // Contacts are upserted in email order, so concurrent multi-recipient sends lock rows in one
+    // order and cannot deadlock; emails and the response keep the request's order.
+    const contacts = new Map<string, UpsertResult>();
+    for (const address of [...new Set(recipients.map((r) => r.email))].sort()) {
+      const result = await upsertContact(t.tx, projectId, { email: address, subscribed: body.subscribed, data: body.data }, { defaultSubscribed: false, now });
+      contacts.set(address, result);
+      if (result.isNew || result.isUpdate) await scheduleSegmentReevaluation(ctx, projectId, result.contact.id, t.client);
+    }
     for (const to of recipients) {
-      const { contact, oneOff } = await upsertContact(
-        t.tx,
-        projectId,
-        { email: to.email, subscribed: body.subscribed, data: body.data },
-        { defaultSubscribed: false, now },
-      );
+      const { contact, oneOff } = contacts.get(to.email)!;
       items.push({ contact: { id: contact.id, email: contact.email } });
       batch.push({
         projectId,

@@ -134,15 +134,32 @@ const DEBOUNCE_MS = 500;
  * waiting fold into it). Pass the transaction's `client` so it is enqueued only if the change
  * commits. Nothing is enqueued when the project has no tracked DYNAMIC segment.
  */
+// Whether a project has tracked dynamic segments, briefly cached: every contact write asks.
+const TRACKED_CACHE_MS = 5_000;
+const trackedCache = new Map<string, { tracked: boolean; until: number }>();
+
+async function hasTrackedSegments(ctx: AppContext, projectId: string, client?: pg.PoolClient): Promise<boolean> {
+  const hit = trackedCache.get(projectId);
+  if (hit && hit.until > Date.now()) return hit.tracked;
+  const q = 'SELECT EXISTS (SELECT 1 FROM segments WHERE project_id = $1 AND track_membership AND type = $2) AS tracked';
+  const { rows } = await (client ?? ctx.database.pool).query<{ tracked: boolean }>(q, [projectId, 'DYNAMIC']);
+  if (trackedCache.size > 10_000) trackedCache.clear();
+  trackedCache.set(projectId, { tracked: rows[0].tracked, until: Date.now() + TRACKED_CACHE_MS });
+  return rows[0].tracked;
+}
+
+/** Forget the cached answer (a segment was created or changed in this process). */
+export function forgetTrackedSegments(projectId: string): void {
+  trackedCache.delete(projectId);
+}
+
 export async function scheduleSegmentReevaluation(
   ctx: AppContext,
   projectId: string,
   contactId: string,
   client?: pg.PoolClient,
 ): Promise<void> {
-  const q = 'SELECT EXISTS (SELECT 1 FROM segments WHERE project_id = $1 AND track_membership AND type = $2) AS tracked';
-  const { rows } = await (client ?? ctx.database.pool).query<{ tracked: boolean }>(q, [projectId, 'DYNAMIC']);
-  if (!rows[0].tracked) return;
+  if (!(await hasTrackedSegments(ctx, projectId, client))) return;
   await ctx.jobs.send(
     REEVALUATE_QUEUE,
     { projectId, contactId },

@@ -7,6 +7,7 @@ import { type SegmentType, segments } from '../../db/schema/segments.ts';
 import { badRequest, conflict, notFound } from '../../http/errors.ts';
 import type { ContactRecord } from '../contacts/service.ts';
 import { type ContactRow, contactColumns, toContactRecord } from '../contacts/sql.ts';
+import { forgetTrackedSegments } from './membership.ts';
 import type { CreateSegmentInput, SegmentRecord, UpdateSegmentInput } from './schemas.ts';
 
 type SegmentRow = typeof segments.$inferSelect;
@@ -127,6 +128,7 @@ export async function createSegment(ctx: AppContext, projectId: string, input: C
   };
   values.memberCount = await countMembers(db, values, now);
   const [row] = await db.insert(segments).values(values).returning();
+  if (row.trackMembership) forgetTrackedSegments(projectId);
   return toSegmentRecord(row);
 }
 
@@ -166,6 +168,7 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
              track_membership = ${next.trackMembership}, member_count = ${next.memberCount},
              member_count_at = ${now.toISOString()}::timestamptz, updated_at = ${next.updatedAt.toISOString()}::timestamptz
        WHERE id = ${row.id}::uuid`);
+    if (next.trackMembership !== row.trackMembership) forgetTrackedSegments(projectId);
     return toSegmentRecord(next);
   });
 }
