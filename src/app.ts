@@ -2,7 +2,7 @@ import cookie from '@fastify/cookie';
 import multipart from '@fastify/multipart';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { AppContext } from './context.ts';
-import { registerErrorHandling } from './http/errors.ts';
+import { frameworkErrors, registerErrorHandling } from './http/errors.ts';
 import { registerRateLimit } from './http/rate-limit.ts';
 import { requestIdFor } from './http/request-id.ts';
 import { activityRoutes } from './modules/activity/routes.ts';
@@ -37,6 +37,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     genReqId: requestIdFor,
     requestIdHeader: false,
     bodyLimit: BODY_LIMIT,
+    frameworkErrors,
     trustProxy: true,
     // Signed link tokens (unsubscribe, tracking) travel as path parameters.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 1000 },

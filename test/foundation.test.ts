@@ -47,6 +47,14 @@ describe('request ids and the error shape', () => {
     assert.ok(!Number.isNaN(Date.parse(res.body.timestamp)));
   });
 
+  test('an over-long path parameter is answered in the error shape', async () => {
+    const b = await bootstrap(server.api);
+    const res = await b.sk.get(`/contacts/cnt_${'a'.repeat(1200)}`);
+    assert.equal(res.status, 414);
+    assert.equal(res.body.success, false);
+    assert.equal(res.body.error.code, 'URI_TOO_LONG');
+  });
+
   test('malformed JSON is a 400 INVALID_JSON', async () => {
     const res = await server.api.request('POST', '/auth/signup', {
       raw: '{"email": ',

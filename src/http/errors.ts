@@ -122,6 +122,10 @@ export function toApiError(err: unknown): ApiError {
       return new ApiError(400, 'BAD_REQUEST', 'Content-Length does not match the body');
     case 'FST_REQ_FILE_TOO_LARGE':
       return new ApiError(413, 'PAYLOAD_TOO_LARGE', 'Uploaded file is too large');
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return new ApiError(414, 'URI_TOO_LONG', 'A path segment of the URL is too long');
+    case 'FST_ERR_BAD_URL':
+      return new ApiError(400, 'BAD_REQUEST', 'The URL is not valid');
     case 'FST_INVALID_MULTIPART_CONTENT_TYPE':
       return new ApiError(400, 'BAD_REQUEST', 'Request must be multipart/form-data');
   }
@@ -132,6 +136,12 @@ export function toApiError(err: unknown): ApiError {
     return new ApiError(fe.statusCode, 'BAD_REQUEST', fe.message ?? 'Bad request');
   }
   return new ApiError(500, 'INTERNAL_SERVER_ERROR', 'An unexpected error occurred');
+}
+
+/** Fastify's own router errors (bad URL, over-long parameter), answered before any route runs. */
+export function frameworkErrors(err: unknown, req: FastifyRequest, reply: FastifyReply): void {
+  const apiError = toApiError(err);
+  void reply.status(apiError.statusCode).header('x-request-id', req.id).send(errorBody(req, apiError));
 }
 
 export function registerErrorHandling(app: FastifyInstance): void {
