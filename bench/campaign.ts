@@ -205,7 +205,7 @@ async function rawRun(sink: Sink, total: number, poolSize: number): Promise<numb
   return rate;
 }
 
-/** An SMTP server that only counts what it accepts. */
+/** An SMTP server that only counts what it accepts (and notes a recipient seen twice). */
 async function countingSink() {
   let count = 0;
   const seen = new Set<string>();
@@ -217,7 +217,8 @@ async function countingSink() {
     onData(stream, session, cb) {
       stream.on('data', () => {});
       stream.on('end', () => {
-        count += 1;
+        // Only campaign mail: bootstrapping the project also sends a sign-up verification email.
+        if (session.envelope.rcptTo.some((r) => r.address.endsWith('@bench.example.com'))) count += 1;
         for (const r of session.envelope.rcptTo) {
           if (seen.has(r.address)) twice.push(r.address);
           seen.add(r.address);
