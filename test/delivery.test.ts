@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { deliverEmail } from '../src/modules/emails/delivery/index.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
-import { type TestDns, startTestDns } from './helpers/dns-server.ts';
+import type { TestDns } from './helpers/dns-server.ts';
 import { verifyDomain } from './helpers/domains.ts';
-import type { Api } from './helpers/http.ts';
-import { type SmtpSink, dkimResult, startSmtpSink } from './helpers/smtp-sink.ts';
+import { type SmtpSink, dkimResult } from './helpers/smtp-sink.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
+import { startMailEnv, waitForStatus } from './helpers/mail.ts';
 
 let dns: TestDns;
 let sink: SmtpSink;
@@ -15,9 +15,7 @@ let b: Bootstrapped;
 const FROM = 'news@mail.example.test';
 
 before(async () => {
-  dns = await startTestDns();
-  sink = await startSmtpSink();
-  server = await startTestServer({ DNS_SERVERS: dns.address, SMTP_URL: sink.url, SEND_RATE_PER_SECOND: '1000' });
+  ({ dns, sink, server } = await startMailEnv());
   b = await bootstrap(server.api);
   await verifyDomain(b.sk, dns, 'mail.example.test');
 });
@@ -27,15 +25,6 @@ after(async () => {
   await dns?.stop();
 });
 
-async function waitForStatus(sk: Api, id: string, statuses: string[], timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await sk.get(`/emails/${id}`);
-    if (statuses.includes(res.body.status)) return res.body;
-    if (Date.now() > deadline) assert.fail(`email ${id} stayed ${res.body.status} (${res.body.error}), wanted ${statuses}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 async function template(type: string, body = '<html><body><p>Hi {{firstName ?? "there"}}</p></body></html>') {
   const res = await b.sk.post('/templates', { name: `${type} t`, subject: 'News for {{firstName ?? "you"}}', body, from: FROM, type });

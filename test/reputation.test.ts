@@ -7,11 +7,11 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { evaluateActiveProjects } from '../src/modules/reputation/guard.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
-import { type TestDns, startTestDns } from './helpers/dns-server.ts';
+import type { TestDns } from './helpers/dns-server.ts';
 import { verifyDomain } from './helpers/domains.ts';
-import type { Api } from './helpers/http.ts';
-import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
-import { type TestServer, startTestServer } from './helpers/server.ts';
+import type { SmtpSink } from './helpers/smtp-sink.ts';
+import type { TestServer } from './helpers/server.ts';
+import { startMailEnv, waitForStatus } from './helpers/mail.ts';
 
 const STOPPED = 'Not sent: the project was disabled because its bounce or complaint rate is too high (EMAIL_REPUTATION)';
 let dir: string;
@@ -28,14 +28,7 @@ before(async () => {
     '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'),
   ], { stdio: 'ignore' });
   signingKey = readFileSync(path.join(dir, 'key.pem'), 'utf8');
-  dns = await startTestDns();
-  sink = await startSmtpSink();
-  server = await startTestServer({
-    DNS_SERVERS: dns.address,
-    SMTP_URL: sink.url,
-    SEND_RATE_PER_SECOND: '1000',
-    SNS_TRUSTED_CERT_FILE: path.join(dir, 'cert.pem'),
-  });
+  ({ dns, sink, server } = await startMailEnv({ SNS_TRUSTED_CERT_FILE: path.join(dir, 'cert.pem') }));
 });
 after(async () => {
   await server?.stop();
@@ -53,15 +46,6 @@ async function project(name: string): Promise<Project> {
   return { ...p, from: `news@${domain}` };
 }
 
-async function waitForStatus(sk: Api, id: string, statuses: string[], timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await sk.get(`/emails/${id}`);
-    if (statuses.includes(res.body.status)) return res.body;
-    if (Date.now() > deadline) assert.fail(`email ${id} stayed ${res.body.status} (${res.body.error}), wanted ${statuses}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** Stored emails as fixtures: `count` of them in `status`, created `daysAgo`. */
 async function fixtures(projectId: string, count: number, status: string, daysAgo = 0) {

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
-import { type TestDns, startTestDns } from './helpers/dns-server.ts';
+import type { TestDns } from './helpers/dns-server.ts';
 import { verifyDomain } from './helpers/domains.ts';
-import type { Api } from './helpers/http.ts';
-import { type SmtpSink, dkimResult, startSmtpSink } from './helpers/smtp-sink.ts';
-import { type TestServer, startTestServer } from './helpers/server.ts';
+import { type SmtpSink, dkimResult } from './helpers/smtp-sink.ts';
+import type { TestServer } from './helpers/server.ts';
+import { startMailEnv, waitForStatus } from './helpers/mail.ts';
 
 let dns: TestDns;
 let sink: SmtpSink;
@@ -14,14 +14,7 @@ let b: Bootstrapped;
 const FROM = 'hello@mail.example.test';
 
 before(async () => {
-  dns = await startTestDns();
-  sink = await startSmtpSink();
-  server = await startTestServer({
-    DNS_SERVERS: dns.address,
-    SMTP_URL: sink.url,
-    SEND_RATE_PER_SECOND: '1000',
-    DELIVERY_RETRY_BASE_SECONDS: '1',
-  });
+  ({ dns, sink, server } = await startMailEnv({ DELIVERY_RETRY_BASE_SECONDS: '1' }));
   b = await bootstrap(server.api);
   await verifyDomain(b.sk, dns, 'mail.example.test');
 });
@@ -31,17 +24,6 @@ after(async () => {
   await dns?.stop();
 });
 
-/** Polls GET /emails/:id until its status is one of `statuses`. */
-export async function waitForStatus(sk: Api, id: string, statuses: string[], timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await sk.get(`/emails/${id}`);
-    assert.equal(res.status, 200, res.text);
-    if (statuses.includes(res.body.status)) return res.body;
-    if (Date.now() > deadline) assert.fail(`email ${id} stayed ${res.body.status} (${res.body.error}), wanted ${statuses}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const messageTo = (address: string) => sink.messages.find((m) => m.envelope.to.includes(address));
 

@@ -7,11 +7,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
-import { type TestDns, startTestDns } from './helpers/dns-server.ts';
+import type { TestDns } from './helpers/dns-server.ts';
 import { verifyDomain } from './helpers/domains.ts';
-import type { Api } from './helpers/http.ts';
-import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
-import { type TestServer, startTestServer } from './helpers/server.ts';
+import type { SmtpSink } from './helpers/smtp-sink.ts';
+import type { TestServer } from './helpers/server.ts';
+import { startMailEnv, waitForStatus } from './helpers/mail.ts';
 
 const FROM = 'news@mail.example.test';
 const CERT_URL = 'https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-0000000000000000000000.pem';
@@ -32,14 +32,7 @@ before(async () => {
     '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'),
   ], { stdio: 'ignore' });
   signingKey = readFileSync(path.join(dir, 'key.pem'), 'utf8');
-  dns = await startTestDns();
-  sink = await startSmtpSink();
-  server = await startTestServer({
-    DNS_SERVERS: dns.address,
-    SMTP_URL: sink.url,
-    SEND_RATE_PER_SECOND: '1000',
-    SNS_TRUSTED_CERT_FILE: path.join(dir, 'cert.pem'),
-  });
+  ({ dns, sink, server } = await startMailEnv({ SNS_TRUSTED_CERT_FILE: path.join(dir, 'cert.pem') }));
   b = await bootstrap(server.api);
   await verifyDomain(b.sk, dns, 'mail.example.test');
 });
@@ -102,15 +95,6 @@ function sesEvent(type: string, messageId: string, to: string, detail: Record<st
   return type === 'Open' || type === 'Click' ? { eventType: type, mail, [key]: detail } : { notificationType: type, mail, [key]: detail };
 }
 
-async function waitForStatus(sk: Api, id: string, statuses: string[], timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await sk.get(`/emails/${id}`);
-    if (statuses.includes(res.body.status)) return res.body;
-    if (Date.now() > deadline) assert.fail(`email ${id} stayed ${res.body.status} (${res.body.error}), wanted ${statuses}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** A MARKETING email delivered through the sink to a subscribed contact. */
 async function sentEmail(to: string) {

@@ -2,11 +2,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { signTrackingToken } from '../src/mail/tracking.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
-import { type TestDns, startTestDns } from './helpers/dns-server.ts';
+import type { TestDns } from './helpers/dns-server.ts';
 import { verifyDomain } from './helpers/domains.ts';
 import type { Api } from './helpers/http.ts';
-import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
-import { type TestServer, startTestServer } from './helpers/server.ts';
+import type { SmtpSink } from './helpers/smtp-sink.ts';
+import type { TestServer } from './helpers/server.ts';
+import { startMailEnv, waitForStatus } from './helpers/mail.ts';
 
 const SECRET = 'test-secret-0123456789abcdef'; // the JWT_SECRET of test servers
 let dns: TestDns;
@@ -15,9 +16,7 @@ let server: TestServer;
 let b: Bootstrapped;
 
 before(async () => {
-  dns = await startTestDns();
-  sink = await startSmtpSink();
-  server = await startTestServer({ DNS_SERVERS: dns.address, SMTP_URL: sink.url, SEND_RATE_PER_SECOND: '1000' });
+  ({ dns, sink, server } = await startMailEnv());
   b = await bootstrap(server.api);
   await verifyDomain(b.sk, dns, 'mail.example.test');
 });
@@ -27,16 +26,6 @@ after(async () => {
   await dns?.stop();
 });
 
-async function waitForStatus(sk: Api, id: string, statuses: string[], timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await sk.get(`/emails/${id}`);
-    assert.equal(res.status, 200, res.text);
-    if (statuses.includes(res.body.status)) return res.body;
-    if (Date.now() > deadline) assert.fail(`email ${id} stayed ${res.body.status} (${res.body.error}), wanted ${statuses}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const BODY = [
   '<html><body>',
