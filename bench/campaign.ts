@@ -21,7 +21,10 @@ import { fmt, printMachine, verdict, withBenchDatabase } from './lib.ts';
  * same number of prebuilt messages. Target: Herald ≥ 70 % of the raw rate. The worker's peak RSS
  * (VmHWM from /proc) is reported too. Target: < 500 MB.
  *
- *   npm run bench -- campaign [--contacts=N] [--pool=5]
+ *   npm run bench -- campaign [--contacts=N] [--pool=5] [--workers=1]
+ *
+ * `--workers=N` runs N worker processes (each with its own pool of `--pool` connections); the raw
+ * reference then uses N × pool connections. Peak RSS is the largest worker's.
  */
 
 const FROM = 'news@mail.bench.test';
@@ -41,18 +44,20 @@ const arg = (args: string[], name: string, fallback: number) => {
 export async function run(args: string[]): Promise<void> {
   const contacts = arg(args, 'contacts', 100_000);
   const poolSize = arg(args, 'pool', 5);
+  const workers = arg(args, 'workers', 1);
   printMachine('Herald campaign benchmark');
   const dns = await startTestDns();
   const sink = await countingSink();
   try {
     await withBenchDatabase(async (databaseUrl) => {
-      const herald = await campaignRun(databaseUrl, dns, sink, contacts, poolSize);
+      const herald = await campaignRun(databaseUrl, dns, sink, contacts, poolSize, workers);
       sink.reset();
-      const raw = await rawRun(sink, contacts, poolSize);
+      const raw = await rawRun(sink, contacts, poolSize * workers);
       console.log(`\n   Herald campaign:      ${fmt(herald.rate)} messages/s  (all ${fmt(contacts)} delivered in ${herald.seconds.toFixed(1)} s; SENT after ${herald.sentSeconds.toFixed(1)} s)`);
       console.log(`   raw nodemailer pool:  ${fmt(raw)} messages/s`);
       const ratio = herald.rate / raw;
       console.log(`   ratio Herald / raw:   ${(ratio * 100).toFixed(1)} %  (target ≥ 70 %: ${verdict(ratio >= 0.7)})`);
+      console.log(`   raw pool connections: ${poolSize * workers}`);
       console.log(`   worker peak RSS:      ${fmt(herald.peakRssMiB)} MiB  (VmHWM; target < 500 MB: ${verdict(herald.peakRssMiB * 2 ** 20 < 500e6)})`);
     });
   } finally {
@@ -69,11 +74,14 @@ async function campaignRun(
   sink: Sink,
   contacts: number,
   poolSize: number,
+  workerCount: number,
 ): Promise<{ rate: number; seconds: number; sentSeconds: number; peakRssMiB: number }> {
   const env = { DNS_SERVERS: dns.address, SMTP_URL: sink.url, SMTP_POOL_SIZE: String(poolSize), SEND_RATE_PER_SECOND: '100000' };
-  console.log(`\ncampaign to ${fmt(contacts)} subscribed contacts, SMTP pool of ${poolSize}, SEND_RATE_PER_SECOND=100000, one worker process`);
+  console.log(
+    `\ncampaign to ${fmt(contacts)} subscribed contacts, SMTP pool of ${poolSize} per worker, SEND_RATE_PER_SECOND=100000, ${workerCount} worker process${workerCount === 1 ? '' : 'es'}`,
+  );
   const api = await startTestServer({ ...env, PROCESS_ROLE: 'api', API_RATE_LIMIT_PER_MINUTE: '10000000' }, { databaseUrl });
-  let worker: ChildProcess | null = null;
+  const workers: ChildProcess[] = [];
   try {
     const b = await bootstrap(api.api, 'bench-campaign');
     await verifyDomain(b.sk, dns, 'mail.bench.test');
@@ -93,11 +101,12 @@ async function campaignRun(
     const campaignId: string = created.body.data.id;
     if (created.body.data.totalRecipients !== contacts) throw new Error(`audience is ${created.body.data.totalRecipients}`);
 
-    worker = await startWorker(databaseUrl, env);
+    for (let i = 0; i < workerCount; i++) workers.push(await startWorker(databaseUrl, env));
     let peak = 0;
-    const sampler = setInterval(() => {
-      void vmHwm(worker!.pid!).then((kb) => (peak = Math.max(peak, kb)));
-    }, 500);
+    const sample = async () => {
+      for (const w of workers) peak = Math.max(peak, await vmHwm(w.pid!));
+    };
+    const sampler = setInterval(() => void sample(), 500);
     const start = performance.now();
     const sent = await b.sk.post(`/campaigns/${campaignId}/send`, {});
     if (sent.status !== 200) throw new Error(sent.text);
@@ -116,7 +125,7 @@ async function campaignRun(
     }
     const sentSeconds = (performance.now() - start) / 1000;
     clearInterval(sampler);
-    peak = Math.max(peak, await vmHwm(worker.pid!));
+    await sample();
     await new Promise((r) => setTimeout(r, 1000));
     if (sink.count() !== contacts || sink.duplicates().length > 0) {
       const retried = await api.sql(
@@ -130,9 +139,10 @@ async function campaignRun(
     if (stats.sentCount !== contacts) throw new Error(`sentCount is ${stats.sentCount}`);
     return { rate: contacts / seconds, seconds, sentSeconds, peakRssMiB: peak / 1024 };
   } finally {
-    if (worker && worker.exitCode === null) {
-      worker.kill('SIGTERM');
-      await new Promise((r) => worker!.once('exit', r));
+    for (const w of workers) {
+      if (w.exitCode !== null) continue;
+      w.kill('SIGTERM');
+      await new Promise((r) => w.once('exit', r));
     }
     await api.stop();
   }

@@ -234,7 +234,7 @@ describe('test emails and stats', () => {
     assert.equal(res.body.to, 'tester@s.test');
     assert.equal(res.body.status, 'QUEUED');
     assert.equal(res.body.subject, '[Test] Hello {{firstName ?? "there"}}');
-    const [msg] = (await sink.waitFor(1)).filter((m) => m.envelope.to.includes('tester@s.test'));
+    const msg = await waitFor('the test email', async () => sink.messages.find((m) => m.envelope.to.includes('tester@s.test')));
     assert.equal(msg.parsed.subject, '[Test] Hello Tess');
     assert.match(String(msg.parsed.html), /Hi Tess, spring is here\./);
     const email = await p.sk.get(`/emails/${res.body.id}`);
