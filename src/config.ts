@@ -57,6 +57,12 @@ const envSchema = z.object({
   DELIVERY_MAX_ATTEMPTS: int(1, 50).default('8'),
   SNS_TRUSTED_CERT_FILE: z.string().optional(),
   STRIPE_SECRET_KEY: z.string().optional(),
+  S3_BUCKET: z.string().optional(),
+  S3_ENDPOINT: url(['http:', 'https:']).optional(),
+  S3_REGION: z.string().regex(/^[a-z0-9-]+$/, 'must be a region name like us-east-1').default('us-east-1'),
+  S3_ACCESS_KEY_ID: z.string().optional(),
+  S3_SECRET_ACCESS_KEY: z.string().optional(),
+  S3_FORCE_PATH_STYLE: bool.default('true'),
 });
 
 export type Config = Readonly<{
@@ -82,6 +88,17 @@ export type Config = Readonly<{
   deliveryMaxAttempts: number;
   snsTrustedCertFile: string | undefined;
   stripeSecretKey: string | undefined;
+  /** Set when S3_BUCKET is: uploads go to this bucket instead of DATA_DIR/uploads. */
+  s3: S3Config | undefined;
+}>;
+
+export type S3Config = Readonly<{
+  bucket: string;
+  endpoint: string;
+  region: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+  forcePathStyle: boolean;
 }>;
 
 export class ConfigError extends Error {}
@@ -124,6 +141,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     deliveryMaxAttempts: e.DELIVERY_MAX_ATTEMPTS,
     snsTrustedCertFile: e.SNS_TRUSTED_CERT_FILE,
     stripeSecretKey: e.STRIPE_SECRET_KEY,
+    s3: s3Config(e),
+  });
+}
+
+function s3Config(e: z.infer<typeof envSchema>): S3Config | undefined {
+  if (!e.S3_BUCKET) return undefined;
+  const missing = (name: string) => new ConfigError(`Invalid configuration: ${name} is required when S3_BUCKET is set`);
+  if (!e.S3_ACCESS_KEY_ID) throw missing('S3_ACCESS_KEY_ID');
+  if (!e.S3_SECRET_ACCESS_KEY) throw missing('S3_SECRET_ACCESS_KEY');
+  return Object.freeze({
+    bucket: e.S3_BUCKET,
+    endpoint: (e.S3_ENDPOINT ?? `https://s3.${e.S3_REGION}.amazonaws.com`).replace(/\/+$/, ''),
+    region: e.S3_REGION,
+    accessKeyId: e.S3_ACCESS_KEY_ID,
+    secretAccessKey: e.S3_SECRET_ACCESS_KEY,
+    forcePathStyle: e.S3_FORCE_PATH_STYLE,
   });
 }
 

@@ -40,6 +40,6 @@ export function uploadRoutes(app: FastifyInstance, ctx: AppContext): void {
       .header('cache-control', 'public, max-age=31536000, immutable')
       .header('x-content-type-options', 'nosniff')
       .header('content-security-policy', "default-src 'none'; sandbox")
-      .send(image.stream);
+      .send(image.bytes);
   });
 }

@@ -1,0 +1,48 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Config } from '../../config.ts';
+import { createS3Storage } from './s3.ts';
+
+export type StoredObject = { bytes: Buffer; contentType: string };
+
+/** Where uploaded images live. Keys are already validated `<projectId>/<uuid>.<ext>` strings. */
+export type UploadStorage = {
+  put(key: string, bytes: Buffer, contentType: string): Promise<void>;
+  get(key: string): Promise<StoredObject | null>;
+};
+
+/** Files under `dir`; the content type is not stored, so `get` reports it from the key's extension via `typeOf`. */
+export function createFileStorage(dir: string, typeOf: (key: string) => string): UploadStorage {
+  return {
+    async put(key, bytes) {
+      const file = path.join(dir, key);
+      await mkdir(path.dirname(file), { recursive: true });
+      // Write then rename, so a reader never sees a half-written image under its final name.
+      const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
+      await writeFile(tmp, bytes, { flag: 'wx' });
+      await rename(tmp, file);
+    },
+    async get(key) {
+      try {
+        return { bytes: await readFile(path.join(dir, key)), contentType: typeOf(key) };
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        if (code === 'ENOENT' || code === 'EISDIR') return null;
+        throw err;
+      }
+    },
+  };
+}
+
+const cache = new WeakMap<Config, UploadStorage>();
+
+/** The S3 bucket when S3_BUCKET is set, DATA_DIR/uploads otherwise; one instance per config. */
+export function storageFor(config: Config, typeOf: (key: string) => string): UploadStorage {
+  let storage = cache.get(config);
+  if (!storage) {
+    storage = config.s3 ? createS3Storage(config.s3) : createFileStorage(path.join(config.dataDir, 'uploads'), typeOf);
+    cache.set(config, storage);
+  }
+  return storage;
+}
