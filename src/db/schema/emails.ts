@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { customType, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { customType, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 import { contacts } from './contacts.ts';
 import { projects } from './users.ts';
 
@@ -75,6 +75,8 @@ export const emails = pgTable(
     index('emails_project_created_idx').on(t.projectId, t.createdAt, t.id),
     index('emails_contact_created_idx').on(t.contactId, t.createdAt, t.id),
     index('emails_campaign_idx').on(t.campaignId, t.status),
+    // A recipient never gets a campaign twice: at most one email per (campaign, contact).
+    uniqueIndex('emails_campaign_contact_key').on(t.campaignId, t.contactId).where(sql`campaign_id IS NOT NULL`),
     index('emails_project_message_id_idx').on(t.messageId),
   ],
 );

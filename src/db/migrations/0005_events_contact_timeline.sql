@@ -1,1 +1,0 @@
-CREATE INDEX "events_contact_created_idx" ON "events" USING btree ("contact_id","created_at","id");
