@@ -4,7 +4,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import nodemailer from 'nodemailer';
 import { SMTPServer } from 'smtp-server';
 import { uuidv7 } from '../src/db/ids.ts';
 import { buildMessage } from '../src/mail/build-message.ts';
@@ -12,7 +11,7 @@ import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestDns } from '../test/helpers/dns-server.ts';
 import { verifyDomain } from '../test/helpers/domains.ts';
 import { startTestServer } from '../test/helpers/server.ts';
-import { fmt, printMachine, verdict, withBenchDatabase } from './lib.ts';
+import { fmt, printMachine, verdict, withBenchDatabase, rawPoolRate } from './lib.ts';
 
 /**
  * Campaign benchmark (b): one MARKETING campaign to N contacts (default 100,000), delivered by one
@@ -199,20 +198,7 @@ async function rawRun(sink: Sink, total: number, poolSize: number): Promise<numb
     html: BODY.replace('{{firstName ?? "there"}}', 'User1').replace('{{plan}}', 'free'),
     headers: {},
   });
-  const transport = nodemailer.createTransport({ url: sink.url, pool: true, maxConnections: poolSize, maxMessages: 1000 });
-  const start = performance.now();
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: poolSize * 4 }, async () => {
-      while (next < total) {
-        const i = next++;
-        await transport.sendMail({ envelope: { from: FROM, to: [`user${i}@bench.example.com`] }, raw: sample });
-      }
-    }),
-  );
-  const rate = total / ((performance.now() - start) / 1000);
-  transport.close();
-  return rate;
+  return rawPoolRate({ url: sink.url, poolSize, total, from: FROM, raw: sample, to: (i) => `user${i}@bench.example.com` });
 }
 
 /** An SMTP server that only counts what it accepts (and notes a recipient seen twice). */

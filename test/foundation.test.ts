@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { bootstrap } from './helpers/bootstrap.ts';
-import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { ConfigError, loadConfig } from '../src/config.ts';
 import { type TestServer, createTestDatabase, startTestServer } from './helpers/server.ts';
 
@@ -204,6 +206,36 @@ describe('start-up', () => {
       assert.equal((await c.api.get('/health')).status, 200);
     } finally {
       await Promise.all([a.stop(), c.stop()]);
+    }
+  });
+
+  test('npm start on an empty DATA_DIR: embedded PostgreSQL, serves, and SIGTERM exits 0 after a clean stop', async () => {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'herald-start-'));
+    chmodSync(dataDir, 0o755);
+    const port = 39000 + Math.floor(Math.random() * 1000);
+    const child = spawn(process.execPath, ['src/main.ts'], {
+      env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', DATABASE_URL: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => (output += c));
+    child.stderr.on('data', (c: Buffer) => (output += c));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      let health = 0;
+      for (let i = 0; i < 300 && health !== 200; i++) {
+        health = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.status, () => 0);
+        if (health !== 200) await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.equal(health, 200);
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0);
+      assert.equal(output, '', 'nothing failed while stopping (the database outlives the requests and jobs)');
+      assert.equal(existsSync(path.join(dataDir, 'postgres', 'postmaster.pid')), false, 'PostgreSQL was stopped cleanly');
+      assert.ok(existsSync(path.join(dataDir, 'jwt-secret')), 'the generated JWT secret is kept in DATA_DIR');
+    } finally {
+      child.kill('SIGKILL');
+      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 
