@@ -1,8 +1,8 @@
-import { and, desc, eq, lt, or, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { UUID } from '../../db/ids.ts';
 import { emailRaw, emails } from '../../db/schema/emails.ts';
-import { decodeCursor, encodeCursor } from '../../http/cursor.ts';
+import { afterCursor, cursorPage } from '../../http/keyset.ts';
 import { ApiError, notFound } from '../../http/errors.ts';
 import type { EmailRecord } from './schemas.ts';
 
@@ -70,29 +70,14 @@ export async function listEmails(ctx: AppContext, projectId: string, q: EmailLis
   if (q.campaignId) filters.push(UUID.test(q.campaignId) ? eq(emails.campaignId, q.campaignId) : sql`false`);
   if (q.status) filters.push(eq(emails.status, q.status as EmailRow['status']));
   const where = and(...filters)!;
-  let page = where;
-  if (q.cursor) {
-    const c = decodeCursor(q.cursor);
-    const at = new Date(String(c.sortValue));
-    if (Number.isNaN(at.getTime()) || !UUID.test(c.id)) throw new ApiError(400, 'BAD_REQUEST', 'Invalid cursor');
-    page = and(where, or(lt(emails.createdAt, at), and(eq(emails.createdAt, at), lt(emails.id, c.id))))!;
-  }
   const rows = await ctx.database.db
     .select()
     .from(emails)
-    .where(page)
+    .where(and(where, afterCursor(q.cursor, emails.createdAt, emails.id, (id) => UUID.test(id))))
     .orderBy(desc(emails.createdAt), desc(emails.id))
     .limit(q.limit + 1);
-  const hasMore = rows.length > q.limit;
-  const data = rows.slice(0, q.limit);
-  const last = data.at(-1);
   const total = q.cursor
     ? 0
     : (await ctx.database.db.select({ n: sql<number>`count(*)::int` }).from(emails).where(where))[0].n;
-  return {
-    data: data.map(toEmailRecord),
-    cursor: hasMore && last ? encodeCursor(last.createdAt.toISOString(), last.id) : undefined,
-    hasMore,
-    total,
-  };
+  return { ...cursorPage(rows, q.limit, (e) => [e.createdAt, e.id], toEmailRecord), total };
 }

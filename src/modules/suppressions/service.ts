@@ -1,9 +1,9 @@
-import { and, desc, eq, ilike, inArray, lt, or, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, ilike, inArray, sql, type SQL } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import type { Db } from '../../db/client.ts';
 import { suppressions } from '../../db/schema/emails.ts';
-import { decodeCursor, encodeCursor } from '../../http/cursor.ts';
-import { badRequest, notFound } from '../../http/errors.ts';
+import { afterCursor, cursorPage } from '../../http/keyset.ts';
+import { notFound } from '../../http/errors.ts';
 
 export type SuppressionReason = 'bounce' | 'complaint' | 'manual';
 
@@ -54,31 +54,16 @@ export async function listSuppressions(ctx: AppContext, projectId: string, q: Su
   if (q.reason) filters.push(eq(suppressions.reason, q.reason));
   if (q.search) filters.push(ilike(suppressions.email, `%${escapeLike(q.search.trim().toLowerCase())}%`));
   const where = and(...filters)!;
-  let page = where;
-  if (q.cursor) {
-    const c = decodeCursor(q.cursor);
-    const at = new Date(String(c.sortValue));
-    if (Number.isNaN(at.getTime())) throw badRequest('Invalid cursor', { cursor: q.cursor });
-    page = and(where, or(lt(suppressions.createdAt, at), and(eq(suppressions.createdAt, at), lt(suppressions.email, c.id))))!;
-  }
   const rows = await ctx.database.db
     .select()
     .from(suppressions)
-    .where(page)
+    .where(and(where, afterCursor(q.cursor, suppressions.createdAt, suppressions.email)))
     .orderBy(desc(suppressions.createdAt), desc(suppressions.email))
     .limit(q.limit + 1);
-  const hasMore = rows.length > q.limit;
-  const data = rows.slice(0, q.limit);
-  const last = data.at(-1);
   const total = q.cursor
     ? 0
     : (await ctx.database.db.select({ n: sql<number>`count(*)::int` }).from(suppressions).where(where))[0].n;
-  return {
-    data: data.map(toRecord),
-    cursor: hasMore && last ? encodeCursor(last.createdAt.toISOString(), last.email) : undefined,
-    hasMore,
-    total,
-  };
+  return { ...cursorPage(rows, q.limit, (r) => [r.createdAt, r.email], toRecord), total };
 }
 
 /** Lets mail reach the address again. The contact stays unsubscribed: re-subscribing is a separate, explicit step. */

@@ -1,0 +1,29 @@
+import { and, eq, lt, or, type SQL } from 'drizzle-orm';
+import type { AnyPgColumn } from 'drizzle-orm/pg-core';
+import { decodeCursor, encodeCursor } from './cursor.ts';
+import { badRequest } from './errors.ts';
+
+/**
+ * Cursor lists ordered newest first on (a timestamp, a unique tie-breaker): the condition for the
+ * rows after a cursor, and the page built from `limit + 1` fetched rows.
+ */
+export function afterCursor(cursor: string | undefined, time: AnyPgColumn, key: AnyPgColumn, validKey: (k: string) => boolean = () => true): SQL | undefined {
+  if (!cursor) return undefined;
+  const c = decodeCursor(cursor);
+  const at = new Date(String(c.sortValue));
+  if (Number.isNaN(at.getTime()) || !validKey(c.id)) throw badRequest('Invalid cursor', { cursor });
+  return or(lt(time, at), and(eq(time, at), lt(key, c.id)));
+}
+
+export function cursorPage<Row, Item>(
+  rows: Row[],
+  limit: number,
+  position: (row: Row) => [Date, string],
+  toItem: (row: Row) => Item,
+): { data: Item[]; cursor: string | undefined; hasMore: boolean } {
+  const hasMore = rows.length > limit;
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  const cursor = hasMore && last ? encodeCursor(position(last)[0].toISOString(), position(last)[1]) : undefined;
+  return { data: page.map(toItem), cursor, hasMore };
+}
