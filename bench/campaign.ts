@@ -4,14 +4,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { SMTPServer } from 'smtp-server';
 import { uuidv7 } from '../src/db/ids.ts';
 import { buildMessage } from '../src/mail/build-message.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestDns } from '../test/helpers/dns-server.ts';
 import { verifyDomain } from '../test/helpers/domains.ts';
 import { startTestServer } from '../test/helpers/server.ts';
-import { fmt, printMachine, verdict, withBenchDatabase, rawPoolRate } from './lib.ts';
+import { fmt, printMachine, verdict, withBenchDatabase, rawPoolRate, countingSink } from './lib.ts';
 
 /**
  * Campaign benchmark (b): one MARKETING campaign to N contacts (default 100,000), delivered by one
@@ -201,50 +200,3 @@ async function rawRun(sink: Sink, total: number, poolSize: number): Promise<numb
   return rawPoolRate({ url: sink.url, poolSize, total, from: FROM, raw: sample, to: (i) => `user${i}@bench.example.com` });
 }
 
-/** An SMTP server that only counts what it accepts (and notes a recipient seen twice). */
-async function countingSink() {
-  let count = 0;
-  const seen = new Set<string>();
-  const twice: string[] = [];
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    logger: false,
-    onData(stream, session, cb) {
-      stream.on('data', () => {});
-      stream.on('end', () => {
-        // Only campaign mail: bootstrapping the project also sends a sign-up verification email.
-        if (session.envelope.rcptTo.some((r) => r.address.endsWith('@bench.example.com'))) count += 1;
-        for (const r of session.envelope.rcptTo) {
-          if (seen.has(r.address)) twice.push(r.address);
-          seen.add(r.address);
-        }
-        cb();
-      });
-    },
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.server.address() as { port: number };
-  return {
-    url: `smtp://127.0.0.1:${address.port}`,
-    count: () => count,
-    duplicates: () => twice,
-    reset: () => {
-      count = 0;
-      seen.clear();
-      twice.length = 0;
-    },
-    /** Waits for `target` messages; fails when none arrives for two minutes. */
-    until: async (target: number, tick: () => void) => {
-      let last = count;
-      let movedAt = Date.now();
-      while (count < target) {
-        tick();
-        if (count !== last) [last, movedAt] = [count, Date.now()];
-        if (Date.now() - movedAt > 120_000) throw new Error(`delivery stalled at ${count} of ${target} messages`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    },
-    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import nodemailer from 'nodemailer';
+import { SMTPServer } from 'smtp-server';
 import { startEmbeddedPostgres } from '../src/db/connect.ts';
 
 /** Shared pieces of the benchmarks: the machine line, a throw-away PostgreSQL, autocannon, number format. */
@@ -67,4 +68,55 @@ export async function rawPoolRate(opts: { url: string; poolSize: number; total: 
   const rate = opts.total / ((performance.now() - start) / 1000);
   transport.close();
   return rate;
+}
+
+/**
+ * An SMTP server that only counts the benchmark's messages (recipients @bench.example.com; the
+ * sign-up verification email is not one) and notes a recipient seen twice.
+ */
+export async function countingSink() {
+  let count = 0;
+  const seen = new Set<string>();
+  const twice: string[] = [];
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    logger: false,
+    onData(stream, session, cb) {
+      stream.on('data', () => {});
+      stream.on('end', () => {
+        // Only campaign mail: bootstrapping the project also sends a sign-up verification email.
+        if (session.envelope.rcptTo.some((r) => r.address.endsWith('@bench.example.com'))) count += 1;
+        for (const r of session.envelope.rcptTo) {
+          if (seen.has(r.address)) twice.push(r.address);
+          seen.add(r.address);
+        }
+        cb();
+      });
+    },
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.server.address() as { port: number };
+  return {
+    url: `smtp://127.0.0.1:${address.port}`,
+    count: () => count,
+    duplicates: () => twice,
+    reset: () => {
+      count = 0;
+      seen.clear();
+      twice.length = 0;
+    },
+    /** Waits for `target` messages; fails when none arrives for two minutes. */
+    until: async (target: number, tick: () => void = () => {}) => {
+      let last = count;
+      let movedAt = Date.now();
+      while (count < target) {
+        tick();
+        if (count !== last) [last, movedAt] = [count, Date.now()];
+        if (Date.now() - movedAt > 120_000) throw new Error(`delivery stalled at ${count} of ${target} messages`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }

@@ -1,7 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import pino from 'pino';
-import { SMTPServer } from 'smtp-server';
 import { loadConfig } from '../src/config.ts';
 import { uuidv7 } from '../src/db/ids.ts';
 import { upsertContactQuery } from '../src/modules/contacts/service.ts';
@@ -11,7 +10,7 @@ import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestDns } from '../test/helpers/dns-server.ts';
 import { verifyDomain } from '../test/helpers/domains.ts';
 import { startTestServer } from '../test/helpers/server.ts';
-import { autocannon, fmt, printMachine, rawPoolRate, verdict, withBenchDatabase } from './lib.ts';
+import { autocannon, countingSink, fmt, printMachine, rawPoolRate, verdict, withBenchDatabase } from './lib.ts';
 
 /**
  * Send benchmark.
@@ -114,33 +113,6 @@ async function countEmails(sql: (t: string, v?: unknown[]) => Promise<{ n: numbe
   return (await sql('SELECT count(*)::int AS n FROM emails WHERE project_id = $1', [projectId]))[0].n;
 }
 
-/** An SMTP server that only counts what it accepts. */
-async function countingSink() {
-  let count = 0;
-  let waiter: { target: number; resolve: () => void } | null = null;
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    logger: false,
-    onData(stream, _session, cb) {
-      stream.on('data', () => {});
-      stream.on('end', () => {
-        count += 1;
-        if (waiter && count >= waiter.target) waiter.resolve();
-        cb();
-      });
-    },
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.server.address() as { port: number };
-  return {
-    url: `smtp://127.0.0.1:${address.port}`,
-    count: () => count,
-    reset: () => void (count = 0),
-    until: (target: number) => new Promise<void>((resolve) => (count >= target ? resolve() : (waiter = { target, resolve }))),
-    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 async function deliveryThroughput(databaseUrl: string, dns: Awaited<ReturnType<typeof startTestDns>>, total: number): Promise<void> {
   const sink = await countingSink();
