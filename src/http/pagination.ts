@@ -26,6 +26,13 @@ export const dirParam = z
   .optional()
   .transform((v) => (v === 'asc' ? 'asc' : 'desc') as 'asc' | 'desc');
 
+/** `?search=`: trimmed, at most 200 characters; blank means no search. */
+export const searchParam = z
+  .string()
+  .max(200)
+  .optional()
+  .transform((v) => (v?.trim() ? v.trim() : undefined));
+
 /** An enum query parameter whose unrecognised values fall back to a default (spec: `sort`). */
 export const fallbackEnum = <T extends string>(values: readonly T[], fallback: T) =>
   z

@@ -1,32 +1,21 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
 import { PREFIXED_ID } from '../../db/ids.ts';
-import { encodeCursor } from '../../http/cursor.ts';
-import { isoMs, isoUs } from '../contacts/sql.ts';
-import { distinctEventNames, timeCursor } from '../events/list.ts';
+import { type EventRow, distinctEventNames, pageOfEvents } from '../events/list.ts';
 import { type TimeRange, boundsSql, inRange, rangeEcho } from '../events/range.ts';
 import type { ActivityItem, ActivityQuery } from './schemas.ts';
 import { ACTIVITY_TYPES, activityTypeOf, typeCondition } from './types.ts';
 
 const CONTACT_ID = PREFIXED_ID('cnt');
 
-type FeedRow = {
-  id: string;
-  name: string;
-  contact_id: string | null;
-  contact_email: string | null;
-  data: Record<string, unknown> | null;
-  occurred_at: string;
-  sort_value: string;
-};
 
-function toItem(r: FeedRow): ActivityItem {
+function toItem(r: EventRow): ActivityItem {
   const type = activityTypeOf(r.name);
   const data = r.data ?? {};
   const item: ActivityItem = {
     id: r.id,
     type,
-    occurredAt: r.occurred_at,
+    occurredAt: r.created_at,
     contact: r.contact_id && r.contact_email ? { id: r.contact_id, email: r.contact_email } : null,
     data,
   };
@@ -54,26 +43,7 @@ export async function activityFeed(db: Db, projectId: string, q: ActivityQuery):
   if (types.length > 0 && types.length < ACTIVITY_TYPES.length) {
     filters.push(sql`(${sql.join(types.map(typeCondition), sql` OR `)})`);
   }
-  const where = sql.join(filters, sql` AND `);
-  const after = q.cursor ? timeCursor(q.cursor) : null;
-  const keyset = after ? sql` AND (e.created_at, e.id) < (${after.at}::timestamptz, ${after.id})` : sql``;
-
-  const page = db.execute<FeedRow>(sql`
-    SELECT e.id, e.name, e.contact_id, c.email AS contact_email, e.data,
-           ${isoMs('e.created_at')} AS occurred_at, ${isoUs('e.created_at')} AS sort_value
-      FROM events AS e LEFT JOIN contacts AS c ON c.id = e.contact_id
-     WHERE ${where}${keyset}
-     ORDER BY e.created_at DESC, e.id DESC
-     LIMIT ${q.limit + 1}`);
-  const count = after ? null : db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM events AS e WHERE ${where}`);
-  const [{ rows }, counted] = await Promise.all([page, count]);
-
-  const hasMore = rows.length > q.limit;
-  const items = hasMore ? rows.slice(0, q.limit) : rows;
-  const feed: ActivityFeed = { data: items.map(toItem), hasMore, total: counted ? counted.rows[0].n : 0 };
-  const last = items.at(-1);
-  if (hasMore && last) feed.cursor = encodeCursor(last.sort_value, last.id);
-  return feed;
+  return pageOfEvents(db, filters, q.limit, q.cursor, toItem);
 }
 
 /** The known types first, in their canonical order, then any other (future `email.*`) alphabetically. */

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { AudienceType, CampaignStatus } from '../../db/schema/campaigns.ts';
 import type { EmailType } from '../../db/schema/emails.ts';
 import { badRequest } from '../../http/errors.ts';
-import { dirParam, fallbackEnum, pageParams } from '../../http/pagination.ts';
+import { dirParam, fallbackEnum, pageParams, searchParam } from '../../http/pagination.ts';
 
 export const CAMPAIGN_STATUSES = ['DRAFT', 'SCHEDULED', 'SENDING', 'SENT', 'CANCELLED'] as const satisfies readonly CampaignStatus[];
 export const CAMPAIGN_TYPES = ['TRANSACTIONAL', 'MARKETING', 'HEADLESS'] as const satisfies readonly EmailType[];
@@ -67,11 +67,7 @@ export const listCampaignsQuery = pageParams(100).extend({
       }
       return s as CampaignStatus;
     }),
-  search: z
-    .string()
-    .max(200)
-    .optional()
-    .transform((v) => (v?.trim() ? v.trim() : undefined)),
+  search: searchParam,
   sort: fallbackEnum(CAMPAIGN_SORTS, 'createdAt'),
   dir: dirParam,
 });

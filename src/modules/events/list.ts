@@ -26,7 +26,7 @@ export function timeCursor(cursor: string, idPattern: RegExp = EVENT_ID): { at: 
   return { at: sortValue, id };
 }
 
-type EventRow = {
+export type EventRow = {
   id: string;
   name: string;
   contact_id: string | null;
@@ -50,7 +50,13 @@ const toEventRecord = (r: EventRow): EventRecord => ({
  * (project_id, created_at, id), (project_id, name, created_at) or (contact_id, created_at, id).
  * `total` only on the first page.
  */
-async function pageOfEvents(db: Db, filters: SQL[], limit: number, cursor: string | undefined): Promise<EventList> {
+export async function pageOfEvents<T = EventRecord>(
+  db: Db,
+  filters: SQL[],
+  limit: number,
+  cursor: string | undefined,
+  toItem: (row: EventRow) => T = toEventRecord as (row: EventRow) => T,
+): Promise<{ data: T[]; cursor?: string; hasMore: boolean; total: number }> {
   const where = sql.join(filters, sql` AND `);
   const after = cursor ? timeCursor(cursor) : null;
   const keyset = after ? sql` AND (e.created_at, e.id) < (${after.at}::timestamptz, ${after.id})` : sql``;
@@ -65,7 +71,11 @@ async function pageOfEvents(db: Db, filters: SQL[], limit: number, cursor: strin
   const [{ rows }, counted] = await Promise.all([page, count]);
   const hasMore = rows.length > limit;
   const items = hasMore ? rows.slice(0, limit) : rows;
-  const list: EventList = { data: items.map(toEventRecord), hasMore, total: counted ? counted.rows[0].n : 0 };
+  const list: { data: T[]; cursor?: string; hasMore: boolean; total: number } = {
+    data: items.map(toItem),
+    hasMore,
+    total: counted ? counted.rows[0].n : 0,
+  };
   const last = items.at(-1);
   if (hasMore && last) list.cursor = encodeCursor(last.sort_value, last.id);
   return list;

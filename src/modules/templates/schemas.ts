@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { TemplateType } from '../../db/schema/templates.ts';
 import { SimpleError } from '../../http/errors.ts';
-import { dirParam, fallbackEnum, pageParams } from '../../http/pagination.ts';
+import { dirParam, fallbackEnum, pageParams, searchParam } from '../../http/pagination.ts';
 
 export const TEMPLATE_TYPES = ['TRANSACTIONAL', 'MARKETING', 'HEADLESS'] as const satisfies readonly TemplateType[];
 
@@ -68,11 +68,7 @@ export const listTemplatesQuery = pageParams(100).extend({
     (v) => (typeof v === 'string' ? (v.trim() === '' ? undefined : v.trim().toUpperCase()) : v),
     z.enum(TEMPLATE_TYPES).optional(),
   ),
-  search: z
-    .string()
-    .max(200)
-    .optional()
-    .transform((v) => (v?.trim() ? v.trim() : undefined)),
+  search: searchParam,
   sort: fallbackEnum(TEMPLATE_SORTS, 'createdAt'),
   dir: dirParam,
 });
