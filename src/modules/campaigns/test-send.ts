@@ -3,9 +3,7 @@ import { withTransaction } from '../../db/client.ts';
 import type { EmailStatus } from '../../db/schema/emails.ts';
 import { upsertContact } from '../contacts/service.ts';
 import { senderDomainFor } from '../domains/sender.ts';
-import { queueEmails } from '../emails/queue.ts';
-import { initialStatus } from '../emails/send.ts';
-import { isSuppressed } from '../suppressions/service.ts';
+import { queueEmailsWithStatus } from '../emails/queue.ts';
 import { campaignRow } from './service.ts';
 
 export type TestSendResult = { id: string; to: string; subject: string; status: EmailStatus };
@@ -23,8 +21,7 @@ export async function sendTestEmail(ctx: AppContext, projectId: string, id: stri
   const subject = `[Test] ${campaign.subject}`;
   return withTransaction(ctx.database, async (t) => {
     const { contact } = await upsertContact(t.tx, projectId, { email: to }, { defaultSubscribed: false, now });
-    const decided = initialStatus('TRANSACTIONAL', contact.subscribed, await isSuppressed(t.tx, projectId, contact.email));
-    const [emailId] = await queueEmails(ctx, t, [
+    const [queued] = await queueEmailsWithStatus(ctx, t, [
       {
         projectId,
         contactId: contact.id,
@@ -35,9 +32,10 @@ export async function sendTestEmail(ctx: AppContext, projectId: string, id: stri
         subjectSource: subject,
         bodySource: campaign.body,
         campaignId: null,
-        ...decided,
+        status: 'QUEUED',
+        checkSuppression: true,
       },
     ]);
-    return { id: emailId, to: contact.email, subject, status: decided.status };
+    return { id: queued.id, to: contact.email, subject, status: queued.status };
   });
 }

@@ -20,9 +20,8 @@ type Address = { email: string; name?: string | null };
 
 const toAddress = (a: string | { email: string; name?: string }): Address => (typeof a === 'string' ? { email: a } : a);
 
-/** Whether a message of this type may go to the contact now (decisions.md § 5). */
-export function initialStatus(type: EmailType, subscribed: boolean, suppressed: boolean): Pick<NewEmail, 'status' | 'error'> {
-  if (suppressed) return { status: 'SUPPRESSED', error: 'Address is suppressed in this project' };
+/** Whether a message of this type may go to the contact now (decisions.md § 5); suppression is checked by the insert. */
+export function initialStatus(type: EmailType, subscribed: boolean): Pick<NewEmail, 'status' | 'error'> {
   if (type !== 'TRANSACTIONAL' && !subscribed) return { status: 'SKIPPED', error: 'unsubscribed' };
   return { status: 'QUEUED', error: null };
 }
@@ -77,7 +76,7 @@ export async function sendEmails(ctx: AppContext, projectId: string, body: SendB
         headers: body.headers,
         attachments: body.attachments,
         templateId: template?.id ?? null,
-        ...initialStatus(type, contact.subscribed, false),
+        ...initialStatus(type, contact.subscribed),
         checkSuppression: true,
       });
     }
