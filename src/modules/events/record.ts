@@ -38,12 +38,3 @@ export async function recordEvent(db: Db, e: NewEvent): Promise<{ id: string; cr
   }
   return { id, createdAt };
 }
-
-/** Several events in one INSERT (the delivery worker records a batch's email.* events at once). */
-export async function recordEvents(db: Db, list: NewEvent[]): Promise<void> {
-  if (list.length === 0) return;
-  const now = new Date();
-  await db.insert(events).values(
-    list.map((e) => ({ id: prefixedId('evt'), projectId: e.projectId, contactId: e.contactId, name: e.name, data: e.data ?? null, createdAt: e.createdAt ?? now })),
-  );
-}

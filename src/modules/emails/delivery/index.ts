@@ -18,7 +18,6 @@ import { reserveSendSlots } from './throttle.ts';
 /** A reserved send slot further away than this is waited for in the queue, not in the worker. */
 const MAX_INLINE_WAIT_MS = 2000;
 const MAX_BACKOFF_SECONDS = 6 * 3600;
-const RECORD_GROUP = 5;
 
 const payload = z.object({ emailId: z.string().uuid(), slot: z.string().datetime().optional() });
 type Payload = z.infer<typeof payload>;
@@ -48,14 +47,6 @@ export async function deliverBatch(ctx: AppContext, items: Payload[]): Promise<v
   const now = [...slots].filter(([, slot]) => slot.getTime() - Date.now() <= MAX_INLINE_WAIT_MS).map(([id]) => id);
 
   const claimed = await claimEmails(ctx, now);
-  // Accepted messages are recorded in small groups as they complete: one transaction per group,
-  // and a crash leaves at most a group's worth accepted-but-unrecorded (re-sent after the lease).
-  let accepted: Accepted[] = [];
-  const flush = async () => {
-    const group = accepted;
-    accepted = [];
-    await recordAccepted(ctx, group);
-  };
   for (const [projectId, batch] of groupBy(claimed, (e) => e.projectId)) {
     const blocked = await sendingBlocked(ctx, projectId);
     const suppressed = await suppressedAmong(ctx.database.db, projectId, batch.map((e) => e.toEmail));
@@ -66,18 +57,16 @@ export async function deliverBatch(ctx: AppContext, items: Payload[]): Promise<v
         if (wait > 0) await sleep(wait);
         const contact = email.contactId ? (contacts.get(email.contactId) ?? null) : null;
         const done = await sendOne(ctx, email, contact, { blocked, suppressed: suppressed.has(email.toEmail) });
-        if (done) accepted.push(done);
-        if (accepted.length >= RECORD_GROUP) await flush();
+        if (done) await recordAccepted(ctx, done);
       }),
     );
   }
-  await flush();
 }
 
 /** One job's worth: used by tests and by callers that deliver a single email. */
 export const deliverEmail = (ctx: AppContext, data: Payload) => deliverBatch(ctx, [data]);
 
-/** Checks, composes and sends one claimed email. Returns the accepted message for the batch record; records every other outcome itself. */
+/** Checks, composes and sends one claimed email. Returns the accepted message for the caller to record; records every other outcome itself. */
 async function sendOne(
   ctx: AppContext,
   email: ClaimedEmail,

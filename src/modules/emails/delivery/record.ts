@@ -1,8 +1,9 @@
 import { eq, sql } from 'drizzle-orm';
 import type { AppContext } from '../../../context.ts';
 import { withTransaction } from '../../../db/client.ts';
+import { prefixedId } from '../../../db/ids.ts';
 import { type EmailStatus, emailRaw, emails } from '../../../db/schema/emails.ts';
-import { recordEvent, recordEvents } from '../../events/record.ts';
+import { recordEvent } from '../../events/record.ts';
 import type { ClaimedEmail } from './claim.ts';
 import { DELIVERY_QUEUE } from './queue-name.ts';
 
@@ -36,37 +37,35 @@ export async function recordNotSent(ctx: AppContext, email: ClaimedEmail, status
 export type Accepted = { email: ClaimedEmail; raw: Buffer; subject: string; messageId: string; at: Date };
 
 /**
- * The relay (or capture) accepted these messages: one transaction for the batch. Captured
- * messages are stored and count as delivered. Events: email.sent (and email.delivered).
+ * The relay (or capture) accepted this message. Recorded at once and in ONE statement (status,
+ * captured source, email.sent/email.delivered events), so the window in which a crash could leave
+ * an accepted message unrecorded — and so re-sent after the claim lease — is one round trip.
  */
-export async function recordAccepted(ctx: AppContext, accepted: Accepted[]): Promise<void> {
-  if (accepted.length === 0) return;
+export async function recordAccepted(ctx: AppContext, a: Accepted): Promise<void> {
   const captured = ctx.mailer.mode === 'capture';
-  await withTransaction(ctx.database, async ({ tx }) => {
-    await tx.execute(sql`
-      UPDATE emails AS e
-         SET status = ${captured ? 'DELIVERED' : 'SENT'}, subject = v.subject, message_id = v.message_id, error = NULL,
-             locked_until = NULL, sent_at = v.at, delivered_at = ${captured ? sql`v.at` : sql`NULL`}, updated_at = v.at
-        FROM unnest(${uuidArray(accepted.map((a) => a.email.id))}, ${textArray(accepted.map((a) => a.subject))},
-                    ${textArray(accepted.map((a) => a.messageId))}, ${timestampArray(accepted.map((a) => a.at))})
-             AS v(id, subject, message_id, at)
-       WHERE e.id = v.id`);
-    if (captured) {
-      await tx.insert(emailRaw).values(accepted.map((a) => ({ emailId: a.email.id, raw: a.raw }))).onConflictDoNothing();
-    }
-    const names = captured ? ['email.sent', 'email.delivered'] : ['email.sent'];
-    const rows = accepted
-      .filter((a) => a.email.contactId)
-      .flatMap((a) =>
-        names.map((name) => ({ projectId: a.email.projectId, contactId: a.email.contactId, name, data: emailEventData(a.email, a.subject), createdAt: a.at })),
-      );
-    await recordEvents(tx, rows);
-  });
+  const data = JSON.stringify(emailEventData(a.email, a.subject));
+  const at = a.at.toISOString();
+  await ctx.database.db.execute(sql`
+    WITH updated AS (
+      UPDATE emails
+         SET status = ${captured ? 'DELIVERED' : 'SENT'}, subject = ${a.subject}, message_id = ${a.messageId}, error = NULL,
+             locked_until = NULL, sent_at = ${at}::timestamptz,
+             delivered_at = ${captured ? sql`${at}::timestamptz` : sql`NULL`}, updated_at = ${at}::timestamptz
+       WHERE id = ${a.email.id}::uuid
+       RETURNING id, project_id, contact_id
+    ), stored AS (
+      INSERT INTO email_raw (email_id, raw)
+      SELECT id, ${captured ? a.raw : null}::bytea FROM updated WHERE ${captured}
+      ON CONFLICT DO NOTHING
+    )
+    INSERT INTO events (id, project_id, contact_id, name, data, created_at)
+    SELECT ev.id, u.project_id, u.contact_id, ev.name, ${data}::jsonb, ${at}::timestamptz
+      FROM updated u
+      CROSS JOIN (VALUES (${prefixedId('evt')}, 'email.sent'), (${prefixedId('evt')}, 'email.delivered')) AS ev(id, name)
+     WHERE u.contact_id IS NOT NULL AND (ev.name = 'email.sent' OR ${captured})`);
 }
 
-const uuidArray = (values: string[]) => sql`${sql.param(values)}::uuid[]`;
-const textArray = (values: string[]) => sql`${sql.param(values)}::text[]`;
-const timestampArray = (values: Date[]) => sql`${sql.param(values.map((d) => d.toISOString()))}::timestamptz[]`;
+
 
 /** A temporary failure: back to QUEUED with the server's reply, and a new delivery job at `retryAt`. */
 export async function recordRetry(ctx: AppContext, email: ClaimedEmail, response: string, retryAt: Date): Promise<void> {
