@@ -51,7 +51,9 @@ export async function run(args: string[]): Promise<void> {
       const herald = await campaignRun(databaseUrl, dns, sink, contacts, poolSize, workers);
       sink.reset();
       const raw = await rawRun(sink, contacts, poolSize * workers);
-      console.log(`\n   Herald campaign:      ${fmt(herald.rate)} messages/s  (all ${fmt(contacts)} delivered in ${herald.seconds.toFixed(1)} s; SENT after ${herald.sentSeconds.toFixed(1)} s)`);
+      console.log(
+        `\n   Herald campaign:      ${fmt(herald.rate)} messages/s  (all ${fmt(contacts)} delivered in ${herald.seconds.toFixed(1)} s; SENT after ${herald.sentSeconds.toFixed(1)} s)`,
+      );
       console.log(`   raw nodemailer pool:  ${fmt(raw)} messages/s`);
       const ratio = herald.rate / raw;
       console.log(`   ratio Herald / raw:   ${(ratio * 100).toFixed(1)} %  (target ≥ 70 %: ${verdict(ratio >= 0.7)})`);
@@ -199,4 +201,3 @@ async function rawRun(sink: Sink, total: number, poolSize: number): Promise<numb
   });
   return rawPoolRate({ url: sink.url, poolSize, total, from: FROM, raw: sample, to: (i) => `user${i}@bench.example.com` });
 }
-

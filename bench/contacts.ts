@@ -112,9 +112,7 @@ async function upsertThroughput(url: string, databaseUrl: string, api: TestServe
   const sqlRate = totals.sqlRows / totals.sqlSeconds;
   const failures = totals.failures;
 
-  console.log(
-    `   POST /contacts (HTTP):  ${fmt(httpRate)} rows/s  (${totals.httpRows} 2xx, ${failures} failed, ${httpStored} contacts stored incl. warm-up)`,
-  );
+  console.log(`   POST /contacts (HTTP):  ${fmt(httpRate)} rows/s  (${totals.httpRows} 2xx, ${failures} failed, ${httpStored} contacts stored incl. warm-up)`);
   console.log(`   same SQL through pg:    ${fmt(sqlRate)} rows/s`);
   const ratio = httpRate / sqlRate;
   console.log(`   ratio HTTP / SQL:       ${(ratio * 100).toFixed(1)} %  (target ≥ 60 %: ${verdict(ratio >= 0.6)})\n`);
@@ -145,10 +143,9 @@ async function listLatency(api: TestServer['api'], sql: TestServer['sql']): Prom
       `SELECT id, ${o.value} AS v FROM contacts WHERE project_id = $1 ORDER BY ${o.order} OFFSET ${DEPTH - 1} LIMIT 1`,
       [b.project.id],
     );
-    const [expectedNext] = await sql<{ id: string }>(
-      `SELECT id FROM contacts WHERE project_id = $1 ORDER BY ${o.order} OFFSET ${DEPTH} LIMIT 1`,
-      [b.project.id],
-    );
+    const [expectedNext] = await sql<{ id: string }>(`SELECT id FROM contacts WHERE project_id = $1 ORDER BY ${o.order} OFFSET ${DEPTH} LIMIT 1`, [
+      b.project.id,
+    ]);
     const cursor = encodeCursor(at.v, at.id);
     const firstPage = await api.as({ key: b.project.secretKey }).get<ListBody & { cursor: string }>(`/contacts?${o.name}`);
     const first = await median(b.sk, `/contacts?${o.name}`, (body) => body.total === total && body.data.length === 20);
@@ -163,9 +160,7 @@ async function listLatency(api: TestServer['api'], sql: TestServer['sql']): Prom
       `   ${o.name}: first page ${first.toFixed(2)} ms (with total), second page ${second.toFixed(2)} ms, after ${fmt(DEPTH)} contacts ${deep.toFixed(2)} ms`,
     );
     const ratio = deep / first;
-    console.log(
-      `     ratio deep / first: ${ratio.toFixed(2)}×  (target ≤ 2×: ${verdict(ratio <= 2)});  deep / second: ${(deep / second).toFixed(2)}×`,
-    );
+    console.log(`     ratio deep / first: ${ratio.toFixed(2)}×  (target ≤ 2×: ${verdict(ratio <= 2)});  deep / second: ${(deep / second).toFixed(2)}×`);
   }
 }
 

@@ -45,7 +45,9 @@ export async function run(): Promise<void> {
       console.log(`postgres: ${(await server.sql<{ v: string }>("SELECT current_setting('server_version') AS v"))[0].v} (embedded)\n`);
       const { csv, rows } = buildCsv();
       const existing = Math.floor(rows / 2);
-      console.log(`file: ${(Buffer.byteLength(csv) / MB).toFixed(2)} MB, ${fmt(rows)} rows, ${HEADER.length} columns; ${fmt(existing)} of them already contacts`);
+      console.log(
+        `file: ${(Buffer.byteLength(csv) / MB).toFixed(2)} MB, ${fmt(rows)} rows, ${HEADER.length} columns; ${fmt(existing)} of them already contacts`,
+      );
 
       const importRates: number[] = [];
       const referenceRates: number[] = [];
@@ -82,12 +84,8 @@ export async function run(): Promise<void> {
       const ratio = median(ratios);
       console.log(`\n   import, upload → completed (median):       ${fmt(median(importRates))} rows/s`);
       console.log(`   reference, parse + load + merge (median):  ${fmt(median(referenceRates))} rows/s`);
-      console.log(
-        `   ratio import / reference (median of rounds): ${(ratio * 100).toFixed(1)} %  (target ≥ 50 %: ${verdict(ratio >= 0.5)})`,
-      );
-      console.log(
-        `   (vs the reference's load + merge alone, ${fmt(median(databaseRates))} rows/s: ${(median(dbRatios) * 100).toFixed(1)} %)`,
-      );
+      console.log(`   ratio import / reference (median of rounds): ${(ratio * 100).toFixed(1)} %  (target ≥ 50 %: ${verdict(ratio >= 0.5)})`);
+      console.log(`   (vs the reference's load + merge alone, ${fmt(median(databaseRates))} rows/s: ${(median(dbRatios) * 100).toFixed(1)} %)`);
     } finally {
       await server.stop();
     }

@@ -139,7 +139,11 @@ async function latency(maxRate: number, cannon: Cannon, reference: Reference): P
   console.log(`   p99 < 50 ms: ${verdict(half.latency.p99 < 50)}`);
 }
 
-const loadAverage = () => `load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`;
+const loadAverage = () =>
+  `load average ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`;
 
 const failures = (r: AutocannonResult) => r.non2xx + r.errors + r.timeouts;
 

@@ -6,7 +6,9 @@ import { z } from 'zod';
 /** The only reader of process.env. Every variable is documented in the README. */
 
 const bool = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
+  .string()
+  .transform((v) => v.trim().toLowerCase())
+  .pipe(z.enum(['true', 'false', '1', '0', 'yes', 'no', ''], { message: 'must be true or false' }))
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
 const url = (protocols: string[]) =>
@@ -30,7 +32,7 @@ const int = (min: number, max: number) =>
 
 const hostPort = z.string().regex(/^[0-9a-fA-F.:[\]]+$/, 'must be ip or ip:port');
 
-const envSchema = z.object({
+export const envSchema = z.object({
   PORT: int(0, 65535).default('3000'),
   HOST: z.string().min(1).default('0.0.0.0'),
   PUBLIC_URL: url(['http:', 'https:']).optional(),
@@ -45,24 +47,60 @@ const envSchema = z.object({
   DNS_SERVERS: z
     .string()
     .optional()
-    .transform((v) => (v ? v.split(',').map((s) => s.trim()).filter(Boolean) : []))
+    .transform((v) =>
+      v
+        ? v
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : [],
+    )
     .pipe(z.array(hostPort)),
   JWT_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   DISABLE_SIGNUP: bool.default('false'),
   API_RATE_LIMIT_PER_MINUTE: int(1, 10_000_000).default('1000'),
+  TRUST_PROXY: z
+    .string()
+    .optional()
+    .transform((v) => v ?? 'false')
+    .pipe(z.string().regex(/^(true|false|\d{1,2}|[0-9a-fA-F.:/,\s]+)$/, 'must be true, false, a hop count or a list of proxy addresses/CIDRs')),
+  MAX_PROJECTS_PER_USER: int(1, 100_000).default('10'),
+  SIGNUPS_PER_IP_PER_HOUR: int(1, 1_000_000).default('10'),
   IDEMPOTENCY_KEY_TTL_HOURS: int(1, 24 * 365).default('24'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  LOG_FORMAT: z.enum(['json', 'pretty']).optional(),
   WEBHOOK_ALLOW_PRIVATE_NETWORKS: bool.default('false'),
+  WORKFLOW_BATCH_SIZE: int(1, 10_000).default('500'),
   DELIVERY_RETRY_BASE_SECONDS: int(1, 3600).default('30'),
   DELIVERY_MAX_ATTEMPTS: int(1, 50).default('8'),
+  TRACKING_LINK_TTL_DAYS: int(1, 36500).default('365'),
   SNS_TRUSTED_CERT_FILE: z.string().optional(),
+  SNS_TOPIC_ARNS: z
+    .string()
+    .optional()
+    .transform((v) =>
+      v
+        ? v
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : [],
+    )
+    .pipe(z.array(z.string().regex(/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_.-]{1,256}$/, 'must be a comma-separated list of SNS topic ARNs'))),
   STRIPE_SECRET_KEY: z.string().optional(),
+  STRIPE_WEBHOOK_SECRET: z.string().optional(),
+  STRIPE_API_BASE: url(['http:', 'https:']).optional(),
+  STRIPE_PRICE_ID: z.string().optional(),
   S3_BUCKET: z.string().optional(),
   S3_ENDPOINT: url(['http:', 'https:']).optional(),
-  S3_REGION: z.string().regex(/^[a-z0-9-]+$/, 'must be a region name like us-east-1').default('us-east-1'),
+  S3_REGION: z
+    .string()
+    .regex(/^[a-z0-9-]+$/, 'must be a region name like us-east-1')
+    .default('us-east-1'),
   S3_ACCESS_KEY_ID: z.string().optional(),
   S3_SECRET_ACCESS_KEY: z.string().optional(),
   S3_FORCE_PATH_STYLE: bool.default('true'),
+  STRICT_RESPONSES: bool.default('false'),
 });
 
 export type Config = Readonly<{
@@ -79,17 +117,35 @@ export type Config = Readonly<{
   sendRatePerSecond: number;
   dnsServers: string[];
   jwtSecret: string;
+  /** JWT_SECRET was not set: the secret was generated into (or read from) DATA_DIR. */
+  jwtSecretGenerated: boolean;
   disableSignup: boolean;
   apiRateLimitPerMinute: number;
+  /** Fastify's trustProxy: false (default), true, a hop count, or the trusted proxy addresses. */
+  trustProxy: boolean | number | string;
+  maxProjectsPerUser: number;
+  signupsPerIpPerHour: number;
   idempotencyKeyTtlHours: number;
   logLevel: string;
+  /** Unset: pretty on a terminal, JSON otherwise. */
+  logFormat: 'json' | 'pretty' | undefined;
   webhookAllowPrivateNetworks: boolean;
+  /** Workflow executions a worker claims and advances per transaction. */
+  workflowBatchSize: number;
   deliveryRetryBaseSeconds: number;
   deliveryMaxAttempts: number;
+  /** Click and open links older than this show a page naming the destination instead of redirecting. */
+  trackingLinkTtlDays: number;
   snsTrustedCertFile: string | undefined;
+  /** The only SNS topics /webhooks/notifications accepts; empty: it refuses everything. */
+  snsTopicArns: readonly string[];
   stripeSecretKey: string | undefined;
+  /** Stripe settings, used only when stripeSecretKey is set. */
+  stripe: Readonly<{ webhookSecret: string | undefined; apiBase: string | undefined; priceId: string | undefined }>;
   /** Set when S3_BUCKET is: uploads go to this bucket instead of DATA_DIR/uploads. */
   s3: S3Config | undefined;
+  /** Check every JSON response against its route's schema; a mismatch is a 500 (tests turn it on). */
+  strictResponses: boolean;
 }>;
 
 export type S3Config = Readonly<{
@@ -114,7 +170,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const name = String(issue.path[0]);
-    throw new ConfigError(`Invalid configuration: ${name} ${issue.message} (got ${JSON.stringify(present[name])})`);
+    throw new ConfigError(`Invalid configuration: ${name} ${issue.message}${shownValue(name, present[name])}`);
   }
   const e = parsed.data;
   const publicUrl = (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, '');
@@ -132,17 +188,45 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     sendRatePerSecond: e.SEND_RATE_PER_SECOND,
     dnsServers: e.DNS_SERVERS,
     jwtSecret: e.JWT_SECRET ?? generatedSecret(path.resolve(e.DATA_DIR)),
+    jwtSecretGenerated: e.JWT_SECRET === undefined,
     disableSignup: e.DISABLE_SIGNUP,
     apiRateLimitPerMinute: e.API_RATE_LIMIT_PER_MINUTE,
+    trustProxy: e.TRUST_PROXY === 'true' ? true : e.TRUST_PROXY === 'false' ? false : /^\d+$/.test(e.TRUST_PROXY) ? Number(e.TRUST_PROXY) : e.TRUST_PROXY,
+    maxProjectsPerUser: e.MAX_PROJECTS_PER_USER,
+    signupsPerIpPerHour: e.SIGNUPS_PER_IP_PER_HOUR,
     idempotencyKeyTtlHours: e.IDEMPOTENCY_KEY_TTL_HOURS,
     logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT,
     webhookAllowPrivateNetworks: e.WEBHOOK_ALLOW_PRIVATE_NETWORKS,
+    workflowBatchSize: e.WORKFLOW_BATCH_SIZE,
     deliveryRetryBaseSeconds: e.DELIVERY_RETRY_BASE_SECONDS,
     deliveryMaxAttempts: e.DELIVERY_MAX_ATTEMPTS,
+    trackingLinkTtlDays: e.TRACKING_LINK_TTL_DAYS,
     snsTrustedCertFile: e.SNS_TRUSTED_CERT_FILE,
+    snsTopicArns: Object.freeze(e.SNS_TOPIC_ARNS),
     stripeSecretKey: e.STRIPE_SECRET_KEY,
+    stripe: { webhookSecret: e.STRIPE_WEBHOOK_SECRET, apiBase: e.STRIPE_API_BASE, priceId: e.STRIPE_PRICE_ID },
     s3: s3Config(e),
+    strictResponses: e.STRICT_RESPONSES,
   });
+}
+
+// Never echo a secret: these values are left out of error messages, and URLs lose their password.
+const SECRET_NAME = /SECRET|PASSWORD|TOKEN|PRIVATE|_KEY$|_KEY_ID$/;
+const URL_NAME = /_URL$/;
+
+function shownValue(name: string, value: string | undefined): string {
+  if (value === undefined || SECRET_NAME.test(name)) return '';
+  const shown = URL_NAME.test(name) ? maskUrlPassword(value) : value;
+  return ` (got ${JSON.stringify(shown.length > 200 ? `${shown.slice(0, 200)}…` : shown)})`;
+}
+
+/** `smtp://user:pass@host` → `smtp://user:***@host`, also for values that do not parse as URLs. */
+export function maskUrlPassword(value: string): string {
+  const at = value.lastIndexOf('@');
+  // The password starts after the first colon that is not the scheme's `://`.
+  const colon = [...value.slice(0, at).matchAll(/:(?!\/\/)/g)][0]?.index;
+  return at < 0 || colon === undefined ? value : `${value.slice(0, colon)}:***${value.slice(at)}`;
 }
 
 function s3Config(e: z.infer<typeof envSchema>): S3Config | undefined {

@@ -3,8 +3,11 @@ import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import type { Database } from './db/client.ts';
 import type { Jobs } from './jobs/boss.ts';
+import type { ProjectCaches } from './cache/project-caches.ts';
 import type { KeyCache } from './http/key-cache.ts';
 import type { Transport } from './mail/transport.ts';
+import type { DkimSigner } from './mail/dkim.ts';
+import type { ComposePool } from './render/compose-pool.ts';
 
 export type Clock = { now: () => Date };
 
@@ -16,8 +19,12 @@ export type AppContext = {
   database: Database;
   jobs: Jobs;
   keys: KeyCache;
+  /** Per-process caches about projects, evicted in every process through `keys.notifyChanged`. */
+  caches: ProjectCaches;
   /** Where built messages go: the SMTP relay, or capture when SMTP_URL is unset. */
   mailer: Transport;
+  /** Worker threads for the CPU-heavy steps of a message: composing (with a hard time limit) and DKIM signing. */
+  threads: { compose: ComposePool; dkim: DkimSigner };
   dns: Resolver;
   log: Logger;
   clock: Clock;

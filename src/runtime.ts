@@ -7,13 +7,22 @@ import { type AppContext, type Clock, systemClock } from './context.ts';
 import { openDatabase } from './db/client.ts';
 import { startDatabaseServer } from './db/connect.ts';
 import { runMigrations } from './db/migrate.ts';
+import { createProjectCaches } from './cache/project-caches.ts';
+import { hashLegacySecretKeys } from './http/api-keys.ts';
 import { createKeyCache } from './http/key-cache.ts';
 import { startJobs } from './jobs/boss.ts';
 import { queues } from './jobs/registry.ts';
 import { createTransport } from './mail/transport.ts';
+import { startWorkflowRunner } from './modules/workflows/jobs.ts';
+import { createComposePool } from './render/compose-pool.ts';
+import { createDkimSigner } from './mail/dkim.ts';
+import { checkSecretAtStartup } from './modules/system/secret-check.ts';
+import { StartupError } from './startup-error.ts';
 
 export type Runtime = {
   ctx: AppContext;
+  /** Where the data is: the embedded cluster's directory or the external server's host and database. */
+  databaseLocation: string;
   /** Present when this process serves HTTP (PROCESS_ROLE api or all). */
   app: FastifyInstance | null;
   stop: () => Promise<void>;
@@ -28,10 +37,22 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
     for (const stop of stops.reverse()) await stop().catch((err) => log.error({ err }, 'shutdown step failed'));
   };
   try {
-    await runMigrations(server.url);
+    await runMigrations(server.url).catch((err: unknown) => {
+      throw databaseStartError(err, server.location, config.databaseUrl !== undefined);
+    });
     const database = openDatabase(server.url, config.databasePoolSize);
     stops.push(database.close);
-    const keys = await createKeyCache(database, server.url, log);
+    const mismatch = await checkSecretAtStartup(database, config.jwtSecret);
+    if (mismatch) {
+      const what = mismatch.against === 'dkim-keys' ? 'that encrypted the DKIM keys in this database' : "of this database's other Herald processes";
+      const problem = `JWT_SECRET is not the secret ${what}${config.jwtSecretGenerated ? ` (this process generated its own into ${config.dataDir})` : ''}`;
+      // Every role refuses: a worker could sign no mail, an API process would accept none of the
+      // installation's API keys or sessions (and would hash legacy keys with the wrong secret).
+      throw new StartupError(`${problem}: give every Herald process of this installation the same JWT_SECRET`);
+    }
+    await hashLegacySecretKeys(database, config.jwtSecret);
+    const caches = createProjectCaches();
+    const keys = await createKeyCache(database, server.url, log, config.jwtSecret, caches.evictProject);
     stops.push(keys.close);
     const dns = new Resolver({ timeout: 2000, tries: 2 });
     if (config.dnsServers.length > 0) dns.setServers(config.dnsServers);
@@ -39,11 +60,20 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
     const mailer = createTransport(config);
     stops.push(mailer.close);
 
+    // Stopped after the job workers (stops run in reverse), so messages in progress can finish.
+    const threads = { compose: createComposePool(), dkim: createDkimSigner() };
+    stops.push(threads.compose.close, threads.dkim.close);
+
     const runWorkers = config.processRole !== 'api';
     const jobs = await startJobs({ url: server.url, log, runWorkers, queues });
     stops.push(jobs.stop);
-    const ctx: AppContext = { config, database, jobs, keys, mailer, dns, log, clock: opts.clock ?? systemClock };
-    if (runWorkers) await jobs.startWorkers(ctx);
+    const ctx: AppContext = { config, database, jobs, keys, caches, mailer, threads, dns, log, clock: opts.clock ?? systemClock };
+    if (runWorkers) {
+      threads.compose.start();
+      await jobs.startWorkers(ctx);
+      const runner = startWorkflowRunner(ctx);
+      stops.push(runner.stop);
+    }
 
     let app: FastifyInstance | null = null;
     if (config.processRole !== 'worker') {
@@ -51,9 +81,20 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
       const httpApp = app;
       stops.push(() => httpApp.close());
     }
-    return { ctx, app, stop: stopAll };
+    return { ctx, app, databaseLocation: server.location, stop: stopAll };
   } catch (err) {
     await stopAll();
     throw err;
   }
+}
+
+const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', '28P01', '28000', '3D000']);
+
+function databaseStartError(err: unknown, location: string, external: boolean): StartupError {
+  const code = (err as { code?: string }).code;
+  if (code && CONNECT_ERRORS.has(code)) {
+    const fix = external ? "check that it is running and DATABASE_URL's host, port, user, password and database" : 'see the cause';
+    return new StartupError(`Could not connect to PostgreSQL at ${location}: ${fix}`, { cause: err });
+  }
+  return new StartupError(`Applying the database migrations on ${location} failed`, { cause: err });
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { upcomingProviders } from '../src/modules/activity/upcoming.ts';
+import { after, before, describe, mock, test } from 'node:test';
+import { usage as usageOf } from '../src/modules/usage/service.ts';
 import { recordEvent } from '../src/modules/events/record.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestDns, startTestDns } from './helpers/dns-server.ts';
@@ -119,10 +119,7 @@ describe('GET /activity', () => {
 
   test('filters by types (comma-separated or repeated) and by contact', async () => {
     const emails = await b.sk.get('/activity?types=email.sent,email.delivered');
-    assert.deepEqual(
-      emails.body.data.map((i: Item) => i.type).sort(),
-      ['email.delivered', 'email.sent'],
-    );
+    assert.deepEqual(emails.body.data.map((i: Item) => i.type).sort(), ['email.delivered', 'email.sent']);
     assert.equal(emails.body.total, 2);
     const repeated = await b.sk.get('/activity?types=event&types=contact.unsubscribed');
     assert.deepEqual(
@@ -266,17 +263,7 @@ describe('activity over time', () => {
   test('types lists the types present, in canonical order', async () => {
     const res = await b.sk.get('/activity/types');
     assert.deepEqual(res.body, {
-      types: [
-        'email.sent',
-        'email.delivered',
-        'email.opened',
-        'email.clicked',
-        'email.bounced',
-        'email.complained',
-        'segment.entry',
-        'segment.exit',
-        'event',
-      ],
+      types: ['email.sent', 'email.delivered', 'email.opened', 'email.clicked', 'email.bounced', 'email.complained', 'segment.entry', 'segment.exit', 'event'],
     });
     const empty = await (await bootstrap(server.api)).sk.get('/activity/types');
     assert.deepEqual(empty.body, { types: [] });
@@ -295,10 +282,13 @@ describe('GET /activity/upcoming', () => {
           ]
         : [];
     const workflows = async (_db: unknown, projectId: string) =>
-      projectId === b.project.id
-        ? [{ type: 'workflow' as const, id: 'x1', name: 'Onboarding', scheduledFor: '2030-06-01T12:00:00.000Z', contact: null }]
-        : [];
-    upcomingProviders.push(campaigns, workflows);
+      projectId === b.project.id ? [{ type: 'workflow' as const, id: 'x1', name: 'Onboarding', scheduledFor: '2030-06-01T12:00:00.000Z', contact: null }] : [];
+    const real = usageOf.upcoming;
+    const providers = mock.method(usageOf, 'upcoming', async (...args: Parameters<typeof real>) => [
+      ...(await real(...args)),
+      ...(await campaigns(args[0], args[1])),
+      ...(await workflows(args[0], args[1])),
+    ]);
     try {
       const res = await b.sk.get('/activity/upcoming');
       assert.deepEqual(
@@ -308,7 +298,7 @@ describe('GET /activity/upcoming', () => {
       const limited = await b.sk.get('/activity/upcoming?limit=1');
       assert.deepEqual(limited.body.data, [{ type: 'campaign', id: 'c1', name: 'Launch', scheduledFor: '2030-06-01T00:00:00.000Z' }]);
     } finally {
-      upcomingProviders.splice(upcomingProviders.indexOf(campaigns), 2);
+      providers.mock.restore();
     }
   });
 

@@ -55,7 +55,7 @@ describe('account emails', () => {
     assert.equal(unknown.status, 200, 'no account enumeration');
     const asked = await server.api.post('/auth/request-password-reset', { email: 'Reset@Example.org' });
     assert.equal(asked.status, 200);
-    const { token } = await linkIn('reset@example.org', '/auth/reset-password');
+    const { token } = await linkIn('reset@example.org', '/app/reset-password');
     const short = await server.api.post('/auth/reset-password', { token, password: 'short' });
     assert.equal(short.status, 422);
     const done = await server.api.post('/auth/reset-password', { token, password: 'second password' });

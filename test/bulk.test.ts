@@ -107,9 +107,7 @@ describe('POST /contacts/bulk-unsubscribe and bulk-subscribe', () => {
     const events = await subscriptionEvents([...subscribed.map((c) => c.id), already.id, foreign.id]);
     assert.deepEqual(
       events,
-      subscribed
-        .map((c) => ({ contact_id: c.id, name: 'contact.unsubscribed', data: null }))
-        .sort((x, y) => x.contact_id.localeCompare(y.contact_id)),
+      subscribed.map((c) => ({ contact_id: c.id, name: 'contact.unsubscribed', data: null })).sort((x, y) => x.contact_id.localeCompare(y.contact_id)),
     );
 
     // Subscribing them back: the two change (one event each), the already-subscribed one does not.
@@ -140,7 +138,11 @@ describe('POST /contacts/bulk-unsubscribe and bulk-subscribe', () => {
          FROM generate_series(1, 1000) AS g RETURNING id`,
       [b.project.id],
     );
-    const job = await runJob(b.sk, 'bulk-unsubscribe', rows.map((r) => r.id));
+    const job = await runJob(
+      b.sk,
+      'bulk-unsubscribe',
+      rows.map((r) => r.id),
+    );
     assert.deepEqual([job.total, job.succeeded, job.unchanged, job.failed], [1000, 1000, 0, 0]);
     const [{ n: events }] = await server.sql<{ n: number }>(
       "SELECT count(*)::int AS n FROM events WHERE project_id = $1 AND name = 'contact.unsubscribed' AND contact_id = ANY($2)",
@@ -179,9 +181,7 @@ describe('bulk input and job lookups', () => {
     const tooMany = await b.sk.post('/contacts/bulk-delete', { contactIds: ids });
     assert.equal(tooMany.status, 422);
     assert.equal(tooMany.body.error.code, 'VALIDATION_ERROR');
-    assert.deepEqual(tooMany.body.error.errors, [
-      { field: 'contactIds', message: 'At most 1000 contact ids per call', code: 'too_big' },
-    ]);
+    assert.deepEqual(tooMany.body.error.errors, [{ field: 'contactIds', message: 'At most 1000 contact ids per call', code: 'too_big' }]);
     const empty = await b.sk.post('/contacts/bulk-subscribe', { contactIds: [] });
     assert.equal(empty.status, 422);
     assert.equal(empty.body.error.errors[0].code, 'too_small');
@@ -194,9 +194,7 @@ describe('bulk input and job lookups', () => {
     const nul = await b.sk.post('/contacts/bulk-delete', { contactIds: ['cnt_\u0000'] });
     assert.equal(nul.status, 422);
     assert.equal(nul.body.error.errors[0].field, 'contactIds.0');
-    const [{ n: jobs }] = await server.sql<{ n: number }>('SELECT count(*)::int AS n FROM bulk_jobs WHERE project_id = $1 AND total > 1000', [
-      b.project.id,
-    ]);
+    const [{ n: jobs }] = await server.sql<{ n: number }>('SELECT count(*)::int AS n FROM bulk_jobs WHERE project_id = $1 AND total > 1000', [b.project.id]);
     assert.equal(jobs, 0);
   });
 
@@ -224,11 +222,7 @@ describe('bulk input and job lookups', () => {
 
   test('a session cookie with X-Project-Id works; no credentials is 401', async () => {
     const c = await createContact(b.sk, email('cookie'), true);
-    const res = await server.api.post(
-      '/contacts/bulk-unsubscribe',
-      { contactIds: [c.id] },
-      { cookie: b.cookie, headers: { 'x-project-id': b.project.id } },
-    );
+    const res = await server.api.post('/contacts/bulk-unsubscribe', { contactIds: [c.id] }, { cookie: b.cookie, headers: { 'x-project-id': b.project.id } });
     assert.equal(res.status, 202, res.text);
     const job = await waitForJob(b.sk, res.body.jobId);
     assert.equal(job.succeeded, 1);

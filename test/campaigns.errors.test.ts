@@ -46,7 +46,11 @@ function assertError(res: Res, status: number, code: string, field?: string) {
   assert.equal(res.body.success, false);
   assert.equal(res.body.error.code, code);
   assert.equal(res.body.error.statusCode, status);
-  if (field) assert.ok(res.body.error.errors.some((e: { field: string }) => e.field === field), res.text);
+  if (field)
+    assert.ok(
+      res.body.error.errors.some((e: { field: string }) => e.field === field),
+      res.text,
+    );
 }
 
 describe('audience rules on create and PUT', () => {
@@ -58,12 +62,7 @@ describe('audience rules on create and PUT', () => {
 
   test('FILTERED without a condition is a 422 naming audienceCondition', async () => {
     assertError(await p.sk.post('/campaigns', valid({ audienceType: 'FILTERED' })), 422, 'VALIDATION_ERROR', 'audienceCondition');
-    assertError(
-      await p.sk.post('/campaigns', valid({ audienceType: 'FILTERED', audienceCondition: null })),
-      422,
-      'VALIDATION_ERROR',
-      'audienceCondition',
-    );
+    assertError(await p.sk.post('/campaigns', valid({ audienceType: 'FILTERED', audienceCondition: null })), 422, 'VALIDATION_ERROR', 'audienceCondition');
   });
 
   test('a malformed condition is a 400 naming the filter', async () => {
@@ -83,11 +82,7 @@ describe('audience rules on create and PUT', () => {
     assert.equal(theirs.status, 201, theirs.text);
     const res = await p.sk.post('/campaigns', valid({ audienceType: 'SEGMENT', segmentId: theirs.body.id }));
     assertError(res, 404, 'SEGMENT_NOT_FOUND');
-    assertError(
-      await p.sk.post('/campaigns', valid({ audienceType: 'SEGMENT', segmentId: '0190f0a0-0000-7000-8000-000000000000' })),
-      404,
-      'SEGMENT_NOT_FOUND',
-    );
+    assertError(await p.sk.post('/campaigns', valid({ audienceType: 'SEGMENT', segmentId: '0190f0a0-0000-7000-8000-000000000000' })), 404, 'SEGMENT_NOT_FOUND');
     assertError(await p.sk.post('/campaigns', valid({ audienceType: 'SEGMENT', segmentId: 'seg-1' })), 422, 'VALIDATION_ERROR', 'segmentId');
   });
 });

@@ -1,8 +1,5 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestDns, startTestDns } from './helpers/dns-server.ts';
@@ -10,6 +7,7 @@ import { verifyDomain } from './helpers/domains.ts';
 import type { Api } from './helpers/http.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
+import { spawnWorker } from './helpers/worker-process.ts';
 
 /**
  * The campaign engine end to end: real SMTP sink, real DNS, real PostgreSQL and pg-boss, and for
@@ -138,6 +136,12 @@ describe('sending a campaign', () => {
     assert.equal(personal.parsed.subject, 'News for Name1');
     assert.match(String(personal.parsed.html), /Dear Name1, we launched\./);
     assert.equal(received(sink, 'member0@aud.test')[0].parsed.subject, 'News for member0@aud.test');
+    // The fan-out batch stored the campaign body once for its 12 emails.
+    const [stored] = await server.sql<{ emails: number; contents: number }>(
+      'SELECT count(*)::int AS emails, count(DISTINCT content_id)::int AS contents FROM emails WHERE campaign_id = $1',
+      [c.id],
+    );
+    assert.deepEqual(stored, { emails: 12, contents: 1 });
     assert.equal(personal.parsed.from?.value[0].name, 'Herald');
     const unfolded = personal.raw.toString().replace(/\r?\n[ \t]+/g, ' ');
     assert.match(unfolded, /^List-Unsubscribe: .*\/unsubscribe\//m);
@@ -285,7 +289,11 @@ describe('recovering a campaign whose jobs were lost', () => {
     await campaignIn(p.sk, c.id, ['SENT'], 90_000);
     const counts = new Map<string, number>();
     for (const m of delivered()) counts.set(m.envelope.to[0], (counts.get(m.envelope.to[0]) ?? 0) + 1);
-    assert.deepEqual(emails.filter((e) => counts.get(e) !== 1), [], 'every recipient got exactly one message');
+    assert.deepEqual(
+      emails.filter((e) => counts.get(e) !== 1),
+      [],
+      'every recipient got exactly one message',
+    );
   });
 });
 
@@ -344,7 +352,10 @@ describe('cancelling a campaign mid-send', () => {
   test('a project disabled mid-send (reputation guard) stops its campaign: CANCELLED, waiting emails SKIPPED', async () => {
     const q = await bootstrap(server.api, 'disabled');
     await verifyDomain(q.sk, dns, DOMAIN);
-    await addContacts(q.sk, Array.from({ length: 60 }, (_, i) => `d${i}@disabled.test`));
+    await addContacts(
+      q.sk,
+      Array.from({ length: 60 }, (_, i) => `d${i}@disabled.test`),
+    );
     const c = await createCampaign(q.sk);
     assert.equal((await q.sk.post(`/campaigns/${c.id}/send`, {})).status, 200);
     await waitFor('a first message', async () => sink.messages.some((m) => m.envelope.to[0].endsWith('@disabled.test')));
@@ -356,11 +367,11 @@ describe('cancelling a campaign mid-send', () => {
     });
     assert.equal(stopped.status, 'CANCELLED');
     await new Promise((r) => setTimeout(r, 2500));
-    const rows = await server.sql<{ status: string; n: number }>(
-      'SELECT status, count(*)::int AS n FROM emails WHERE campaign_id = $1 GROUP BY 1',
-      [c.id],
+    const rows = await server.sql<{ status: string; n: number }>('SELECT status, count(*)::int AS n FROM emails WHERE campaign_id = $1 GROUP BY 1', [c.id]);
+    assert.ok(
+      rows.every((r) => r.status !== 'QUEUED' && r.status !== 'SENDING'),
+      JSON.stringify(rows),
     );
-    assert.ok(rows.every((r) => r.status !== 'QUEUED' && r.status !== 'SENDING'), JSON.stringify(rows));
     const sent = sink.messages.filter((m) => m.envelope.to[0].endsWith('@disabled.test')).length;
     assert.ok(sent < 60, `${sent} of 60 sent`);
   });
@@ -374,25 +385,7 @@ describe('a worker killed mid-campaign', () => {
   const logs: string[] = [];
 
   const startWorker = async () => {
-    const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-worker-'));
-    const child = spawn(process.execPath, ['src/main.ts'], {
-      cwd: path.resolve(import.meta.dirname, '..'),
-      env: {
-        PATH: process.env.PATH,
-        HOME: process.env.HOME,
-        DATABASE_URL: server.databaseUrl,
-        PROCESS_ROLE: 'worker',
-        SMTP_URL: sink.url,
-        DNS_SERVERS: dns.address,
-        JWT_SECRET: 'test-secret-0123456789abcdef',
-        DATA_DIR: dataDir,
-        SEND_RATE_PER_SECOND: '25',
-        LOG_LEVEL: 'warn',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout?.on('data', (d: Buffer) => logs.push(d.toString()));
-    child.stderr?.on('data', (d: Buffer) => logs.push(d.toString()));
+    const child = await spawnWorker({ databaseUrl: server.databaseUrl, smtpUrl: sink.url, dnsAddress: dns.address, env: { SEND_RATE_PER_SECOND: '25' }, logs });
     workers.push(child);
     return child;
   };
@@ -417,7 +410,7 @@ describe('a worker killed mid-campaign', () => {
     const first = await startWorker();
     assert.equal((await p.sk.post(`/campaigns/${c.id}/send`, {})).status, 200);
     const delivered = () => sink.messages.filter((m) => m.envelope.to[0].endsWith('@crash.test'));
-    await waitFor('the first worker to deliver part of the campaign', async () => delivered().length >= 60, 30_000, 20);
+    await waitFor('the first worker to deliver part of the campaign', async () => delivered().length >= 60, 90_000, 20);
     // Not right as a message arrives (that would aim the kill at an SMTP transaction in flight).
     await new Promise((r) => setTimeout(r, 310));
     first.kill('SIGKILL');
@@ -427,8 +420,14 @@ describe('a worker killed mid-campaign', () => {
       'SELECT c.fanout_done, (SELECT count(*)::int FROM emails e WHERE e.campaign_id = c.id) AS n FROM campaigns c WHERE c.id = $1',
       [c.id],
     );
-    const [inFlight] = await server.sql<{ n: number }>("SELECT count(*)::int AS n FROM emails WHERE campaign_id = $1 AND status = 'SENDING'", [c.id]);
-    console.log(`killed with ${atKill} delivered, ${progress.n} email rows, ${inFlight.n} claimed but not recorded`);
+    const claimed = await server.sql<{ to_email: string }>("SELECT to_email FROM emails WHERE campaign_id = $1 AND status = 'SENDING'", [c.id]);
+    const deliveredAtKill = new Set(delivered().map((m) => m.envelope.to[0]));
+    // A message the relay accepted whose worker died before recording it is the one case that can
+    // be sent twice (SMTP has no way to ask whether a message arrived): docs/decisions.md.
+    const acceptedUnrecorded = claimed.map((r) => r.to_email).filter((e) => deliveredAtKill.has(e));
+    console.log(
+      `killed with ${atKill} delivered, ${progress.n} email rows, ${claimed.length} claimed but not recorded (${acceptedUnrecorded.length} of them accepted)`,
+    );
     assert.ok(atKill < 300, `the campaign was mid-way when the worker died (${atKill} delivered)`);
     assert.equal(progress.fanout_done, false, `the fan-out was mid-way too (${progress.n} email rows)`);
 
@@ -440,8 +439,12 @@ describe('a worker killed mid-campaign', () => {
     const missing = emails.filter((e) => !counts.has(e));
     const twice = emails.filter((e) => (counts.get(e) ?? 0) > 1);
     assert.deepEqual(missing, [], 'no gaps');
-    assert.deepEqual(twice, [], 'no duplicates');
-    assert.equal(delivered().length, 300);
+    assert.deepEqual(
+      twice.filter((e) => !acceptedUnrecorded.includes(e)),
+      [],
+      'no duplicates except messages the relay had accepted and the killed worker had not yet recorded',
+    );
+    assert.equal(delivered().length, 300 + twice.length);
     assert.equal(sent.totalRecipients, 300);
     assert.equal(sent.sentCount, 300);
   });

@@ -61,7 +61,11 @@ describe('campaign records', () => {
   before(async () => {
     p = await bootstrap(server.api, 'records');
     await verifyDomain(p.sk, dns, 'camp.example.test');
-    for (const [email, subscribed] of [['a@r.test', true], ['b@r.test', true], ['c@r.test', false]] as const) {
+    for (const [email, subscribed] of [
+      ['a@r.test', true],
+      ['b@r.test', true],
+      ['c@r.test', false],
+    ] as const) {
       assert.equal((await p.sk.post('/contacts', { email, subscribed })).status, 201);
     }
   });
@@ -102,7 +106,7 @@ describe('campaign records', () => {
     assert.equal((await p.sk.get(`/campaigns/${c.id}`)).body.totalRecipients, 3);
   });
 
-  test('GET /campaigns/:id is 404 CAMPAIGN_NOT_FOUND for unknown, malformed and other projects\' ids', async () => {
+  test("GET /campaigns/:id is 404 CAMPAIGN_NOT_FOUND for unknown, malformed and other projects' ids", async () => {
     const mine = await createCampaign(p.sk);
     for (const id of ['0190f0a0-0000-7000-8000-000000000000', 'not-a-uuid']) {
       const res = await p.sk.get(`/campaigns/${id}`);
@@ -173,14 +177,23 @@ describe('GET /campaigns', () => {
     assert.equal(res.body.page, 1);
     assert.equal(res.body.pageSize, 4);
     assert.equal(res.body.totalPages, 2);
-    assert.deepEqual(res.body.data.map((c: { name: string }) => c.name), ['Foxtrot', 'echo', 'Bravo', 'charlie']);
+    assert.deepEqual(
+      res.body.data.map((c: { name: string }) => c.name),
+      ['Foxtrot', 'echo', 'Bravo', 'charlie'],
+    );
     const second = await p.sk.get('/campaigns?pageSize=4&page=2');
-    assert.deepEqual(second.body.data.map((c: { name: string }) => c.name), ['Alpha', 'delta']);
+    assert.deepEqual(
+      second.body.data.map((c: { name: string }) => c.name),
+      ['Alpha', 'delta'],
+    );
   });
 
   test('sorts by name case-insensitively; an unknown sort falls back to createdAt', async () => {
     const res = await p.sk.get('/campaigns?sort=name&dir=asc');
-    assert.deepEqual(res.body.data.map((c: { name: string }) => c.name), ['Alpha', 'Bravo', 'charlie', 'delta', 'echo', 'Foxtrot']);
+    assert.deepEqual(
+      res.body.data.map((c: { name: string }) => c.name),
+      ['Alpha', 'Bravo', 'charlie', 'delta', 'echo', 'Foxtrot'],
+    );
     const fallback = await p.sk.get('/campaigns?sort=bogus&dir=asc');
     assert.equal(fallback.status, 200);
     assert.equal(fallback.body.data[0].name, 'delta');
@@ -188,12 +201,21 @@ describe('GET /campaigns', () => {
 
   test('filters by status and searches name, subject and sender', async () => {
     const scheduled = await p.sk.get('/campaigns?status=SCHEDULED');
-    assert.deepEqual(scheduled.body.data.map((c: { name: string }) => c.name), ['Foxtrot']);
+    assert.deepEqual(
+      scheduled.body.data.map((c: { name: string }) => c.name),
+      ['Foxtrot'],
+    );
     assert.equal(scheduled.body.total, 1);
     assert.equal((await p.sk.get('/campaigns?status=draft')).body.total, 5, 'the status filter ignores case');
     assert.equal((await p.sk.get('/campaigns?status=SENT')).body.total, 0);
-    assert.deepEqual((await p.sk.get('/campaigns?search=ALPH')).body.data.map((c: { name: string }) => c.name), ['Alpha']);
-    assert.deepEqual((await p.sk.get('/campaigns?search=later')).body.data.map((c: { name: string }) => c.name), ['Foxtrot']);
+    assert.deepEqual(
+      (await p.sk.get('/campaigns?search=ALPH')).body.data.map((c: { name: string }) => c.name),
+      ['Alpha'],
+    );
+    assert.deepEqual(
+      (await p.sk.get('/campaigns?search=later')).body.data.map((c: { name: string }) => c.name),
+      ['Foxtrot'],
+    );
     assert.equal((await p.sk.get('/campaigns?search=camp.example')).body.total, 6);
     assert.equal((await p.sk.get('/campaigns?search=100%25')).body.total, 0, 'LIKE wildcards are literal');
   });
@@ -215,7 +237,10 @@ describe('GET /campaigns', () => {
     assert.equal(cancelled.body.status, 'DRAFT');
     assert.equal(cancelled.body.scheduledFor, null);
     const after = await p.sk.get('/activity/upcoming');
-    assert.equal(after.body.data.some((i: { id: string }) => i.id === foxtrot.id), false);
+    assert.equal(
+      after.body.data.some((i: { id: string }) => i.id === foxtrot.id),
+      false,
+    );
   });
 });
 

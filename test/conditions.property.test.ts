@@ -14,6 +14,7 @@ import {
 } from '../src/conditions/index.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
+import { customFieldTypes } from '../src/modules/contacts/fields.ts';
 
 /**
  * decisions.md § 4: the SQL compiler and the in-memory evaluator give the same answer for every
@@ -106,7 +107,10 @@ const anyValueArb = fc.oneof(wordArb, fc.integer({ min: -5, max: 5 }), fc.boolea
 const dataArb = fc.record(
   {
     plan: fc.oneof({ weight: 4, arbitrary: wordArb }, { weight: 1, arbitrary: anyValueArb }, { weight: 1, arbitrary: fc.constant(['pro']) }),
-    score: fc.oneof({ weight: 4, arbitrary: fc.oneof(fc.integer({ min: -5, max: 5 }), fc.double({ min: -5, max: 5, noNaN: true })) }, { weight: 1, arbitrary: anyValueArb }),
+    score: fc.oneof(
+      { weight: 4, arbitrary: fc.oneof(fc.integer({ min: -5, max: 5 }), fc.double({ min: -5, max: 5, noNaN: true })) },
+      { weight: 1, arbitrary: anyValueArb },
+    ),
     vip: fc.oneof({ weight: 3, arbitrary: fc.boolean() }, { weight: 1, arbitrary: anyValueArb }),
     signup: fc.oneof({ weight: 3, arbitrary: dateValueArb }, { weight: 1, arbitrary: anyValueArb }),
     profile: fc.oneof(fc.record({ tier: anyValueArb }, { requiredKeys: [] }), anyValueArb),
@@ -195,9 +199,9 @@ const filterArb: fc.Arbitrary<Record<string, unknown>> = fc.oneof(
   fc.constantFrom<FieldType>('string', 'number', 'boolean', 'date').chain((t) => valueFilter('data.misc', t)),
   activityFilter('event.login'),
   fc.constantFrom('event.signup', 'event.email.opened', 'email.opened', 'email.sent').chain(activityFilter),
-  fc.constantFrom('memberOf', 'notMemberOf').chain((operator) =>
-    fc.constantFrom('static', 'dynamic').map((which) => ({ field: `segment.${which}`, operator })),
-  ),
+  fc
+    .constantFrom('memberOf', 'notMemberOf')
+    .chain((operator) => fc.constantFrom('static', 'dynamic').map((which) => ({ field: `segment.${which}`, operator }))),
 );
 
 /** One filter: where the primitives of the two back ends meet head on. */
@@ -229,20 +233,41 @@ async function load(contacts: GenContact[]): Promise<{ id: string; email: string
     `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
      SELECT r.id, $1, r.email, r.subscribed, r.data, r.created_at, r.updated_at
        FROM jsonb_to_recordset($2::jsonb) AS r(id text, email text, subscribed boolean, data jsonb, created_at timestamptz, updated_at timestamptz)`,
-    [p, JSON.stringify(rows.map((r) => ({ id: r.id, email: r.email, subscribed: r.c.subscribed, data: r.c.data, created_at: pgTime(r.c.createdAt), updated_at: pgTime(r.c.updatedAt) })))],
+    [
+      p,
+      JSON.stringify(
+        rows.map((r) => ({
+          id: r.id,
+          email: r.email,
+          subscribed: r.c.subscribed,
+          data: r.c.data,
+          created_at: pgTime(r.c.createdAt),
+          updated_at: pgTime(r.c.updatedAt),
+        })),
+      ),
+    ],
   );
-  const events = rows.flatMap((r) => r.c.events.map((e) => ({ id: `evt_${randomUUID().replaceAll('-', '')}`, contact_id: r.id, name: e.name, created_at: pgTime(e.at) })));
+  const events = rows.flatMap((r) =>
+    r.c.events.map((e) => ({ id: `evt_${randomUUID().replaceAll('-', '')}`, contact_id: r.id, name: e.name, created_at: pgTime(e.at) })),
+  );
   await server.sql(
     `INSERT INTO events (id, project_id, contact_id, name, created_at)
      SELECT r.id, $1, r.contact_id, r.name, r.created_at FROM jsonb_to_recordset($2::jsonb) AS r(id text, contact_id text, name text, created_at timestamptz)`,
     [p, JSON.stringify(events)],
   );
   const emails = rows.flatMap((r) =>
-    r.c.emails.map((m) => ({ id: randomUUID(), contact_id: r.id, to_email: r.email, sent_at: m.sent ? pgTime(m.sent) : null, opened_at: m.opened ? pgTime(m.opened) : null })),
+    r.c.emails.map((m) => ({
+      id: randomUUID(),
+      contact_id: r.id,
+      to_email: r.email,
+      sent_at: m.sent ? pgTime(m.sent) : null,
+      opened_at: m.opened ? pgTime(m.opened) : null,
+    })),
   );
   await server.sql(
-    `INSERT INTO emails (id, project_id, contact_id, to_email, from_email, type, subject_source, body_source, status, sent_at, opened_at)
-     SELECT r.id, $1, r.contact_id, r.to_email, 'a@b.c', 'MARKETING', 's', 'b', 'SENT', r.sent_at, r.opened_at
+    `WITH c AS (INSERT INTO email_contents (id, project_id, body_source) VALUES (gen_random_uuid(), $1, 'b') RETURNING id)
+     INSERT INTO emails (id, project_id, contact_id, to_email, from_email, type, subject_source, content_id, status, sent_at, opened_at)
+     SELECT r.id, $1, r.contact_id, r.to_email, 'a@b.c', 'MARKETING', 's', (SELECT id FROM c), 'SENT', r.sent_at, r.opened_at
        FROM jsonb_to_recordset($2::jsonb) AS r(id uuid, contact_id text, to_email text, sent_at timestamptz, opened_at timestamptz)`,
     [p, JSON.stringify(emails)],
   );
@@ -255,7 +280,7 @@ async function load(contacts: GenContact[]): Promise<{ id: string; email: string
 
 async function sqlMembers(tree: Condition): Promise<string[]> {
   const db = server.ctx.database.db;
-  const where = await compileCondition(db, b.project.id, tree, NOW);
+  const where = await compileCondition(db, b.project.id, tree, { types: await customFieldTypes(db, b.project.id), now: NOW });
   const { rows } = await db.execute<{ id: string }>(sql`SELECT c.id FROM contacts AS c WHERE c.project_id = ${b.project.id} AND ${where}`);
   return rows.map((r) => r.id).sort();
 }
@@ -286,7 +311,7 @@ function memoryMembers(tree: Condition, rows: { id: string; email: string; c: Ge
 
 async function agree(raw: unknown, contacts: GenContact[], stats: { runs: number; split: number }): Promise<void> {
   const tree = parseCondition(withSegmentIds(raw));
-  await validateCondition(server.ctx.database.db, b.project.id, tree);
+  await validateCondition(server.ctx.database.db, b.project.id, tree, { types: await customFieldTypes(server.ctx.database.db, b.project.id) });
   const rows = await load(contacts);
   const members = await sqlMembers(tree);
   assert.deepEqual(members, memoryMembers(tree, rows), JSON.stringify(tree));
@@ -323,8 +348,7 @@ test('compiler and evaluator agree on every window edge, to the millisecond and 
     for (const delta of [-1, 0, 1]) {
       for (const micros of [0, 500, 999]) {
         const at = { offset: -edge.ms + delta, micros };
-        const signup =
-          micros === 999 ? `${new Date(msOf(at)).toISOString().slice(0, 23)}9999Z` : pgTime(at).replace(/(\.\d{3})000Z$/, '$1Z');
+        const signup = micros === 999 ? `${new Date(msOf(at)).toISOString().slice(0, 23)}9999Z` : pgTime(at).replace(/(\.\d{3})000Z$/, '$1Z');
         contacts.push({
           local: 'edge',
           subscribed: true,

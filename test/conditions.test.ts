@@ -52,8 +52,9 @@ before(async () => {
   const email = async (to: string, opened: number | null) => {
     const [c] = await server.sql<{ id: string }>('SELECT id FROM contacts WHERE project_id = $1 AND email = $2', [b.project.id, to]);
     await server.sql(
-      `INSERT INTO emails (id, project_id, contact_id, to_email, from_email, type, subject_source, body_source, status, sent_at, opened_at)
-       VALUES ($1, $2, $3, $4, 'news@example.com', 'MARKETING', 's', 'b', 'DELIVERED', $5, $6)`,
+      `WITH c AS (INSERT INTO email_contents (id, project_id, body_source) VALUES (gen_random_uuid(), $2, 'b') RETURNING id)
+       INSERT INTO emails (id, project_id, contact_id, to_email, from_email, type, subject_source, content_id, status, sent_at, opened_at)
+       VALUES ($1, $2, $3, $4, 'news@example.com', 'MARKETING', 's', (SELECT id FROM c), 'DELIVERED', $5, $6)`,
       [randomUUID(), b.project.id, c.id, to, new Date(NOW.getTime() - 4 * DAY), opened === null ? null : new Date(NOW.getTime() + opened)],
     );
   };
@@ -131,7 +132,11 @@ describe('member lists by operator family', () => {
     assert.deepEqual(await members(one({ field: 'createdAt', operator: 'within', value: 90, unit: 'minutes' })), ['dee']);
     assert.deepEqual(await members(one({ field: 'data.seen', operator: 'within', value: 2, unit: 'hours' })), ['ada']);
     assert.deepEqual(await members(one({ field: 'data.seen', operator: 'olderThan', value: 1, unit: 'days' })), ['bob']);
-    assert.deepEqual(await members(one({ field: 'data.signup', operator: 'olderThan', value: 1, unit: 'days' })), ['eve'], 'a date without time is not an instant for within/olderThan');
+    assert.deepEqual(
+      await members(one({ field: 'data.signup', operator: 'olderThan', value: 1, unit: 'days' })),
+      ['eve'],
+      'a date without time is not an instant for within/olderThan',
+    );
   });
 
   test('within moves with the clock (time is injectable)', async () => {
@@ -140,7 +145,10 @@ describe('member lists by operator family', () => {
     setClock(NOW.getTime() + 2 * DAY);
     try {
       const later = await b.sk.get(`/segments/${created.body.id}/contacts`);
-      assert.deepEqual(later.body.data.map((c: { email: string }) => c.email), ['dee@example.org']);
+      assert.deepEqual(
+        later.body.data.map((c: { email: string }) => c.email),
+        ['dee@example.org'],
+      );
       assert.deepEqual((await b.sk.post(`/segments/${created.body.id}/refresh`)).body, { memberCount: 1 });
     } finally {
       setClock(NOW.getTime());
@@ -187,26 +195,40 @@ describe('member lists by operator family', () => {
     assert.deepEqual(
       await members({
         logic: 'OR',
-        groups: [{ filters: [{ field: `segment.${vip.body.id}`, operator: 'memberOf' }] }, { filters: [{ field: `segment.${pro.body.id}`, operator: 'memberOf' }] }],
+        groups: [
+          { filters: [{ field: `segment.${vip.body.id}`, operator: 'memberOf' }] },
+          { filters: [{ field: `segment.${pro.body.id}`, operator: 'memberOf' }] },
+        ],
       }),
       ['ada', 'cy', 'dee', 'eve'],
     );
   });
 
   test('logic: filters of a group AND, groups combine with the tree logic, nested trees', async () => {
-    const proAndActive = { filters: [{ field: 'data.plan', operator: 'contains', value: 'pro' }, { field: 'event.login', operator: 'triggered' }] };
+    const proAndActive = {
+      filters: [
+        { field: 'data.plan', operator: 'contains', value: 'pro' },
+        { field: 'event.login', operator: 'triggered' },
+      ],
+    };
     assert.deepEqual(await members({ logic: 'AND', groups: [proAndActive] }), ['ada']);
-    assert.deepEqual(
-      await members({ logic: 'OR', groups: [proAndActive, { filters: [{ field: 'subscribed', operator: 'equals', value: false }] }] }),
-      ['ada', 'bob'],
-    );
+    assert.deepEqual(await members({ logic: 'OR', groups: [proAndActive, { filters: [{ field: 'subscribed', operator: 'equals', value: false }] }] }), [
+      'ada',
+      'bob',
+    ]);
     assert.deepEqual(
       await members({
         logic: 'AND',
         groups: [
           {
             filters: [{ field: 'email', operator: 'endsWith', value: 'example.com' }],
-            conditions: { logic: 'OR', groups: [{ filters: [{ field: 'data.score', operator: 'gt', value: 80 }] }, { filters: [{ field: 'data.plan', operator: 'equals', value: 'enterprise' }] }] },
+            conditions: {
+              logic: 'OR',
+              groups: [
+                { filters: [{ field: 'data.score', operator: 'gt', value: 80 }] },
+                { filters: [{ field: 'data.plan', operator: 'equals', value: 'enterprise' }] },
+              ],
+            },
           },
         ],
       }),

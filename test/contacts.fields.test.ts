@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { fieldUsageProviders } from '../src/modules/contacts/fields.ts';
+import { after, before, describe, mock, test } from 'node:test';
+import { usage as usageOf } from '../src/modules/usage/service.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
@@ -68,9 +68,12 @@ describe('contact fields', () => {
   });
 
   test('a registered usage provider blocks DELETE with 409 and shows in usage', async () => {
-    const provider = async (_db: unknown, projectId: string, field: string) =>
-      projectId === b.project.id && field === 'data.plan' ? { segments: [{ id: 'seg-1', name: 'Pro users' }] } : {};
-    fieldUsageProviders.push(provider);
+    const real = usageOf.fieldUsers;
+    const provider = mock.method(usageOf, 'fieldUsers', async (...args: Parameters<typeof real>) => {
+      const found = await real(...args);
+      const [, projectId, field] = args;
+      return projectId === b.project.id && field === 'data.plan' ? { ...found, segments: [{ id: 'seg-1', name: 'Pro users' }] } : found;
+    });
     try {
       const usage = await b.sk.get('/contacts/fields/data.plan/usage');
       assert.deepEqual(usage.body, {
@@ -87,7 +90,7 @@ describe('contact fields', () => {
       const still = await b.sk.get('/contacts/fields/data.plan/values');
       assert.deepEqual(still.body.values, ['pro', 'free'], 'nothing was deleted');
     } finally {
-      fieldUsageProviders.splice(fieldUsageProviders.indexOf(provider), 1);
+      provider.mock.restore();
     }
   });
 
@@ -98,10 +101,7 @@ describe('contact fields', () => {
     const res = await b.sk.delete('/contacts/fields/data.seats');
     assert.equal(res.status, 200);
     assert.deepEqual(res.body, { deletedFrom: 2 });
-    const rows = await server.sql<{ data: Record<string, unknown> }>(
-      'SELECT data FROM contacts WHERE project_id = $1 ORDER BY email',
-      [b.project.id],
-    );
+    const rows = await server.sql<{ data: Record<string, unknown> }>('SELECT data FROM contacts WHERE project_id = $1 ORDER BY email', [b.project.id]);
     assert.ok(rows.every((r) => !('seats' in r.data)));
     const fields = await b.sk.get('/contacts/fields');
     assert.ok(!fields.body.fields.some((f: { field: string }) => f.field === 'data.seats'));

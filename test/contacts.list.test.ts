@@ -68,7 +68,10 @@ for (const sort of ['createdAt', 'email'] as const) {
         assert.ok(positions.get(seen[i - 1].id)! < positions.get(seen[i].id)!, `strictly ordered at ${i}`);
       }
       assert.equal(pages[0].total, 45, 'total on the first page');
-      assert.ok(pages.slice(1).every((p) => p.total === 0), 'total is 0 on later pages');
+      assert.ok(
+        pages.slice(1).every((p) => p.total === 0),
+        'total is 0 on later pages',
+      );
       const last = pages.at(-1)!;
       assert.equal(last.hasMore, false);
       assert.equal(last.cursor, undefined);
@@ -106,7 +109,10 @@ describe('list filters and defaults', () => {
     );
     assert.equal(acme.body.total, 4);
     const underscore = await api.get('/contacts?search=x_y');
-    assert.deepEqual(underscore.body.data.map((c: Contact) => c.email), ['x_y@acme.io']);
+    assert.deepEqual(
+      underscore.body.data.map((c: Contact) => c.email),
+      ['x_y@acme.io'],
+    );
     const percent = await api.get(`/contacts?search=${encodeURIComponent('%')}`);
     assert.deepEqual(percent.body.data, []);
     assert.equal(percent.body.total, 0);
@@ -114,14 +120,23 @@ describe('list filters and defaults', () => {
 
   test('subscribed filters by state; total counts the filtered set', async () => {
     const off = await api.get('/contacts?subscribed=false&sort=email&dir=asc');
-    assert.deepEqual(off.body.data.map((c: Contact) => c.email), ['eve@acme.io', 'frank@other.org']);
+    assert.deepEqual(
+      off.body.data.map((c: Contact) => c.email),
+      ['eve@acme.io', 'frank@other.org'],
+    );
     assert.equal(off.body.total, 2);
     const on = await api.get('/contacts?subscribed=true&search=other&limit=1&sort=email&dir=asc');
-    assert.deepEqual(on.body.data.map((c: Contact) => c.email), ['carol@other.org']);
+    assert.deepEqual(
+      on.body.data.map((c: Contact) => c.email),
+      ['carol@other.org'],
+    );
     assert.equal(on.body.total, 2);
     assert.equal(on.body.hasMore, true);
     const next = await api.get(`/contacts?subscribed=true&search=other&limit=1&sort=email&dir=asc&cursor=${on.body.cursor}`);
-    assert.deepEqual(next.body.data.map((c: Contact) => c.email), ['xay@other.org']);
+    assert.deepEqual(
+      next.body.data.map((c: Contact) => c.email),
+      ['xay@other.org'],
+    );
     assert.equal(next.body.total, 0);
     assert.equal(next.body.hasMore, false);
     assert.equal(next.body.cursor, undefined);
@@ -129,7 +144,10 @@ describe('list filters and defaults', () => {
 
   test('sort=email desc and unrecognised sort/dir fall back to createdAt desc', async () => {
     const desc = await api.get('/contacts?sort=email&dir=desc&search=other');
-    assert.deepEqual(desc.body.data.map((c: Contact) => c.email), ['xay@other.org', 'frank@other.org', 'carol@other.org']);
+    assert.deepEqual(
+      desc.body.data.map((c: Contact) => c.email),
+      ['xay@other.org', 'frank@other.org', 'carol@other.org'],
+    );
     const fallback = await api.get('/contacts?sort=drop%20table&dir=sideways');
     assert.equal(fallback.status, 200);
     const byDefault = await api.get('/contacts');

@@ -22,11 +22,7 @@ test('the dashboard session cookie with X-Project-Id lists the project’s conta
     ['member-visible@example.com'],
   );
   assert.equal(res.body.total, 1);
-  const created = await server.api.post(
-    '/contacts',
-    { email: 'from-dashboard@example.com' },
-    { cookie: b.cookie, headers: { 'x-project-id': b.project.id } },
-  );
+  const created = await server.api.post('/contacts', { email: 'from-dashboard@example.com' }, { cookie: b.cookie, headers: { 'x-project-id': b.project.id } });
   assert.equal(created.status, 201);
 });
 

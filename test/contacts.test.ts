@@ -14,10 +14,9 @@ after(async () => server?.stop());
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 async function eventsOf(contactId: string) {
-  return server.sql<{ name: string; data: Record<string, unknown> | null }>(
-    'SELECT name, data FROM events WHERE contact_id = $1 ORDER BY created_at, id',
-    [contactId],
-  );
+  return server.sql<{ name: string; data: Record<string, unknown> | null }>('SELECT name, data FROM events WHERE contact_id = $1 ORDER BY created_at, id', [
+    contactId,
+  ]);
 }
 
 describe('POST /contacts (upsert)', () => {
@@ -57,10 +56,7 @@ describe('POST /contacts (upsert)', () => {
     assert.deepEqual(same.body._meta, { isNew: false, isUpdate: false });
     assert.equal(same.body.updatedAt, changed.body.updatedAt, 'a no-op upsert keeps updatedAt');
 
-    const rows = await server.sql('SELECT count(*)::int AS n FROM contacts WHERE project_id = $1 AND email = $2', [
-      b.project.id,
-      'grace@example.com',
-    ]);
+    const rows = await server.sql('SELECT count(*)::int AS n FROM contacts WHERE project_id = $1 AND email = $2', [b.project.id, 'grace@example.com']);
     assert.equal(rows[0].n, 1);
   });
 
@@ -89,24 +85,20 @@ describe('POST /contacts (upsert)', () => {
   });
 
   test('concurrent upserts of one new email create exactly one contact', async () => {
-    const results = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => b.sk.post('/contacts', { email: 'race@example.com', data: { [`k${i}`]: i } })),
-    );
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => b.sk.post('/contacts', { email: 'race@example.com', data: { [`k${i}`]: i } })));
     assert.ok(results.every((r) => r.status === 200 || r.status === 201));
     assert.equal(results.filter((r) => r.body._meta.isNew).length, 1);
     assert.equal(new Set(results.map((r) => r.body.id)).size, 1);
-    const [row] = await server.sql<{ data: Record<string, number> }>(
-      'SELECT data FROM contacts WHERE project_id = $1 AND email = $2',
-      [b.project.id, 'race@example.com'],
-    );
+    const [row] = await server.sql<{ data: Record<string, number> }>('SELECT data FROM contacts WHERE project_id = $1 AND email = $2', [
+      b.project.id,
+      'race@example.com',
+    ]);
     assert.equal(Object.keys(row.data).length, 20, 'no concurrent write lost another one’s key');
   });
 
   test('concurrent subscription flips record events that alternate and end at the final state', async () => {
     const c = await b.sk.post('/contacts', { email: 'flip@example.com' });
-    await Promise.all(
-      Array.from({ length: 30 }, (_, i) => b.sk.post('/contacts', { email: 'flip@example.com', subscribed: i % 2 === 0 })),
-    );
+    await Promise.all(Array.from({ length: 30 }, (_, i) => b.sk.post('/contacts', { email: 'flip@example.com', subscribed: i % 2 === 0 })));
     // Events carry the request time, so under contention their timestamps need not follow commit
     // order; the counts must still describe an alternation that starts from `subscribed` and ends
     // at the final state (no change lost, none invented).
@@ -336,9 +328,9 @@ describe('exported service functions', () => {
 
   test('upsertContact rejects an invalid email with a validation error', async () => {
     const b = await bootstrap(server.api);
-    await assert.rejects(
-      upsertContact(server.ctx.database.db, b.project.id, { email: 'not-an-email' }, { defaultSubscribed: true }),
-      { statusCode: 422, code: 'VALIDATION_ERROR' },
-    );
+    await assert.rejects(upsertContact(server.ctx.database.db, b.project.id, { email: 'not-an-email' }, { defaultSubscribed: true }), {
+      statusCode: 422,
+      code: 'VALIDATION_ERROR',
+    });
   });
 });

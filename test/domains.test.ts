@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { createPublicKey, sign, verify } from 'node:crypto';
 import { Resolver } from 'node:dns/promises';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, mock, test } from 'node:test';
 import { eq } from 'drizzle-orm';
 import { domains } from '../src/db/schema/domains.ts';
 import { ApiError } from '../src/http/errors.ts';
 import { recheckVerifiedDomainsQueue } from '../src/modules/domains/jobs.ts';
-import { senderDomainFor, senderUsageChecks } from '../src/modules/domains/sender.ts';
+import { senderDomainFor } from '../src/modules/domains/sender.ts';
+import { usage as usageOf } from '../src/modules/usage/service.ts';
 import { checkDomain } from '../src/modules/domains/service.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestDns, startTestDns } from './helpers/dns-server.ts';
@@ -64,7 +65,10 @@ describe('adding a domain', () => {
         ['dmarc', 'TXT', '_dmarc.shop.example.com', false],
       ],
     );
-    assert.ok(d.records.every((r: DomainRecordEntry) => !('found' in r)), 'not checked yet');
+    assert.ok(
+      d.records.every((r: DomainRecordEntry) => !('found' in r)),
+      'not checked yet',
+    );
     const dkim = dkimOf(d.records);
     assert.match(dkim.value, /^v=DKIM1; k=rsa; p=[A-Za-z0-9+/]+=*$/);
     const key = publicKeyOf(dkim.value);
@@ -129,10 +133,7 @@ describe('adding a domain', () => {
     }
     const missing = await a.sk.post('/domains', {});
     assert.equal(missing.status, 422);
-    assert.deepEqual(
-      [missing.body.error.errors[0].field, missing.body.error.errors[0].code],
-      ['domain', 'invalid_type'],
-    );
+    assert.deepEqual([missing.body.error.errors[0].field, missing.body.error.errors[0].code], ['domain', 'invalid_type']);
   });
 
   test('internationalised names are stored as punycode', async () => {
@@ -268,9 +269,7 @@ describe('verification through DNS', () => {
   });
 
   test('both checks are scheduled: pending every 5 minutes, verified daily', async () => {
-    const rows = await server.sql<{ name: string; cron: string }>(
-      "SELECT name, cron FROM pgboss.schedule WHERE name LIKE 'domains-%' ORDER BY name",
-    );
+    const rows = await server.sql<{ name: string; cron: string }>("SELECT name, cron FROM pgboss.schedule WHERE name LIKE 'domains-%' ORDER BY name");
     assert.deepEqual(
       rows.map((r) => [r.name, r.cron]),
       [
@@ -373,9 +372,11 @@ describe('listing and deleting', () => {
 
   test('DELETE is 409 while a registered sender-usage check reports a user', async () => {
     const d = await verifyDomain(a.sk, dns, 'in-use.example');
-    const check = async (_db: unknown, projectId: string, domain: string) =>
-      projectId === a.project.id && domain === 'in-use.example' ? 'template "Welcome"' : null;
-    senderUsageChecks.push(check);
+    const real = usageOf.domainSender;
+    const check = mock.method(usageOf, 'domainSender', async (...args: Parameters<typeof real>) => {
+      const [, projectId, domain] = args;
+      return projectId === a.project.id && domain === 'in-use.example' ? 'template "Welcome"' : real(...args);
+    });
     try {
       const res = await a.sk.delete(`/domains/${d.id}`);
       assert.equal(res.status, 409);
@@ -383,7 +384,7 @@ describe('listing and deleting', () => {
       assert.match(res.body.error.message, /in-use\.example.*template "Welcome"/);
       assert.deepEqual(res.body.error.details, { domain: 'in-use.example', usedBy: 'template "Welcome"' });
     } finally {
-      senderUsageChecks.splice(senderUsageChecks.indexOf(check), 1);
+      check.mock.restore();
     }
     assert.equal((await a.sk.delete(`/domains/${d.id}`)).status, 204);
   });

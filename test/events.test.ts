@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { eventUsageProviders } from '../src/modules/events/usage.ts';
+import { after, before, describe, mock, test } from 'node:test';
+import { usage as usageOf } from '../src/modules/usage/service.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { Api } from './helpers/http.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
@@ -276,11 +276,13 @@ describe('usage and deletion', () => {
 
   test('a name referenced through a usage provider cannot be deleted (409), others can (204)', async () => {
     const b = await bootstrap(server.api);
-    const provider = async (_db: unknown, projectId: string, eventName: string) =>
-      projectId === b.project.id && eventName === 'upgraded'
+    const real = usageOf.eventNameUsers;
+    const provider = mock.method(usageOf, 'eventNameUsers', async (...args: Parameters<typeof real>) => {
+      const [, projectId, eventName] = args;
+      return projectId === b.project.id && eventName === 'upgraded'
         ? { segments: [{ id: 'seg-1', name: 'Upgraders' }], workflows: [{ id: 'wf-1', name: 'Upsell' }] }
-        : {};
-    eventUsageProviders.push(provider);
+        : real(...args);
+    });
     try {
       await trackAt(b.pk, '2024-04-01T00:00:00.000Z', { email: 'd@example.com', event: 'upgraded' });
       const usage = await b.sk.get('/events/upgraded/usage');
@@ -296,7 +298,7 @@ describe('usage and deletion', () => {
       assert.deepEqual(refused.body.error.details.segments, [{ id: 'seg-1', name: 'Upgraders' }]);
       assert.equal((await b.sk.get('/events?name=upgraded')).body.total, 1);
     } finally {
-      eventUsageProviders.splice(eventUsageProviders.indexOf(provider), 1);
+      provider.mock.restore();
     }
   });
 

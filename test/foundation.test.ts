@@ -18,7 +18,7 @@ describe('health and config', () => {
   test('GET /health answers ok when the database is reachable', async () => {
     const res = await server.api.get('/health');
     assert.equal(res.status, 200);
-    assert.deepEqual(res.body, { status: 'ok' });
+    assert.deepEqual(res.body, { status: 'ok', checks: { database: 'ok', secrets: 'ok' } });
   });
 
   test('GET /config exposes the feature flags without authentication', async () => {
@@ -80,7 +80,9 @@ describe('bootstrap: signup, project, keys', () => {
     const list = await server.api.get('/users/@me/projects', { cookie: b.cookie });
     assert.equal(list.body.length, 1);
     assert.equal(list.body[0].role, 'OWNER');
-    assert.equal(list.body[0].secretKey, b.project.secretKey);
+    // Secret keys are stored hashed (issue 14, finding 9): shown once at creation, a prefix afterwards.
+    assert.equal(list.body[0].secretKey, null);
+    assert.equal(list.body[0].secretKeyPrefix, b.project.secretKey.slice(0, 11));
   });
 
   test('signup with a taken email is 409, a short password 422, bad login 401', async () => {
@@ -101,7 +103,6 @@ describe('bootstrap: signup, project, keys', () => {
     assert.equal(good.status, 200);
     assert.match(good.headers.get('set-cookie') ?? '', /herald_session=.*HttpOnly.*SameSite=Lax/i);
   });
-
 });
 
 describe('API keys', () => {
@@ -134,7 +135,12 @@ describe('API keys', () => {
 
   test('missing, malformed and public keys on dashboard endpoints are 401 INVALID_API_KEY', async () => {
     const b = await bootstrap(server.api);
-    for (const headers of [{} as Record<string, string>, { authorization: 'Bearer nope' }, { authorization: 'Basic abc' }, { authorization: `Bearer ${b.project.publicKey}` }]) {
+    for (const headers of [
+      {} as Record<string, string>,
+      { authorization: 'Bearer nope' },
+      { authorization: 'Basic abc' },
+      { authorization: `Bearer ${b.project.publicKey}` },
+    ]) {
       const res = await server.api.get('/contacts', { headers });
       assert.equal(res.status, 401, JSON.stringify(headers));
       assert.equal(res.body.error.code, 'INVALID_API_KEY');
@@ -194,10 +200,7 @@ describe('rate limit', () => {
 describe('start-up', () => {
   test('two processes starting at once against one database apply the migrations once', async () => {
     const databaseUrl = await createTestDatabase();
-    const [a, c] = await Promise.all([
-      startTestServer({}, { databaseUrl }),
-      startTestServer({ PROCESS_ROLE: 'api' }, { databaseUrl }),
-    ]);
+    const [a, c] = await Promise.all([startTestServer({}, { databaseUrl }), startTestServer({ PROCESS_ROLE: 'api' }, { databaseUrl })]);
     try {
       const migrations = readdirSync(new URL('../src/db/migrations', import.meta.url)).filter((f) => f.endsWith('.sql'));
       const applied = await a.sql<{ n: number }>('SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations');
@@ -224,7 +227,10 @@ describe('start-up', () => {
     try {
       let health = 0;
       for (let i = 0; i < 300 && health !== 200; i++) {
-        health = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.status, () => 0);
+        health = await fetch(`http://127.0.0.1:${port}/health`).then(
+          (r) => r.status,
+          () => 0,
+        );
         if (health !== 200) await new Promise((r) => setTimeout(r, 100));
       }
       assert.equal(health, 200);
@@ -240,7 +246,10 @@ describe('start-up', () => {
   });
 
   test('invalid configuration names the variable', () => {
-    assert.throws(() => loadConfig({ PORT: 'abc' }), (err: Error) => err instanceof ConfigError && /PORT/.test(err.message));
+    assert.throws(
+      () => loadConfig({ PORT: 'abc' }),
+      (err: Error) => err instanceof ConfigError && /PORT/.test(err.message),
+    );
     assert.throws(() => loadConfig({ DATABASE_URL: 'mysql://x' }), /DATABASE_URL/);
     assert.throws(() => loadConfig({ PROCESS_ROLE: 'both' }), /PROCESS_ROLE/);
     const run = spawnSync(process.execPath, ['src/main.ts'], { env: { ...process.env, PORT: 'abc' }, encoding: 'utf8' });

@@ -24,8 +24,7 @@ function form(content: string | Buffer, filename = 'contacts.csv', field = 'file
   return fd;
 }
 
-const upload = (api: Api, content: string | Buffer, filename?: string) =>
-  api.request('POST', '/contacts/import', { raw: form(content, filename) });
+const upload = (api: Api, content: string | Buffer, filename?: string) => api.request('POST', '/contacts/import', { raw: form(content, filename) });
 
 type Job = {
   jobId: string;
@@ -340,10 +339,7 @@ describe('POST /contacts/import: files refused before anything is imported', () 
 
   test('a binary file named .csv is 400', async () => {
     const p = await bootstrap(server.api, 'binary');
-    const png = Buffer.from(
-      'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
-      'base64',
-    );
+    const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==', 'base64');
     await refused(p, png, 400, 'BAD_REQUEST', /binary/);
   });
 
@@ -445,7 +441,10 @@ describe('large files and failures', () => {
 
     // Progress only moves forward, in whole batches, and was visible while the job ran.
     const processed = seen.map((s) => s.processedRows);
-    assert.deepEqual(processed, [...processed].sort((x, y) => x - y));
+    assert.deepEqual(
+      processed,
+      [...processed].sort((x, y) => x - y),
+    );
     const partial = seen.filter((s) => s.processedRows > 0 && s.processedRows < total);
     assert.ok(partial.length > 0, 'some poll saw the job part-way');
     for (const s of partial) {
@@ -487,19 +486,13 @@ describe('large files and failures', () => {
       const rows = Array.from({ length: 2500 }, (_, i) => (i === 1600 ? 'boom@example.com,x' : `f${i}@example.com,x`));
       const job = await importCsv(p.sk, `email,plan\n${rows.join('\n')}\n`);
       assert.equal(job.status, 'failed');
-      assert.equal(
-        job.failureReason,
-        'An unexpected error stopped the import after 1000 of 2500 rows; those rows were imported',
-      );
+      assert.equal(job.failureReason, 'An unexpected error stopped the import after 1000 of 2500 rows; those rows were imported');
       assert.equal(job.totalRows, 2500);
       assert.equal(job.processedRows, 1000);
       assert.equal(job.imported, 1000);
       assert.equal(job.skipped, 0, 'a retry resumes after the committed batch instead of redoing it');
       assert.equal(await contactCount(p.project.id), 1000);
-      const attempts = await server.sql<{ attempts: number; file: Buffer | null }>(
-        'SELECT attempts, file FROM import_jobs WHERE id = $1',
-        [job.jobId],
-      );
+      const attempts = await server.sql<{ attempts: number; file: Buffer | null }>('SELECT attempts, file FROM import_jobs WHERE id = $1', [job.jobId]);
       assert.deepEqual(attempts, [{ attempts: 3, file: null }], 'retried, each retry resuming after the committed batch');
     } finally {
       await server.sql('DROP TRIGGER refuse_boom ON contacts');

@@ -1,19 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import {
-  RenderLimitError,
-  TemplateSyntaxError,
-  checkTemplates,
-  renderEmail,
-} from '../src/render/engine.ts';
+import { RenderLimitError, TemplateSyntaxError, checkTemplates, renderEmail } from '../src/render/engine.ts';
 import { signLinkToken, verifyLinkToken } from '../src/render/link-tokens.ts';
 import { rewriteShorthands } from '../src/render/prepass.ts';
 import { buildVariables } from '../src/render/variables.ts';
 
-const body = async (source: string, vars: Record<string, unknown> = {}) =>
-  (await renderEmail({ subject: 'x', body: source }, vars)).html;
-const subject = async (source: string, vars: Record<string, unknown> = {}) =>
-  (await renderEmail({ subject: source, body: '' }, vars)).subject;
+const body = async (source: string, vars: Record<string, unknown> = {}) => (await renderEmail({ subject: 'x', body: source }, vars)).html;
+const subject = async (source: string, vars: Record<string, unknown> = {}) => (await renderEmail({ subject: source, body: '' }, vars)).subject;
 
 /** Runs fn and returns how long it took, in milliseconds. */
 async function timed(fn: () => Promise<unknown>): Promise<number> {
@@ -59,13 +52,17 @@ describe('template syntax forms of the spec', () => {
   });
 
   test('conditionals, loops and filters', async () => {
-    const vars = { plan: 'pro', items: [{ name: 'pen', qty: 2 }, { name: 'ink', qty: 1 }], city: 'paris' };
+    const vars = {
+      plan: 'pro',
+      items: [
+        { name: 'pen', qty: 2 },
+        { name: 'ink', qty: 1 },
+      ],
+      city: 'paris',
+    };
     assert.equal(await body("{% if plan == 'pro' %}PRO{% else %}free{% endif %}", vars), 'PRO');
     assert.equal(await body("{% if plan == 'free' %}yes{% elsif plan %}other{% endif %}", vars), 'other');
-    assert.equal(
-      await body('{% for i in items %}{{ forloop.index }}.{{ i.name }}x{{ i.qty }};{% endfor %}', vars),
-      '1.penx2;2.inkx1;',
-    );
+    assert.equal(await body('{% for i in items %}{{ forloop.index }}.{{ i.name }}x{{ i.qty }};{% endfor %}', vars), '1.penx2;2.inkx1;');
     assert.equal(await body('{{ city | capitalize }} {{ city | upcase }} {{ items | size }}', vars), 'Paris PARIS 2');
     assert.equal(await body('{% assign n = items | map: "name" | join: ", " %}{{ n }}', vars), 'pen, ink');
     assert.equal(await body('{% unless plan == "free" %}paid{% endunless %}', vars), 'paid');
@@ -89,10 +86,7 @@ describe('escaping', () => {
   const vars = { name: '<script>alert("x")</script> & co', sig: '<b>Bo</b>' };
 
   test('the body escapes variable output; raw outputs HTML as is; escape does not double-escape', async () => {
-    assert.equal(
-      await body('<p>{{ name }}</p>', vars),
-      '<p>&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; co</p>',
-    );
+    assert.equal(await body('<p>{{ name }}</p>', vars), '<p>&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; co</p>');
     assert.equal(await body('{{ sig | raw }}', vars), '<b>Bo</b>');
     assert.equal(await body('{{ sig | escape }}', vars), '&lt;b&gt;Bo&lt;/b&gt;');
     assert.equal(await body('{{ missing ?? "<i>x</i>" }}', vars), '&lt;i&gt;x&lt;/i&gt;');
@@ -138,12 +132,7 @@ describe('syntax errors', () => {
 
 describe('sandbox', () => {
   test('include, render and layout cannot read files', async () => {
-    for (const source of [
-      '{% include "/etc/passwd" %}',
-      "{% render '../../package.json' %}",
-      '{% layout "/etc/hosts" %}',
-      '{% include file %}',
-    ]) {
+    for (const source of ['{% include "/etc/passwd" %}', "{% render '../../package.json' %}", '{% layout "/etc/hosts" %}', '{% include file %}']) {
       const [error] = checkTemplates({ body: source });
       assert.ok(error, source);
       assert.match(error.message, /not available in email templates/);
@@ -157,9 +146,7 @@ describe('sandbox', () => {
 
   test('a huge range is refused at once', async () => {
     let err: unknown;
-    const ms = await timed(() =>
-      renderEmail({ subject: 's', body: '{% for i in (1..1000000000) %}x{% endfor %}' }, {}).catch((e) => (err = e)),
-    );
+    const ms = await timed(() => renderEmail({ subject: 's', body: '{% for i in (1..1000000000) %}x{% endfor %}' }, {}).catch((e) => (err = e)));
     assert.ok(err instanceof RenderLimitError, String(err));
     assert.ok(ms < 500, `took ${ms} ms`);
   });
@@ -177,19 +164,14 @@ describe('sandbox', () => {
   test('a 10 MB output is refused at the 2 MB bound', async () => {
     let err: unknown;
     const big = 'x'.repeat(10_000);
-    const ms = await timed(() =>
-      renderEmail({ subject: 's', body: '{% for i in (1..1000) %}{{ big }}{% endfor %}' }, { big }).catch(
-        (e) => (err = e),
-      ),
-    );
+    const ms = await timed(() => renderEmail({ subject: 's', body: '{% for i in (1..1000) %}{{ big }}{% endfor %}' }, { big }).catch((e) => (err = e)));
     assert.ok(err instanceof RenderLimitError, String(err));
     assert.match((err as Error).message, /exceeds 2 MB/);
     assert.ok(ms < 1000, `took ${ms} ms`);
   });
 
   test('doubling a captured string is bounded', async () => {
-    const source =
-      '{% assign s = "xxxxxxxxxx" %}{% for i in (1..40) %}{% capture s %}{{ s | raw }}{{ s | raw }}{% endcapture %}{% endfor %}{{ s | size }}';
+    const source = '{% assign s = "xxxxxxxxxx" %}{% for i in (1..40) %}{% capture s %}{{ s | raw }}{{ s | raw }}{% endcapture %}{% endfor %}{{ s | size }}';
     await assert.rejects(renderEmail({ subject: source, body: source }, {}), RenderLimitError);
   });
 
@@ -201,7 +183,11 @@ describe('sandbox', () => {
 });
 
 describe('variables', () => {
-  const contact = { id: 'cnt_0193aaaabbbbccccddddeeeeffff0000', email: 'ann@example.test', data: { plan: 'pro', name: 'Ann', email: 'stale@x.test', id: 'fake', locale: 'fr', tier: { level: 2 } } };
+  const contact = {
+    id: 'cnt_0193aaaabbbbccccddddeeeeffff0000',
+    email: 'ann@example.test',
+    data: { plan: 'pro', name: 'Ann', email: 'stale@x.test', id: 'fake', locale: 'fr', tier: { level: 2 } },
+  };
   const vars = buildVariables({
     publicUrl: 'https://mail.example.test/',
     secret: 'test-secret-0123456789abcdef',

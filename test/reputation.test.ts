@@ -23,12 +23,27 @@ let domainCount = 0;
 
 before(async () => {
   dir = mkdtempSync(path.join(tmpdir(), 'herald-rep-'));
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=test', '-days', '1',
-    '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'),
-  ], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-subj',
+      '/CN=test',
+      '-days',
+      '1',
+      '-keyout',
+      path.join(dir, 'key.pem'),
+      '-out',
+      path.join(dir, 'cert.pem'),
+    ],
+    { stdio: 'ignore' },
+  );
   signingKey = readFileSync(path.join(dir, 'key.pem'), 'utf8');
-  ({ dns, sink, server } = await startMailEnv({ SNS_TRUSTED_CERT_FILE: path.join(dir, 'cert.pem') }));
+  ({ dns, sink, server } = await startMailEnv({ SNS_TRUSTED_CERT_FILE: path.join(dir, 'cert.pem'), SNS_TOPIC_ARNS: 'arn:aws:sns:us-east-1:123456789012:ses' }));
 });
 after(async () => {
   await server?.stop();
@@ -46,13 +61,13 @@ async function project(name: string): Promise<Project> {
   return { ...p, from: `news@${domain}` };
 }
 
-
 /** Stored emails as fixtures: `count` of them in `status`, created `daysAgo`. */
 async function fixtures(projectId: string, count: number, status: string, daysAgo = 0) {
   await server.sql(
-    `INSERT INTO emails (id, project_id, to_email, from_email, type, subject_source, body_source, status, created_at, updated_at,
+    `WITH c AS (INSERT INTO email_contents (id, project_id, body_source) VALUES (gen_random_uuid(), $1, 'b') RETURNING id)
+     INSERT INTO emails (id, project_id, to_email, from_email, type, subject_source, content_id, status, created_at, updated_at,
                          sent_at, bounced_at, complained_at)
-     SELECT gen_random_uuid(), $1, 'fixture-' || md5(random()::text) || '@example.net', 'news@example.net', 'MARKETING', 's', 'b', $3,
+     SELECT gen_random_uuid(), $1, 'fixture-' || md5(random()::text) || '@example.net', 'news@example.net', 'MARKETING', 's', (SELECT id FROM c), $3,
             now() - make_interval(days => $4), now(),
             CASE WHEN $3 <> 'QUEUED' THEN now() - make_interval(days => $4) END,
             CASE WHEN $3 = 'BOUNCED' THEN now() - make_interval(days => $4) END,
@@ -70,7 +85,7 @@ async function sentEmail(p: Project, to: string) {
 }
 
 /** An SES notification about `messageId`, signed as SNS would, posted to the webhook. */
-async function sesNotification(type: 'Bounce' | 'Complaint', messageId: string, to: string) {
+async function sesNotification(type: 'Bounce' | 'Complaint', messageId: string, to: string, from: string) {
   const detail =
     type === 'Bounce'
       ? { bounce: { bounceType: 'Permanent', bounceSubType: 'General', bouncedRecipients: [{ emailAddress: to }], timestamp: new Date().toISOString() } }
@@ -79,7 +94,11 @@ async function sesNotification(type: 'Bounce' | 'Complaint', messageId: string, 
     Type: 'Notification',
     MessageId: randomUUID(),
     TopicArn: 'arn:aws:sns:us-east-1:123456789012:ses',
-    Message: JSON.stringify({ notificationType: type, mail: { headers: [{ name: 'Message-ID', value: messageId }] }, ...detail }),
+    Message: JSON.stringify({
+      notificationType: type,
+      mail: { source: from, destination: [to], headers: [{ name: 'Message-ID', value: messageId }] },
+      ...detail,
+    }),
     Timestamp: new Date().toISOString(),
   };
   const canonical = ['Message', 'MessageId', 'Timestamp', 'TopicArn', 'Type'].map((k) => `${k}\n${fields[k]}\n`).join('');
@@ -89,7 +108,10 @@ async function sesNotification(type: 'Bounce' | 'Complaint', messageId: string, 
     Signature: sign('sha256', Buffer.from(canonical), signingKey).toString('base64'),
     SigningCertURL: 'https://sns.us-east-1.amazonaws.com/SimpleNotificationService-test.pem',
   };
-  const res = await server.api.post('/webhooks/notifications', undefined, { raw: JSON.stringify(message), headers: { 'content-type': 'text/plain; charset=UTF-8' } });
+  const res = await server.api.post('/webhooks/notifications', undefined, {
+    raw: JSON.stringify(message),
+    headers: { 'content-type': 'text/plain; charset=UTF-8' },
+  });
   assert.equal(res.status, 200, res.text);
   assert.equal(res.body.status, 'processed');
 }
@@ -117,7 +139,7 @@ describe('the reputation guard', () => {
     assert.deepEqual(warn.body.recentSuspensions, []);
 
     // One more hard bounce: 16 of 191 = 8.38 % ≥ the all-time critical 8 %.
-    await sesNotification('Bounce', real.messageId, 'will-bounce@example.org');
+    await sesNotification('Bounce', real.messageId, 'will-bounce@example.org', p.from);
 
     const report = await security(p);
     assert.equal(report.body.status, 'critical');
@@ -156,8 +178,9 @@ describe('the reputation guard', () => {
     // A delivery job that still runs for the project sends nothing.
     const late = randomUUID();
     await server.sql(
-      `INSERT INTO emails (id, project_id, to_email, from_email, type, subject_source, body_source, status)
-       VALUES ($1, $2, 'late@example.org', $3, 'TRANSACTIONAL', 's', 'b', 'QUEUED')`,
+      `WITH c AS (INSERT INTO email_contents (id, project_id, body_source) VALUES (gen_random_uuid(), $2, 'b') RETURNING id)
+       INSERT INTO emails (id, project_id, to_email, from_email, type, subject_source, content_id, status)
+       VALUES ($1, $2, 'late@example.org', $3, 'TRANSACTIONAL', 's', (SELECT id FROM c), 'QUEUED')`,
       [late, p.project.id, p.from],
     );
     await server.ctx.jobs.send('email-delivery', { emailId: late });
@@ -171,7 +194,10 @@ describe('the reputation guard', () => {
       }
     })();
     assert.deepEqual(stopped, { status: 'FAILED', error: STOPPED });
-    assert.equal(sink.messages.some((m) => m.envelope.to.includes('late@example.org')), false);
+    assert.equal(
+      sink.messages.some((m) => m.envelope.to.includes('late@example.org')),
+      false,
+    );
   });
 
   test('complaints: 2 in 1001 sent (0.2 %) crosses the 7-day critical 0.15 %', async () => {
@@ -184,7 +210,7 @@ describe('the reputation guard', () => {
     assert.deepEqual(warn.body.complaintRate, { last7Days: 0.0999, allTime: 0.0999, level: 'warning' });
     assert.equal(warn.body.status, 'warning');
 
-    await sesNotification('Complaint', real.messageId, 'will-complain@example.org');
+    await sesNotification('Complaint', real.messageId, 'will-complain@example.org', p.from);
     const report = await security(p);
     assert.deepEqual(report.body.complaintRate, { last7Days: 0.1998, allTime: 0.1998, level: 'critical' });
     assert.equal(report.body.bounceRate.level, 'ok');

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, mock, test } from 'node:test';
 import { recomputeAllSegments } from '../src/modules/segments/membership.ts';
-import { segmentInUseChecks } from '../src/modules/segments/service.ts';
+import { usage as usageOf } from '../src/modules/usage/service.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
@@ -146,7 +146,12 @@ describe('segment records', () => {
   test('PATCH changes name, description, condition and trackMembership; the count follows the condition', async () => {
     const s = await b.sk.post('/segments', { name: 'Plan', condition: one('data.plan', 'equals', 'pro') });
     clock += 1000;
-    const res = await b.sk.patch(`/segments/${s.body.id}`, { name: 'Free plan', description: null, condition: one('data.plan', 'equals', 'free'), trackMembership: true });
+    const res = await b.sk.patch(`/segments/${s.body.id}`, {
+      name: 'Free plan',
+      description: null,
+      condition: one('data.plan', 'equals', 'free'),
+      trackMembership: true,
+    });
     assert.equal(res.status, 200, res.text);
     assert.equal(res.body.name, 'Free plan');
     assert.equal(res.body.description, null);
@@ -215,7 +220,10 @@ describe('members', () => {
     assert.equal(page2.body.total, 5);
     assert.equal(page2.body.page, 2);
     assert.equal(page2.body.pageSize, 2);
-    assert.deepEqual(page2.body.data.map((c: { email: string }) => c.email), ['p2@example.com', 'p1@example.com']);
+    assert.deepEqual(
+      page2.body.data.map((c: { email: string }) => c.email),
+      ['p2@example.com', 'p1@example.com'],
+    );
     assert.deepEqual(Object.keys(page2.body.data[0]).sort(), ['createdAt', 'data', 'email', 'id', 'snoozedUntil', 'subscribed', 'updatedAt']);
     const big = await p.sk.get(`/segments/${s.body.id}/contacts?pageSize=1000`);
     assert.equal(big.body.pageSize, 100);
@@ -288,7 +296,10 @@ describe('tracked membership: compute, entry and exit events', () => {
     assert.equal(res.status, 200, res.text);
     assert.deepEqual(res.body, { added: 2, removed: 0, total: 2 });
     const entries = await eventsNamed(p, 'segment.vip-customers-eu.entry');
-    assert.deepEqual(entries.map((e) => e.email), ['ann@example.com', 'bob@example.com']);
+    assert.deepEqual(
+      entries.map((e) => e.email),
+      ['ann@example.com', 'bob@example.com'],
+    );
     assert.deepEqual(entries[0].data, { segmentId: s.body.id, segmentName: 'VIP -- Customers (EU)!' });
 
     assert.deepEqual((await p.sk.post(`/segments/${s.body.id}/compute`)).body, { added: 0, removed: 0, total: 2 }, 'nothing changed');
@@ -298,15 +309,24 @@ describe('tracked membership: compute, entry and exit events', () => {
     await server.sql(`UPDATE contacts SET data = '{"plan":"pro"}' WHERE project_id = $1 AND email = 'cat@example.com'`, [p.project.id]);
     res = await p.sk.post(`/segments/${s.body.id}/compute`);
     assert.deepEqual(res.body, { added: 1, removed: 1, total: 2 });
-    assert.deepEqual((await eventsNamed(p, 'segment.vip-customers-eu.exit')).map((e) => e.email), ['ann@example.com']);
-    assert.deepEqual((await eventsNamed(p, 'segment.vip-customers-eu.entry')).map((e) => e.email), ['ann@example.com', 'bob@example.com', 'cat@example.com']);
+    assert.deepEqual(
+      (await eventsNamed(p, 'segment.vip-customers-eu.exit')).map((e) => e.email),
+      ['ann@example.com'],
+    );
+    assert.deepEqual(
+      (await eventsNamed(p, 'segment.vip-customers-eu.entry')).map((e) => e.email),
+      ['ann@example.com', 'bob@example.com', 'cat@example.com'],
+    );
     assert.equal((await p.sk.get(`/segments/${s.body.id}`)).body.memberCount, 2);
 
     // The events are ordinary events: listed with the contact's events.
     const timeline = await p.sk.get(`/events/contact/${ann}`);
     if (timeline.status === 200) {
       assert.deepEqual(
-        timeline.body.data.map((e: { name: string }) => e.name).filter((n: string) => n.startsWith('segment.')).sort(),
+        timeline.body.data
+          .map((e: { name: string }) => e.name)
+          .filter((n: string) => n.startsWith('segment.'))
+          .sort(),
         ['segment.vip-customers-eu.entry', 'segment.vip-customers-eu.exit'],
       );
     }
@@ -321,12 +341,20 @@ describe('tracked membership: compute, entry and exit events', () => {
 
     const tracked = await p.pk.post('/v1/track', { email: 'dora@example.com', event: 'purchase', data: { plan: 'pro' } });
     assert.equal(tracked.status, 200, tracked.text);
-    const entered = await eventually('entry events', async () => [...(await eventsNamed(p, 'segment.buyers.entry')), ...(await eventsNamed(p, 'segment.pro.entry'))].map((e) => e.email), (v) => v.length === 2);
+    const entered = await eventually(
+      'entry events',
+      async () => [...(await eventsNamed(p, 'segment.buyers.entry')), ...(await eventsNamed(p, 'segment.pro.entry'))].map((e) => e.email),
+      (v) => v.length === 2,
+    );
     assert.deepEqual(entered, ['dora@example.com', 'dora@example.com']);
     assert.equal((await p.sk.get(`/segments/${pro.body.id}`)).body.memberCount, 1);
 
     await p.pk.post('/v1/track', { email: 'dora@example.com', event: 'downgrade', data: { plan: 'free' } });
-    await eventually('exit event', async () => (await eventsNamed(p, 'segment.pro.exit')).map((e) => e.email), (v) => v.length === 1);
+    await eventually(
+      'exit event',
+      async () => (await eventsNamed(p, 'segment.pro.exit')).map((e) => e.email),
+      (v) => v.length === 1,
+    );
     assert.equal((await p.sk.get(`/segments/${pro.body.id}`)).body.memberCount, 0);
     // A later compute finds nothing left to do: every change was emitted once.
     assert.deepEqual((await p.sk.post(`/segments/${pro.body.id}/compute`)).body, { added: 0, removed: 0, total: 0 });
@@ -341,7 +369,12 @@ describe('tracked membership: compute, entry and exit events', () => {
     const id = await contact(p, 'gil@example.com', { plan: 'free' });
     await p.sk.post('/segments', { name: 'Patched pro', condition: one('data.plan', 'equals', 'pro'), trackMembership: true });
     await p.sk.patch(`/contacts/${id}`, { data: { plan: 'pro' } });
-    await eventually('entry event', async () => (await eventsNamed(p, 'segment.patched-pro.entry')).length, (n) => n === 1, 5000);
+    await eventually(
+      'entry event',
+      async () => (await eventsNamed(p, 'segment.patched-pro.entry')).length,
+      (n) => n === 1,
+      5000,
+    );
   });
 
   test('turning tracking off forgets the computed membership', async () => {
@@ -360,9 +393,15 @@ describe('tracked membership: compute, entry and exit events', () => {
     await contact(p, 'fay@example.com');
     const s = await p.sk.post('/segments', { name: 'Early access', type: 'STATIC', trackMembership: true });
     await p.sk.post(`/segments/${s.body.id}/members`, { emails: ['fay@example.com', 'gus@example.com'], createMissing: true });
-    assert.deepEqual((await eventsNamed(p, 'segment.early-access.entry')).map((e) => e.email), ['fay@example.com', 'gus@example.com']);
+    assert.deepEqual(
+      (await eventsNamed(p, 'segment.early-access.entry')).map((e) => e.email),
+      ['fay@example.com', 'gus@example.com'],
+    );
     await p.sk.delete(`/segments/${s.body.id}/members`, { body: { emails: ['gus@example.com'] } });
-    assert.deepEqual((await eventsNamed(p, 'segment.early-access.exit')).map((e) => e.email), ['gus@example.com']);
+    assert.deepEqual(
+      (await eventsNamed(p, 'segment.early-access.exit')).map((e) => e.email),
+      ['gus@example.com'],
+    );
     assert.deepEqual((await p.sk.post(`/segments/${s.body.id}/compute`)).body, { added: 0, removed: 0, total: 1 });
   });
 
@@ -374,12 +413,18 @@ describe('tracked membership: compute, entry and exit events', () => {
     const untracked = await p.sk.post('/segments', { name: 'New today', condition: one('createdAt', 'within', 1, 'days') });
     assert.equal(untracked.body.memberCount, 1);
     await recomputeAllSegments(server.ctx);
-    assert.deepEqual((await eventsNamed(p, 'segment.new-this-week.entry')).map((e) => e.email), ['hal@example.com']);
+    assert.deepEqual(
+      (await eventsNamed(p, 'segment.new-this-week.entry')).map((e) => e.email),
+      ['hal@example.com'],
+    );
 
     clock = NOW + 8 * DAY;
     try {
       await recomputeAllSegments(server.ctx);
-      assert.deepEqual((await eventsNamed(p, 'segment.new-this-week.exit')).map((e) => e.email), ['hal@example.com']);
+      assert.deepEqual(
+        (await eventsNamed(p, 'segment.new-this-week.exit')).map((e) => e.email),
+        ['hal@example.com'],
+      );
       assert.equal((await p.sk.get(`/segments/${recent.body.id}`)).body.memberCount, 0);
       assert.equal((await p.sk.get(`/segments/${untracked.body.id}`)).body.memberCount, 0);
     } finally {
@@ -419,16 +464,18 @@ describe('delete and usage', () => {
 
   test('DELETE is 409 while a registered in-use check (an active campaign) holds it', async () => {
     const s = await b.sk.post('/segments', { name: 'Audience', type: 'STATIC' });
-    const check = async (_db: unknown, _projectId: string, segmentId: string) =>
-      segmentId === s.body.id ? "Segment is the audience of active campaign 'Summer sale'" : null;
-    segmentInUseChecks.push(check);
+    const real = usageOf.segmentHolders;
+    const check = mock.method(usageOf, 'segmentHolders', async (...args: Parameters<typeof real>) => [
+      ...(await real(...args)),
+      ...(args[2] === s.body.id ? ["Segment is the audience of active campaign 'Summer sale'"] : []),
+    ]);
     try {
       const res = await b.sk.delete(`/segments/${s.body.id}`);
       assert.equal(res.status, 409);
       assert.match(res.body.error.message, /active campaign 'Summer sale'/);
       assert.deepEqual(res.body.error.details.reasons, ["Segment is the audience of active campaign 'Summer sale'"]);
     } finally {
-      segmentInUseChecks.splice(segmentInUseChecks.indexOf(check), 1);
+      check.mock.restore();
     }
     assert.equal((await b.sk.delete(`/segments/${s.body.id}`)).status, 204);
   });
@@ -460,5 +507,28 @@ describe('delete and usage', () => {
     assert.equal(res.body.canDelete, false);
     assert.equal((await b.sk.delete('/events/checkout')).status, 409);
     assert.deepEqual((await b.sk.get('/events/other/usage')).body.segments, []);
+  });
+});
+
+describe('POST /segments/count', () => {
+  test('counts what a condition matches now without saving a segment; a bad condition is 400; another project counts its own', async () => {
+    const a = await bootstrap(server.api, 'count-a');
+    const b = await bootstrap(server.api, 'count-b');
+    await contact(a, 'pro1@count.test', { plan: 'pro' });
+    await contact(a, 'pro2@count.test', { plan: 'pro' });
+    await contact(a, 'free@count.test', { plan: 'free' });
+    await contact(b, 'pro@other.test', { plan: 'pro' });
+
+    const counted = await a.sk.post('/segments/count', { condition: one('data.plan', 'equals', 'pro') });
+    assert.equal(counted.status, 200, counted.text);
+    assert.deepEqual(counted.body, { count: 2 });
+    assert.deepEqual((await b.sk.post('/segments/count', { condition: one('data.plan', 'equals', 'pro') })).body, { count: 1 });
+    assert.deepEqual((await a.sk.get('/segments')).body, [], 'nothing was saved');
+
+    const bad = await a.sk.post('/segments/count', { condition: one('data.plan', 'greater_than_or_equal_to_banana', 1) });
+    assert.equal(bad.status, 400, bad.text);
+    assert.equal(bad.body.error.code, 'BAD_REQUEST');
+    assert.equal((await a.sk.post('/segments/count', {})).status, 400);
+    assert.equal((await a.pk.post('/segments/count', { condition: one('data.plan', 'equals', 'pro') })).status, 401);
   });
 });

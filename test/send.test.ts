@@ -24,7 +24,6 @@ after(async () => {
   await dns?.stop();
 });
 
-
 const messageTo = (address: string) => sink.messages.find((m) => m.envelope.to.includes(address));
 
 describe('POST /v1/send delivers through SMTP', () => {
@@ -56,7 +55,7 @@ describe('POST /v1/send delivers through SMTP', () => {
     assert.equal(msg.parsed.messageId, `<${item.email}@mail.example.test>`);
     assert.equal(msg.parsed.headers.get('list-unsubscribe'), undefined, 'transactional mail has no List-Unsubscribe');
     const dkim = await dkimResult(msg.raw, dns.address);
-    assert.deepEqual(dkim, { result: 'pass', domain: 'mail.example.test' });
+    assert.deepEqual({ result: dkim.result, domain: dkim.domain }, { result: 'pass', domain: 'mail.example.test' }, dkim.why);
 
     const contact = await b.sk.get(`/contacts/${item.contact.id}`);
     assert.equal(contact.body.subscribed, false);
@@ -140,10 +139,9 @@ describe('delivery outcomes', () => {
     assert.equal(again.body.data.emails[0].status, 'SUPPRESSED');
     const stored = await waitForStatus(b.sk, again.body.data.emails[0].email, ['SUPPRESSED']);
     assert.equal(stored.sentAt, null);
-    const events = await server.sql<{ name: string; data: { reason?: string } }>(
-      `SELECT name, data FROM events WHERE contact_id = $1 ORDER BY created_at`,
-      [res.body.data.emails[0].contact.id],
-    );
+    const events = await server.sql<{ name: string; data: { reason?: string } }>(`SELECT name, data FROM events WHERE contact_id = $1 ORDER BY created_at`, [
+      res.body.data.emails[0].contact.id,
+    ]);
     assert.ok(events.some((e) => e.name === 'email.bounced'));
     assert.ok(events.some((e) => e.name === 'contact.unsubscribed' && e.data?.reason === 'bounce'));
   });
@@ -176,9 +174,7 @@ describe('idempotency', () => {
 
   test('two concurrent requests with one key: exactly one is performed', async () => {
     const body = { to: 'race@example.org', from: FROM, subject: 'race', body: 'b' };
-    const results = await Promise.all(
-      Array.from({ length: 5 }, () => b.sk.post('/v1/send', body, { headers: { 'Idempotency-Key': 'race-key' } })),
-    );
+    const results = await Promise.all(Array.from({ length: 5 }, () => b.sk.post('/v1/send', body, { headers: { 'Idempotency-Key': 'race-key' } })));
     assert.deepEqual(results.map((r) => r.status).sort(), [200, 409, 409, 409, 409]);
     const rows = await server.sql(`SELECT id FROM emails WHERE to_email = 'race@example.org'`);
     assert.equal(rows.length, 1);
@@ -189,7 +185,11 @@ describe('idempotency', () => {
     assert.equal(bad.status, 422);
     const good = await b.sk.post('/v1/send', { to: 'x@example.org', from: FROM, subject: 'ok', body: 'b' }, { headers: { 'Idempotency-Key': 'k-retry' } });
     assert.equal(good.status, 200);
-    const long = await b.sk.post('/v1/send', { to: 'x@example.org', from: FROM, subject: 'ok', body: 'b' }, { headers: { 'Idempotency-Key': 'k'.repeat(256) } });
+    const long = await b.sk.post(
+      '/v1/send',
+      { to: 'x@example.org', from: FROM, subject: 'ok', body: 'b' },
+      { headers: { 'Idempotency-Key': 'k'.repeat(256) } },
+    );
     assert.equal(long.status, 422);
     assert.equal(long.body.error.errors[0].field, 'Idempotency-Key');
     const tab = await b.sk.post('/v1/send', { to: 'x@example.org', from: FROM, subject: 'ok', body: 'b' }, { headers: { 'Idempotency-Key': 'a\tb' } });
@@ -203,7 +203,12 @@ describe('bad input sends nothing', () => {
     ['subject of 999 characters', { subject: 's'.repeat(999) }, 422, 'subject'],
     ['header name with CR', { headers: { 'X-A\rB': 'v' } }, 422],
     ['header value of 999 characters', { headers: { 'X-Long': 'v'.repeat(999) } }, 422],
-    ['11 attachments', { attachments: Array.from({ length: 11 }, (_, i) => ({ filename: `${i}.txt`, content: 'aGk=', contentType: 'text/plain' })) }, 422, 'attachments'],
+    [
+      '11 attachments',
+      { attachments: Array.from({ length: 11 }, (_, i) => ({ filename: `${i}.txt`, content: 'aGk=', contentType: 'text/plain' })) },
+      422,
+      'attachments',
+    ],
     ['non-base64 attachment', { attachments: [{ filename: 'a.txt', content: 'not base64!!', contentType: 'text/plain' }] }, 422, 'attachments.0.content'],
     ['empty to', { to: '' }, 422, 'to'],
     ['to not an email', { to: 'not-an-email' }, 422, 'to'],
@@ -216,7 +221,11 @@ describe('bad input sends nothing', () => {
       const res = await b.sk.post('/v1/send', { to: 'bad@example.org', from: FROM, subject: 'ok', body: 'b', ...patch });
       assert.equal(res.status, status, res.text);
       assert.equal(res.body.error.code, 'VALIDATION_ERROR');
-      if (field) assert.ok(res.body.error.errors.some((e: { field: string }) => e.field.startsWith(field)), res.text);
+      if (field)
+        assert.ok(
+          res.body.error.errors.some((e: { field: string }) => e.field.startsWith(field)),
+          res.text,
+        );
       const after = (await server.sql<{ n: number }>('SELECT count(*)::int AS n FROM emails'))[0].n;
       assert.equal(after, before);
     });

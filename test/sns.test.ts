@@ -10,7 +10,7 @@ import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { TestDns } from './helpers/dns-server.ts';
 import { verifyDomain } from './helpers/domains.ts';
 import type { SmtpSink } from './helpers/smtp-sink.ts';
-import type { TestServer } from './helpers/server.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
 import { startMailEnv, waitForStatus } from './helpers/mail.ts';
 
 const FROM = 'news@mail.example.test';
@@ -27,12 +27,27 @@ let b: Bootstrapped;
 before(async () => {
   // A self-signed certificate standing in for Amazon's: the server trusts it through SNS_TRUSTED_CERT_FILE.
   dir = mkdtempSync(path.join(tmpdir(), 'herald-sns-'));
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=sns.amazonaws.com', '-days', '1',
-    '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'),
-  ], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-subj',
+      '/CN=sns.amazonaws.com',
+      '-days',
+      '1',
+      '-keyout',
+      path.join(dir, 'key.pem'),
+      '-out',
+      path.join(dir, 'cert.pem'),
+    ],
+    { stdio: 'ignore' },
+  );
   signingKey = readFileSync(path.join(dir, 'key.pem'), 'utf8');
-  ({ dns, sink, server } = await startMailEnv({ SNS_TRUSTED_CERT_FILE: path.join(dir, 'cert.pem') }));
+  ({ dns, sink, server } = await startMailEnv({ SNS_TRUSTED_CERT_FILE: path.join(dir, 'cert.pem'), SNS_TOPIC_ARNS: TOPIC }));
   b = await bootstrap(server.api);
   await verifyDomain(b.sk, dns, 'mail.example.test');
 });
@@ -51,9 +66,18 @@ function signed(fields: SnsFields, version: '1' | '2' = '2', key = signingKey): 
     fields.Type === 'Notification'
       ? ['Message', 'MessageId', 'Subject', 'Timestamp', 'TopicArn', 'Type']
       : ['Message', 'MessageId', 'SubscribeURL', 'Timestamp', 'Token', 'TopicArn', 'Type'];
-  const canonical = keys.filter((k) => fields[k] !== undefined).map((k) => `${k}\n${fields[k]}\n`).join('');
+  const canonical = keys
+    .filter((k) => fields[k] !== undefined)
+    .map((k) => `${k}\n${fields[k]}\n`)
+    .join('');
   const signature = sign(version === '1' ? 'sha1' : 'sha256', Buffer.from(canonical), key).toString('base64');
-  return { SigningCertURL: CERT_URL, UnsubscribeURL: `https://sns.eu-west-1.amazonaws.com/?Action=Unsubscribe`, ...fields, SignatureVersion: version, Signature: signature };
+  return {
+    SigningCertURL: CERT_URL,
+    UnsubscribeURL: `https://sns.eu-west-1.amazonaws.com/?Action=Unsubscribe`,
+    ...fields,
+    SignatureVersion: version,
+    Signature: signature,
+  };
 }
 
 function notification(sesEvent: unknown, opts: { messageId?: string; version?: '1' | '2' } = {}): SnsFields {
@@ -95,7 +119,6 @@ function sesEvent(type: string, messageId: string, to: string, detail: Record<st
   return type === 'Open' || type === 'Click' ? { eventType: type, mail, [key]: detail } : { notificationType: type, mail, [key]: detail };
 }
 
-
 /** A MARKETING email delivered through the sink to a subscribed contact. */
 async function sentEmail(to: string) {
   const res = await b.sk.post('/v1/send', { to, from: FROM, subject: 'Hello', body: '<p>Hi</p>', subscribed: true });
@@ -107,10 +130,9 @@ async function sentEmail(to: string) {
 }
 
 const eventsOf = (contactId: string) =>
-  server.sql<{ name: string; data: Record<string, unknown> | null }>(
-    'SELECT name, data FROM events WHERE contact_id = $1 ORDER BY created_at, id',
-    [contactId],
-  );
+  server.sql<{ name: string; data: Record<string, unknown> | null }>('SELECT name, data FROM events WHERE contact_id = $1 ORDER BY created_at, id', [
+    contactId,
+  ]);
 
 const suppressed = async (email: string) =>
   (await server.sql('SELECT reason FROM suppressions WHERE project_id = $1 AND email = $2', [b.project.id, email]))[0]?.reason ?? null;
@@ -119,14 +141,21 @@ describe('SES notifications through SNS', () => {
   test('Delivery: SENT → DELIVERED at the reported time, with email.delivered', async () => {
     const e = await sentEmail('delivered@example.org');
     const at = new Date().toISOString();
-    const res = await deliver(notification(sesEvent('Delivery', e.messageId, 'delivered@example.org', { timestamp: at, recipients: ['delivered@example.org'], smtpResponse: '250 ok' })));
+    const res = await deliver(
+      notification(
+        sesEvent('Delivery', e.messageId, 'delivered@example.org', { timestamp: at, recipients: ['delivered@example.org'], smtpResponse: '250 ok' }),
+      ),
+    );
     assert.equal(res.status, 200, res.text);
     assert.deepEqual(res.body, { status: 'processed' });
     const email = await b.sk.get(`/emails/${e.id}`);
     assert.equal(email.body.status, 'DELIVERED');
     assert.equal(email.body.deliveredAt, at);
     const events = await eventsOf(e.contactId);
-    assert.deepEqual(events.map((x) => x.name), ['email.sent', 'email.delivered']);
+    assert.deepEqual(
+      events.map((x) => x.name),
+      ['email.sent', 'email.delivered'],
+    );
     assert.deepEqual(events[1].data, { emailId: e.id, subject: 'Hello' });
     const again = await deliver(notification(sesEvent('Delivery', e.messageId, 'delivered@example.org', { timestamp: at })));
     assert.equal(again.status, 200);
@@ -233,10 +262,19 @@ describe('SES notifications through SNS', () => {
   test('Open and Click events count on the email like the pixel and redirects do', async () => {
     const e = await sentEmail('engaged@example.org');
     const at = new Date(Date.now() - 100).toISOString();
-    const open = await deliver(notification(sesEvent('Open', e.messageId, 'engaged@example.org', { timestamp: at, ipAddress: '192.0.2.1', userAgent: 'Mail' })));
+    const open = await deliver(
+      notification(sesEvent('Open', e.messageId, 'engaged@example.org', { timestamp: at, ipAddress: '192.0.2.1', userAgent: 'Mail' })),
+    );
     assert.equal(open.status, 200, open.text);
     const click = await deliver(
-      notification(sesEvent('Click', e.messageId, 'engaged@example.org', { timestamp: at, link: 'https://shop.example.com/sale', ipAddress: '192.0.2.1', userAgent: 'Mail' })),
+      notification(
+        sesEvent('Click', e.messageId, 'engaged@example.org', {
+          timestamp: at,
+          link: 'https://shop.example.com/sale',
+          ipAddress: '192.0.2.1',
+          userAgent: 'Mail',
+        }),
+      ),
     );
     assert.equal(click.status, 200, click.text);
     const email = await b.sk.get(`/emails/${e.id}`);
@@ -250,7 +288,10 @@ describe('SES notifications through SNS', () => {
 
   test('SignatureVersion 1 (SHA1withRSA) and application/json bodies are accepted too', async () => {
     const e = await sentEmail('v1@example.org');
-    const res = await deliver(notification(sesEvent('Open', e.messageId, 'v1@example.org', { timestamp: new Date().toISOString() }), { version: '1' }), 'application/json');
+    const res = await deliver(
+      notification(sesEvent('Open', e.messageId, 'v1@example.org', { timestamp: new Date().toISOString() }), { version: '1' }),
+      'application/json',
+    );
     assert.equal(res.status, 200, res.text);
     assert.equal(res.body.status, 'processed');
     assert.equal((await b.sk.get(`/emails/${e.id}`)).body.openCount, 1);
@@ -263,7 +304,9 @@ describe('SES notifications through SNS', () => {
     const e = await sentEmail('send-event@example.org');
     const other = await deliver(notification(sesEvent('Send', e.messageId, 'send-event@example.org', {})));
     assert.deepEqual(other.body, { status: 'ignored' });
-    const notJson = await deliver(signed({ Type: 'Notification', MessageId: randomUUID(), TopicArn: TOPIC, Message: 'hello', Timestamp: new Date().toISOString() }));
+    const notJson = await deliver(
+      signed({ Type: 'Notification', MessageId: randomUUID(), TopicArn: TOPIC, Message: 'hello', Timestamp: new Date().toISOString() }),
+    );
     assert.deepEqual(notJson.body, { status: 'ignored' });
   });
 });
@@ -292,7 +335,12 @@ describe('idempotency on the SNS MessageId', () => {
 
   test('a second, different notification of the same hard bounce changes nothing more', async () => {
     const e = await sentEmail('rebounce@example.org');
-    const detail = { bounceType: 'Permanent', bounceSubType: 'General', bouncedRecipients: [{ emailAddress: 'rebounce@example.org' }], timestamp: new Date().toISOString() };
+    const detail = {
+      bounceType: 'Permanent',
+      bounceSubType: 'General',
+      bouncedRecipients: [{ emailAddress: 'rebounce@example.org' }],
+      timestamp: new Date().toISOString(),
+    };
     await deliver(notification(sesEvent('Bounce', e.messageId, 'rebounce@example.org', detail)));
     await deliver(notification(sesEvent('Bounce', e.messageId, 'rebounce@example.org', detail)));
     const events = await eventsOf(e.contactId);
@@ -367,6 +415,74 @@ describe('rejected SNS messages (403, nothing changed)', () => {
   });
 });
 
+describe('the topic allow-list (SNS_TOPIC_ARNS) and feedback matching', () => {
+  const ATTACKER_TOPIC = 'arn:aws:sns:eu-west-1:999999999999:attacker-topic';
+
+  async function assertUntouched(e: { id: string; contactId: string }, address: string) {
+    const email = await b.sk.get(`/emails/${e.id}`);
+    assert.equal(email.body.status, 'SENT');
+    assert.equal(email.body.complainedAt, null);
+    assert.equal(await suppressed(address), null);
+    assert.equal((await b.sk.get(`/contacts/${e.contactId}`)).body.subscribed, true);
+  }
+
+  test('a correctly signed complaint from a topic not in SNS_TOPIC_ARNS is 403 and changes nothing', async () => {
+    const e = await sentEmail('forged@example.org');
+    const event = sesEvent('Complaint', e.messageId, 'forged@example.org', { complainedRecipients: [{ emailAddress: 'forged@example.org' }] });
+    const forged = signed({
+      Type: 'Notification',
+      MessageId: randomUUID(),
+      TopicArn: ATTACKER_TOPIC,
+      Message: JSON.stringify(event),
+      Timestamp: new Date().toISOString(),
+    });
+    const res = await deliver(forged);
+    assert.equal(res.status, 403, res.text);
+    assert.equal(res.body.error.code, 'FORBIDDEN');
+    assert.match(res.body.error.message, /SNS_TOPIC_ARNS/);
+    await assertUntouched(e, 'forged@example.org');
+    const genuine = await deliver(notification(event));
+    assert.deepEqual(genuine.body, { status: 'processed' }, 'the listed topic still works');
+    assert.equal(await suppressed('forged@example.org'), 'complaint');
+  });
+
+  test('with SNS_TOPIC_ARNS unset, even a genuine message from the real topic is 403', async () => {
+    const e = await sentEmail('unset@example.org');
+    const closed = await startTestServer({ SNS_TRUSTED_CERT_FILE: path.join(dir, 'cert.pem'), PROCESS_ROLE: 'api' }, { databaseUrl: server.databaseUrl });
+    try {
+      const message = notification(sesEvent('Complaint', e.messageId, 'unset@example.org', { complainedRecipients: [{ emailAddress: 'unset@example.org' }] }));
+      const res = await closed.api.post('/webhooks/notifications', undefined, { raw: JSON.stringify(message), headers: { 'content-type': 'text/plain' } });
+      assert.equal(res.status, 403, res.text);
+      assert.equal(res.body.error.code, 'FORBIDDEN');
+      assert.match(res.body.error.message, /set SNS_TOPIC_ARNS/);
+    } finally {
+      await closed.stop();
+    }
+    await assertUntouched(e, 'unset@example.org');
+  });
+
+  test('feedback naming the Message-ID but another recipient or another sender is ignored', async () => {
+    const e = await sentEmail('matched@example.org');
+    const complaint = (recipient: string) => sesEvent('Complaint', e.messageId, recipient, { complainedRecipients: [{ emailAddress: recipient }] });
+    const otherRecipient = await deliver(notification(complaint('someone-else@example.org')));
+    assert.equal(otherRecipient.status, 200, otherRecipient.text);
+    assert.deepEqual(otherRecipient.body, { status: 'ignored' });
+    const otherSender = complaint('matched@example.org');
+    otherSender.mail.source = 'news@attacker.example';
+    assert.deepEqual((await deliver(notification(otherSender))).body, { status: 'ignored' });
+    const noSender: Record<string, unknown> = complaint('matched@example.org');
+    delete (noSender.mail as Record<string, unknown>).source;
+    assert.deepEqual((await deliver(notification(noSender))).body, { status: 'ignored' });
+    const bounceOfAnother = await deliver(
+      notification(sesEvent('Bounce', e.messageId, 'matched@example.org', { bounceType: 'Permanent', bouncedRecipients: [{ emailAddress: 'x@example.org' }] })),
+    );
+    assert.deepEqual(bounceOfAnother.body, { status: 'ignored' });
+    await assertUntouched(e, 'matched@example.org');
+    assert.deepEqual((await deliver(notification(complaint('Matched@Example.org')))).body, { status: 'processed' });
+    assert.equal((await b.sk.get(`/emails/${e.id}`)).body.status, 'COMPLAINED');
+  });
+});
+
 describe('SubscriptionConfirmation', () => {
   let probe: Server;
   let probeUrl: string;
@@ -399,6 +515,23 @@ describe('SubscriptionConfirmation', () => {
       assert.equal(res.status, 400, res.text);
       assert.match(res.body.error.message, /not an Amazon SNS URL/);
     }
+    assert.equal(hits, 0);
+  });
+
+  test('a confirmation for a topic not in SNS_TOPIC_ARNS is 403 and never fetched', async () => {
+    const message = signed({
+      Type: 'SubscriptionConfirmation',
+      MessageId: randomUUID(),
+      Token: 'token-456',
+      TopicArn: 'arn:aws:sns:eu-west-1:999999999999:attacker-topic',
+      Message: 'You have chosen to subscribe to the topic arn:aws:sns:eu-west-1:999999999999:attacker-topic.',
+      SubscribeURL:
+        'https://sns.eu-west-1.amazonaws.com/?Action=ConfirmSubscription&TopicArn=arn:aws:sns:eu-west-1:999999999999:attacker-topic&Token=token-456',
+      Timestamp: new Date().toISOString(),
+    });
+    const res = await deliver(message);
+    assert.equal(res.status, 403, res.text);
+    assert.equal(res.body.error.code, 'FORBIDDEN');
     assert.equal(hits, 0);
   });
 

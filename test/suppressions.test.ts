@@ -25,7 +25,6 @@ after(async () => {
   await dns?.stop();
 });
 
-
 /** A hard bounce through the relay: the sink refuses the recipient with 550. */
 async function hardBounce(to: string) {
   sink.failNext({ stage: 'rcpt', code: 550, message: '5.1.1 no such user' });
@@ -37,10 +36,12 @@ async function hardBounce(to: string) {
 
 async function insertSuppressions(projectId: string, rows: { email: string; reason: string; minutesAgo: number }[]) {
   for (const r of rows) {
-    await server.sql(
-      `INSERT INTO suppressions (project_id, email, reason, created_at) VALUES ($1, $2, $3, now() - make_interval(mins => $4))`,
-      [projectId, r.email, r.reason, r.minutesAgo],
-    );
+    await server.sql(`INSERT INTO suppressions (project_id, email, reason, created_at) VALUES ($1, $2, $3, now() - make_interval(mins => $4))`, [
+      projectId,
+      r.email,
+      r.reason,
+      r.minutesAgo,
+    ]);
   }
 }
 
@@ -97,10 +98,13 @@ describe('GET /suppressions', () => {
     assert.deepEqual(seen, expected);
 
     const complaints = await p.sk.get('/suppressions?reason=complaint&limit=100');
-    assert.deepEqual(
-      complaints.body.data.map((s: { email: string }) => s.email).sort(),
-      ['user00@list.example', 'user05@list.example', 'user10@list.example', 'user15@list.example', 'user20@list.example'],
-    );
+    assert.deepEqual(complaints.body.data.map((s: { email: string }) => s.email).sort(), [
+      'user00@list.example',
+      'user05@list.example',
+      'user10@list.example',
+      'user15@list.example',
+      'user20@list.example',
+    ]);
     assert.equal(complaints.body.total, 5);
     const search = await p.sk.get('/suppressions?search=USER1');
     assert.equal(search.body.total, 10);
@@ -131,7 +135,10 @@ describe('GET /suppressions', () => {
     assert.equal(list.body.total, 0);
     const del = await other.sk.delete('/suppressions/gone@example.org');
     assert.equal(del.status, 404);
-    assert.equal((await b.sk.get('/suppressions')).body.data.some((s: { email: string }) => s.email === 'gone@example.org'), true);
+    assert.equal(
+      (await b.sk.get('/suppressions')).body.data.some((s: { email: string }) => s.email === 'gone@example.org'),
+      true,
+    );
   });
 
   test('the dashboard session with X-Project-Id works too', async () => {
@@ -176,14 +183,18 @@ describe('delivery to a suppressed address', () => {
     await insertSuppressions(b.project.id, [{ email: 'late@example.org', reason: 'complaint', minutesAgo: 0 }]);
     const id = randomUUID();
     await server.sql(
-      `INSERT INTO emails (id, project_id, to_email, from_email, type, subject_source, body_source, status)
-       VALUES ($1, $2, 'late@example.org', $3, 'TRANSACTIONAL', 'queued earlier', '<p>b</p>', 'QUEUED')`,
+      `WITH c AS (INSERT INTO email_contents (id, project_id, body_source) VALUES (gen_random_uuid(), $2, '<p>b</p>') RETURNING id)
+       INSERT INTO emails (id, project_id, to_email, from_email, type, subject_source, content_id, status)
+       VALUES ($1, $2, 'late@example.org', $3, 'TRANSACTIONAL', 'queued earlier', (SELECT id FROM c), 'QUEUED')`,
       [id, b.project.id, FROM],
     );
     await server.ctx.jobs.send('email-delivery', { emailId: id });
     const email = await waitForStatus(b.sk, id, ['SUPPRESSED', 'SENT', 'FAILED']);
     assert.equal(email.status, 'SUPPRESSED');
     assert.equal(email.sentAt, null);
-    assert.equal(sink.messages.some((m) => m.envelope.to.includes('late@example.org')), false);
+    assert.equal(
+      sink.messages.some((m) => m.envelope.to.includes('late@example.org')),
+      false,
+    );
   });
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { type TemplateUsageProvider, templateUsageProviders } from '../src/modules/templates/usage.ts';
+import { after, before, describe, mock, test } from 'node:test';
+import { usage as usageOf } from '../src/modules/usage/service.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestDns, startTestDns } from './helpers/dns-server.ts';
 import { verifyDomain } from './helpers/domains.ts';
@@ -231,13 +231,10 @@ describe('update', () => {
     const t = await create(a.sk);
     const res = await a.sk.patch(`/templates/${t.id}`, { name: '', subject: null });
     assert.equal(res.status, 422);
-    assert.deepEqual(
-      res.body.error.errors.map((e: { field: string; code: string }) => [e.field, e.code]).sort(),
-      [
-        ['name', 'too_small'],
-        ['subject', 'invalid_type'],
-      ],
-    );
+    assert.deepEqual(res.body.error.errors.map((e: { field: string; code: string }) => [e.field, e.code]).sort(), [
+      ['name', 'too_small'],
+      ['subject', 'invalid_type'],
+    ]);
   });
 });
 
@@ -317,13 +314,7 @@ describe('list', () => {
       byName.map((n) => n.toLowerCase()),
       ['alpha receipt', 'beta news', 'delta promo', 'epsilon ping', 'gamma reset'],
     );
-    assert.deepEqual(names(await c.sk.get('/templates?sort=createdAt&dir=asc')), [
-      'Alpha receipt',
-      'beta news',
-      'Gamma reset',
-      'Delta promo',
-      'Epsilon ping',
-    ]);
+    assert.deepEqual(names(await c.sk.get('/templates?sort=createdAt&dir=asc')), ['Alpha receipt', 'beta news', 'Gamma reset', 'Delta promo', 'Epsilon ping']);
     assert.deepEqual(names(await c.sk.get('/templates?sort=updatedAt'))[0], 'Alpha receipt');
     assert.deepEqual(names(await c.sk.get('/templates?sort=bogus&dir=asc'))[0], 'Alpha receipt');
     assert.deepEqual(names(await c.sk.get('/templates?sort=bogus&dir=sideways'))[0], 'Epsilon ping');
@@ -357,14 +348,15 @@ describe('duplicate, usage, delete', () => {
     assert.equal(free.status, 200);
     assert.deepEqual(free.body, { campaigns: [], workflows: [] });
 
-    const provider: TemplateUsageProvider = async (_db, projectId, templateId) =>
-      projectId === a.project.id && templateId === t.id
+    const real = usageOf.templateUsers;
+    const provider = mock.method(usageOf, 'templateUsers', async (...args: Parameters<typeof real>) =>
+      args[1] === a.project.id && args[2] === t.id
         ? {
             campaigns: [{ id: 'c1', name: 'Spring launch' }],
             workflows: [{ id: 'w1', name: 'Onboarding', stepId: 's1' }],
           }
-        : {};
-    templateUsageProviders.push(provider);
+        : real(...args),
+    );
     try {
       const used = await a.sk.get(`/templates/${t.id}/usage`);
       assert.deepEqual(used.body, {
@@ -378,7 +370,7 @@ describe('duplicate, usage, delete', () => {
       assert.deepEqual(refused.body.error.details.campaigns, [{ id: 'c1', name: 'Spring launch' }]);
       assert.equal((await a.sk.get(`/templates/${t.id}`)).status, 200);
     } finally {
-      templateUsageProviders.splice(templateUsageProviders.indexOf(provider), 1);
+      provider.mock.restore();
     }
     const deleted = await a.sk.delete(`/templates/${t.id}`);
     assert.equal(deleted.status, 204);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { afterTrackListeners } from '../src/modules/events/service.ts';
+import { after, before, describe, mock, test } from 'node:test';
+import { afterTrack } from '../src/modules/events/after-track.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
@@ -128,7 +128,8 @@ describe('subscription on /v1/track', () => {
     const off = await b.pk.post('/v1/track', { email: 'toggle@example.com', event: 'cancelled', subscribed: false });
     assert.equal(off.status, 200, off.text);
     assert.equal((await b.sk.get(`/contacts/${created.body.id}`)).body.subscribed, false);
-    const on = await b.pk.post('/v1/track', { email: 'toggle@example.com', event: 'returned', subscribed: true });
+    // Re-subscribing is the secret key's (issue 14 finding 7: a public key never re-subscribes an opt-out).
+    const on = await b.sk.post('/events/track', { email: 'toggle@example.com', event: 'returned', subscribed: true });
     assert.equal(on.status, 200, on.text);
     assert.equal((await b.sk.get(`/contacts/${created.body.id}`)).body.subscribed, true);
     // Each subscription event shares its instant with the tracked event (ids within one millisecond are unordered).
@@ -223,15 +224,12 @@ describe('bad input', () => {
   test('several problems are reported together, reserved names included', async () => {
     const res = await b.pk.post('/v1/track', { event: 'email.sent', subscribed: 'yes', data: [] });
     assert.equal(res.status, 422);
-    assert.deepEqual(
-      res.body.error.errors.map((e: { field: string; code: string }) => [e.field, e.code]).sort(),
-      [
-        ['data', 'invalid_type'],
-        ['email', 'invalid_type'],
-        ['event', 'reserved_event'],
-        ['subscribed', 'invalid_type'],
-      ],
-    );
+    assert.deepEqual(res.body.error.errors.map((e: { field: string; code: string }) => [e.field, e.code]).sort(), [
+      ['data', 'invalid_type'],
+      ['email', 'invalid_type'],
+      ['event', 'reserved_event'],
+      ['subscribed', 'invalid_type'],
+    ]);
   });
 
   test('unknown body fields are 422 unrecognized_keys; a non-string locale is 422', async () => {
@@ -317,11 +315,13 @@ describe('idempotency', () => {
 describe('one transaction', () => {
   test('when an after-track listener fails, neither the contact nor the event is written', async () => {
     const seen: string[] = [];
-    const listener = async (_ctx: unknown, _t: unknown, event: { name: string; contact: { email: string } }) => {
+    const real = afterTrack.eventTracked;
+    const listener = mock.method(afterTrack, 'eventTracked', async (...args: Parameters<typeof real>) => {
+      const event = args[2];
       seen.push(`${event.name}:${event.contact.email}`);
       if (event.name === 'explode') throw new Error('listener failed');
-    };
-    afterTrackListeners.push(listener);
+      await real(...args);
+    });
     try {
       const ok = await b.pk.post('/v1/track', { email: 'listened@example.com', event: 'fine' });
       assert.equal(ok.status, 200);
@@ -329,7 +329,7 @@ describe('one transaction', () => {
       assert.equal(failed.status, 500);
       assert.equal(failed.body.error.code, 'INTERNAL_SERVER_ERROR');
     } finally {
-      afterTrackListeners.splice(afterTrackListeners.indexOf(listener), 1);
+      listener.mock.restore();
     }
     assert.deepEqual(seen, ['fine:listened@example.com', 'explode:rolled-back@example.com']);
     assert.equal((await server.sql(`SELECT 1 FROM contacts WHERE email = 'rolled-back@example.com'`)).length, 0);

@@ -26,7 +26,6 @@ after(async () => {
   await dns?.stop();
 });
 
-
 const BODY = [
   '<html><body>',
   '<p>Hello {{email}}</p>',
@@ -81,8 +80,14 @@ describe('open and click tracking', () => {
     assert.ok(all.includes('mailto:help@example.com'), 'mailto links stay');
     assert.ok(all.includes('#top'), 'anchors stay');
     assert.ok(all.includes('javascript:alert(1)'), 'non-http links are not tracked');
-    assert.ok(all.some((h) => /\/manage\/[^/]+$/.test(h)), 'the manage link stays direct');
-    assert.ok(all.some((h) => /\/unsubscribe\/[^/]+$/.test(h)), 'the footer unsubscribe link stays direct');
+    assert.ok(
+      all.some((h) => /\/manage\/[^/]+$/.test(h)),
+      'the manage link stays direct',
+    );
+    assert.ok(
+      all.some((h) => /\/unsubscribe\/[^/]+$/.test(h)),
+      'the footer unsubscribe link stays direct',
+    );
     assert.ok(!html.includes('shop.example.com'), 'the original URL is not in the HTML any more');
     const pixel = pixelOf(html);
     assert.ok(pixel, 'the open pixel is in the HTML');
@@ -143,7 +148,10 @@ describe('open and click tracking', () => {
     assert.equal(email.body.openCount, 1);
     assert.equal(email.body.clickCount, 1);
     assert.equal(email.body.openedAt, email.body.clickedAt);
-    assert.deepEqual((await eventsOf(contactId)).map((e) => e.name), ['email.sent', 'email.opened', 'email.clicked']);
+    assert.deepEqual(
+      (await eventsOf(contactId)).map((e) => e.name),
+      ['email.sent', 'email.opened', 'email.clicked'],
+    );
   });
 
   test('a link longer than a router parameter still redirects', async () => {

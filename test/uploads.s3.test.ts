@@ -10,10 +10,7 @@ import { createS3Storage, signV4 } from '../src/modules/uploads/s3.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
-const PNG = Buffer.from(
-  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
-  'base64',
-);
+const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==', 'base64');
 const BUCKET = 'herald-test';
 const ACCESS_KEY = 'AKIDTEST';
 const SECRET = 'secret';
@@ -40,7 +37,9 @@ function verifySignature(req: IncomingMessage, body: Buffer): string | null {
   if (region !== REGION) return 'wrong region';
   const amzDate = String(req.headers['x-amz-date'] ?? '');
   if (!/^\d{8}T\d{6}Z$/.test(amzDate) || amzDate.slice(0, 8) !== date) return 'bad x-amz-date';
-  const sent = Date.parse(`${amzDate.slice(0, 4)}-${amzDate.slice(4, 6)}-${amzDate.slice(6, 8)}T${amzDate.slice(9, 11)}:${amzDate.slice(11, 13)}:${amzDate.slice(13, 15)}Z`);
+  const sent = Date.parse(
+    `${amzDate.slice(0, 4)}-${amzDate.slice(4, 6)}-${amzDate.slice(6, 8)}T${amzDate.slice(9, 11)}:${amzDate.slice(11, 13)}:${amzDate.slice(13, 15)}Z`,
+  );
   if (Math.abs(Date.now() - sent) > 15 * 60_000) return 'request time too skewed';
   const payloadHash = String(req.headers['x-amz-content-sha256'] ?? '');
   if (payloadHash !== sha256(body)) return 'x-amz-content-sha256 does not match body';
@@ -210,7 +209,10 @@ describe('S3 configuration', () => {
       () => loadConfig({ S3_BUCKET: 'b', S3_ACCESS_KEY_ID: 'AKID' }),
       (err: Error) => err instanceof ConfigError && /S3_SECRET_ACCESS_KEY/.test(err.message),
     );
-    assert.throws(() => loadConfig({ S3_ENDPOINT: 'ftp://x' }), (err: Error) => err instanceof ConfigError && /S3_ENDPOINT/.test(err.message));
+    assert.throws(
+      () => loadConfig({ S3_ENDPOINT: 'ftp://x' }),
+      (err: Error) => err instanceof ConfigError && /S3_ENDPOINT/.test(err.message),
+    );
     assert.throws(() => loadConfig({ S3_FORCE_PATH_STYLE: 'maybe' }), /S3_FORCE_PATH_STYLE/);
   });
 

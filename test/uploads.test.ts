@@ -11,10 +11,7 @@ const PUBLIC_URL = 'https://cdn.herald.test';
 const MB = 1024 * 1024;
 
 // Real 1×1 images.
-const PNG = Buffer.from(
-  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
-  'base64',
-);
+const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==', 'base64');
 const GIF = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
 const WEBP = Buffer.from('UklGRhoAAABXRUJQVlA4TA0AAAAvAAAAEAcQERGIiP4HAA==', 'base64');
 const JPEG = Buffer.concat([
@@ -24,9 +21,7 @@ const JPEG = Buffer.concat([
   Buffer.from([0xff, 0xd9]),
 ]);
 const HTML = Buffer.from('<!doctype html><html><body><script>alert(document.cookie)</script></body></html>');
-const SVG = Buffer.from(
-  '<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"><script>alert(1)</script></svg>',
-);
+const SVG = Buffer.from('<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"><script>alert(1)</script></svg>');
 
 const KEY = /^prj_[0-9a-f]{32}\/[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\.(jpg|png|gif|webp)$/;
 
@@ -97,10 +92,7 @@ describe('POST /uploads/image', () => {
   });
 
   test('the dashboard session with X-Project-Id uploads into that project', async () => {
-    const res = await upload(
-      server.api.as({ cookie: b.cookie, headers: { 'x-project-id': b.project.id } }),
-      form(GIF, 'pixel.gif', 'image/gif'),
-    );
+    const res = await upload(server.api.as({ cookie: b.cookie, headers: { 'x-project-id': b.project.id } }), form(GIF, 'pixel.gif', 'image/gif'));
     assert.equal(res.status, 201, res.text);
     assert.ok(res.body.key.startsWith(`${b.project.id}/`));
   });

@@ -198,9 +198,7 @@ describe('POST /v1/verify: verdicts', () => {
     assert.equal(dots.body.data.valid, false);
     assert.equal(dots.body.data.domainExists, true, 'the domain is still checked');
     assert.equal(dots.body.data.hasMxRecords, true);
-    assert.deepEqual(dots.body.data.reasons, [
-      'Invalid email syntax: the part before @ contains invalid characters or misplaced dots',
-    ]);
+    assert.deepEqual(dots.body.data.reasons, ['Invalid email syntax: the part before @ contains invalid characters or misplaced dots']);
 
     const noTld = await verify('root@localhost');
     assert.equal(noTld.status, 200);
@@ -211,10 +209,7 @@ describe('POST /v1/verify: verdicts', () => {
       domainExists: false,
       hasWebsite: false,
       hasMxRecords: false,
-      reasons: [
-        'Invalid email syntax: the domain has no top-level domain',
-        'Domain was not looked up because it is not a valid domain name',
-      ],
+      reasons: ['Invalid email syntax: the domain has no top-level domain', 'Domain was not looked up because it is not a valid domain name'],
     });
 
     const longLocal = await verify(`${'a'.repeat(65)}@acme.test`);
@@ -241,9 +236,7 @@ describe('POST /v1/verify: bad input and auth', () => {
     assert.equal(long.length, 300);
     const tooLong = await verify(long);
     assert.equal(tooLong.status, 422);
-    assert.deepEqual(tooLong.body.error.errors, [
-      { field: 'email', message: 'Email must be at most 254 characters (RFC 5321)', code: 'too_big' },
-    ]);
+    assert.deepEqual(tooLong.body.error.errors, [{ field: 'email', message: 'Email must be at most 254 characters (RFC 5321)', code: 'too_big' }]);
 
     const atLimit = `${'x'.repeat(64)}@${[label, label, label].join('.')}.b.test`;
     assert.equal(atLimit.length, 254);
@@ -256,9 +249,7 @@ describe('POST /v1/verify: bad input and auth', () => {
   test('a missing or non-string email is a 422 invalid_type', async () => {
     const missing = await b.sk.post('/v1/verify', {});
     assert.equal(missing.status, 422);
-    assert.deepEqual(missing.body.error.errors, [
-      { field: 'email', message: 'Required', code: 'invalid_type', received: 'undefined' },
-    ]);
+    assert.deepEqual(missing.body.error.errors, [{ field: 'email', message: 'Required', code: 'invalid_type', received: 'undefined' }]);
     const number = await verify(42);
     assert.equal(number.status, 422);
     assert.equal(number.body.error.errors[0].code, 'invalid_type');

@@ -13,6 +13,6 @@ export function conditionError(message: string, place: Place): ApiError {
 
 /** `'x'` for messages, with long or odd values shortened. */
 export function quote(value: unknown): string {
-  const text = typeof value === 'string' ? `'${value}'` : JSON.stringify(value) ?? String(value);
+  const text = typeof value === 'string' ? `'${value}'` : (JSON.stringify(value) ?? String(value));
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }

@@ -37,8 +37,7 @@ export function evaluateNode(n: Node, contact: EvalContact, facts: ContactFacts)
     case 'member':
       return facts.memberOf(n.segmentId);
     case 'activity': {
-      const inRange = (at: number | null | undefined) =>
-        typeof at === 'number' && (n.from === null || at >= n.from) && (n.to === null || at < n.to);
+      const inRange = (at: number | null | undefined) => typeof at === 'number' && (n.from === null || at >= n.from) && (n.to === null || at < n.to);
       const times =
         n.source.kind === 'event'
           ? facts.events.filter((e) => e.name === (n.source as { name: string }).name).map((e) => e.at)

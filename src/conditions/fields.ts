@@ -1,5 +1,5 @@
 import { UUID } from '../db/ids.ts';
-import { isStorableText } from '../modules/contacts/custom-data.ts';
+import { isStorableText } from '../db/storable-text.ts';
 import { type Place, conditionError, quote } from './errors.ts';
 import { EMAIL_ACTIVITIES, type EmailActivity, type FieldType } from './types.ts';
 

@@ -1,6 +1,5 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
-import { customFieldTypes } from '../modules/contacts/fields.ts';
 import { compileNode } from './compile.ts';
 import { conditionError } from './errors.ts';
 import { type ContactFacts, type EvalContact, evaluateNode } from './evaluate.ts';
@@ -23,9 +22,13 @@ export { forEachFilter, segmentReferences } from './references.ts';
  * fields' types, `segment.<id>` references (they exist, no self-reference, no cycle). 400
  * BAD_REQUEST naming the place, field and operator.
  */
-export async function validateCondition(db: Db, projectId: string, c: Condition, opts: { selfSegmentId?: string } = {}): Promise<void> {
-  const types = await customFieldTypes(db, projectId);
-  planCondition(c, { types, now: Date.now(), strict: true });
+export async function validateCondition(
+  db: Db,
+  projectId: string,
+  c: Condition,
+  opts: { types: ReadonlyMap<string, FieldType>; selfSegmentId?: string },
+): Promise<void> {
+  planCondition(c, { types: opts.types, now: Date.now(), strict: true });
   const direct = segmentReferences(c).map((r) => r.segmentId);
   if (direct.length === 0) return;
   const refs = await loadReferences(db, projectId, direct);
@@ -57,13 +60,15 @@ function membershipOf(id: string, env: Env, visiting: string[]): SQL {
  * project's current ones; `now` anchors `within`/`olderThan`. `selfSegmentId` names the segment the
  * condition belongs to, so a reference cycle through it is caught.
  */
-export async function compileCondition(db: Db, projectId: string, c: Condition, now: Date, opts: { selfSegmentId?: string } = {}): Promise<SQL> {
+export async function compileCondition(
+  db: Db,
+  projectId: string,
+  c: Condition,
+  opts: { types: ReadonlyMap<string, FieldType>; now: Date; selfSegmentId?: string },
+): Promise<SQL> {
   const direct = segmentReferences(c).map((r) => r.segmentId);
-  const [types, refs] = await Promise.all([
-    customFieldTypes(db, projectId),
-    direct.length > 0 ? loadReferences(db, projectId, direct) : Promise.resolve(new Map<string, ReferencedSegment>()),
-  ]);
-  return compileWith(c, { types, refs, now: now.getTime() }, opts.selfSegmentId ? [opts.selfSegmentId.toLowerCase()] : []);
+  const refs = direct.length > 0 ? await loadReferences(db, projectId, direct) : new Map<string, ReferencedSegment>();
+  return compileWith(c, { types: opts.types, refs, now: opts.now.getTime() }, opts.selfSegmentId ? [opts.selfSegmentId.toLowerCase()] : []);
 }
 
 /**
@@ -80,8 +85,14 @@ export function evaluateCondition(
 }
 
 /** Whether one contact of the project satisfies `c` now (one SQL query). */
-export async function contactMatches(db: Db, projectId: string, contactId: string, c: Condition, now: Date): Promise<boolean> {
-  const where = await compileCondition(db, projectId, c, now);
+export async function contactMatches(
+  db: Db,
+  projectId: string,
+  contactId: string,
+  c: Condition,
+  opts: { types: ReadonlyMap<string, FieldType>; now: Date },
+): Promise<boolean> {
+  const where = await compileCondition(db, projectId, c, opts);
   const { rows } = await db.execute<{ ok: boolean }>(
     sql`SELECT EXISTS (SELECT 1 FROM contacts AS c WHERE c.project_id = ${projectId} AND c.id = ${contactId} AND ${where}) AS ok`,
   );

@@ -31,9 +31,7 @@ export type Operand =
 
 /** The field a filter tests, resolved: a typed value, tracked activity, or segment membership. */
 export type Target =
-  | { kind: 'value'; access: Access; type: FieldType; ci: boolean }
-  | { kind: 'activity'; source: ActivitySource }
-  | { kind: 'segment'; segmentId: string };
+  { kind: 'value'; access: Access; type: FieldType; ci: boolean } | { kind: 'activity'; source: ActivitySource } | { kind: 'segment'; segmentId: string };
 
 type Positive = {
   fits: readonly FieldKind[];
@@ -97,8 +95,7 @@ const POSITIVE = {
   in: {
     fits: ['string', 'number'],
     shape: 'list',
-    build: (t, o) =>
-      value(t, { test: 'oneOf', values: o.shape === 'list' ? o.values.map((v) => ci(t, v)) : [], ci: t.kind === 'value' && t.ci }),
+    build: (t, o) => value(t, { test: 'oneOf', values: o.shape === 'list' ? o.values.map((v) => ci(t, v)) : [], ci: t.kind === 'value' && t.ci }),
   },
   exists: { fits: VALUE_TYPES, shape: 'none', build: (t) => value(t, { test: 'present' }) },
   // within: now - value·unit ≤ field ≤ now; olderThan: field < now - value·unit. Full date-times only.
@@ -183,8 +180,6 @@ export function operatorsFor(kind: FieldKind): string[] {
   const names = [...Object.keys(POSITIVE), ...Object.keys(NEGATIVE), ...Object.keys(ALIASES)];
   return names.filter((n) => operatorDef(n)!.fits.includes(kind));
 }
-
-export const isOperator = (name: string): boolean => operatorDef(name) !== null;
 
 const MAX_LIST = 1000;
 const MAX_TEXT = 1000;

@@ -1,9 +1,11 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { ApiError } from './errors.ts';
-import { SESSION_COOKIE, verifyJwt } from './session.ts';
+import { SESSION_COOKIE, sessionUserId } from './sessions.ts';
 
-export type Role = 'OWNER' | 'ADMIN' | 'MEMBER';
+import type { Role } from '../db/schema/users.ts';
+
+export type { Role };
 
 export type ProjectAuth = {
   projectId: string;
@@ -50,14 +52,6 @@ async function projectFromKey(ctx: AppContext, key: string, expected: 'secret' |
   return { projectId: owner.projectId, role: 'ADMIN', userId: null, keyType: owner.keyType };
 }
 
-/** The signed-in user id from the session cookie, or null. */
-export function sessionUserId(ctx: AppContext, req: FastifyRequest): string | null {
-  const token = req.cookies?.[SESSION_COOKIE];
-  if (!token) return null;
-  const payload = verifyJwt(token, ctx.config.jwtSecret);
-  return payload && typeof payload.sub === 'string' ? payload.sub : null;
-}
-
 /** API-key routes: a key of the given type in `Authorization: Bearer`. */
 export function requireApiKey(ctx: AppContext, type: 'secret' | 'public'): Hook {
   return async (req) => {
@@ -70,10 +64,8 @@ export function requireApiKey(ctx: AppContext, type: 'secret' | 'public'): Hook 
 /** Cookie routes: a valid session. */
 export function requireUser(ctx: AppContext): Hook {
   return async (req) => {
-    const userId = sessionUserId(ctx, req);
+    const userId = await sessionUserId(ctx, req);
     if (!userId) throw unauthorized();
-    const { rowCount } = await ctx.database.pool.query('SELECT 1 FROM users WHERE id = $1', [userId]);
-    if (!rowCount) throw unauthorized();
     req.userId = userId;
   };
 }
@@ -87,7 +79,7 @@ export function requireProject(ctx: AppContext): Hook {
       req.auth = await projectFromKey(ctx, key, 'secret');
       return;
     }
-    const userId = sessionUserId(ctx, req);
+    const userId = await sessionUserId(ctx, req);
     if (!userId) throw unauthorized();
     const projectId = req.headers['x-project-id'];
     if (typeof projectId !== 'string' || projectId === '') {
@@ -101,10 +93,7 @@ export function requireProject(ctx: AppContext): Hook {
 }
 
 export async function membershipRole(ctx: AppContext, projectId: string, userId: string): Promise<Role | null> {
-  const { rows } = await ctx.database.pool.query<{ role: Role }>(
-    'SELECT role FROM memberships WHERE project_id = $1 AND user_id = $2',
-    [projectId, userId],
-  );
+  const { rows } = await ctx.database.pool.query<{ role: Role }>('SELECT role FROM memberships WHERE project_id = $1 AND user_id = $2', [projectId, userId]);
   return rows[0]?.role ?? null;
 }
 
@@ -117,9 +106,4 @@ export function projectOf(req: FastifyRequest): ProjectAuth {
 export function userOf(req: FastifyRequest): string {
   if (!req.userId) throw unauthorized();
   return req.userId;
-}
-
-/** Members read everything; ADMIN and OWNER (and API keys) change the project. */
-export function assertCanManage(auth: ProjectAuth): void {
-  if (auth.role === 'MEMBER') throw new ApiError(403, 'FORBIDDEN', 'This action needs the ADMIN or OWNER role');
 }

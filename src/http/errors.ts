@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ZodError, type ZodIssue } from 'zod';
+import { invalidJson } from './body-types.ts';
 
 export type FieldError = { field: string; message: string; code: string; received?: string };
 
@@ -36,16 +37,13 @@ export const notFound = (resource: string, id: string) =>
     details: { resource: resource.toLowerCase(), id },
   });
 
-export const badRequest = (message: string, details?: Record<string, unknown>) =>
-  new ApiError(400, 'BAD_REQUEST', message, { details });
+export const badRequest = (message: string, details?: Record<string, unknown>) => new ApiError(400, 'BAD_REQUEST', message, { details });
 
-export const conflict = (message: string, details?: Record<string, unknown>) =>
-  new ApiError(409, 'CONFLICT', message, { details });
+export const conflict = (message: string, details?: Record<string, unknown>) => new ApiError(409, 'CONFLICT', message, { details });
 
 export const forbidden = (message: string) => new ApiError(403, 'FORBIDDEN', message);
 
-export const validationError = (errors: FieldError[]) =>
-  new ApiError(422, 'VALIDATION_ERROR', 'Request validation failed', { errors });
+export const validationError = (errors: FieldError[]) => new ApiError(422, 'VALIDATION_ERROR', 'Request validation failed', { errors });
 
 function capitalise(s: string) {
   const words = s.toLowerCase().split('_');
@@ -60,9 +58,7 @@ export function fieldErrors(err: ZodError, prefix: (string | number)[] = []): Fi
 function issueToFieldErrors(issue: ZodIssue, prefix: (string | number)[]): FieldError[] {
   if (issue.code === 'invalid_union' && issue.unionErrors.length > 0) {
     // Report the branch that got furthest rather than an opaque "invalid input".
-    const best = issue.unionErrors
-      .map((e) => e.issues)
-      .sort((a, b) => depth(b) - depth(a) || a.length - b.length)[0];
+    const best = issue.unionErrors.map((e) => e.issues).sort((a, b) => depth(b) - depth(a) || a.length - b.length)[0];
     if (best.every((i) => i.code !== 'invalid_type' || i.path.length > issue.path.length)) {
       return best.flatMap((i) => issueToFieldErrors(i, prefix));
     }
@@ -117,9 +113,15 @@ export function toApiError(err: unknown): ApiError {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new ApiError(413, 'PAYLOAD_TOO_LARGE', 'Request body is too large');
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported Content-Type');
+      return new ApiError(415, 'UNSUPPORTED_MEDIA_TYPE', 'Unsupported Content-Type: send the body as JSON with content-type: application/json');
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new ApiError(400, 'BAD_REQUEST', 'Content-Length does not match the body');
+    case 'FST_PARTS_LIMIT':
+    case 'FST_FILES_LIMIT':
+    case 'FST_FIELDS_LIMIT':
+      return new ApiError(413, 'PAYLOAD_TOO_LARGE', 'Too many multipart parts: send the file and at most 3 small fields');
+    case 'FST_PROTO_VIOLATION':
+      return new ApiError(400, 'BAD_REQUEST', 'A multipart field name is not allowed');
     case 'FST_REQ_FILE_TOO_LARGE':
       return new ApiError(413, 'PAYLOAD_TOO_LARGE', 'Uploaded file is too large');
     case 'FST_ERR_MAX_PARAM_LENGTH':
@@ -129,13 +131,56 @@ export function toApiError(err: unknown): ApiError {
     case 'FST_INVALID_MULTIPART_CONTENT_TYPE':
       return new ApiError(400, 'BAD_REQUEST', 'Request must be multipart/form-data');
   }
-  if (err instanceof SyntaxError && /JSON/.test(err.message)) {
-    return new ApiError(400, 'INVALID_JSON', 'Request body is not valid JSON');
+  const sqlState = databaseErrorOf(err)?.code;
+  if (typeof sqlState === 'string' && sqlState.startsWith('22')) {
+    // A data exception (SQLSTATE class 22): a value from the request PostgreSQL cannot take
+    // (NUL in text, a date or number out of range). The request is at fault, not the server.
+    return new ApiError(400, 'BAD_REQUEST', 'A value in the request cannot be stored or compared (out of range, or contains a NUL character)');
   }
+  if (err instanceof SyntaxError && /JSON/.test(err.message)) return invalidJson(err);
   if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
     return new ApiError(fe.statusCode, 'BAD_REQUEST', fe.message ?? 'Bad request');
   }
   return new ApiError(500, 'INTERNAL_SERVER_ERROR', 'An unexpected error occurred');
+}
+
+type DatabaseError = { code?: unknown; routine?: unknown; constraint?: unknown; table?: unknown; column?: unknown };
+
+/** The PostgreSQL error behind `err` (Drizzle wraps the driver's error as `cause`), if any. */
+function databaseErrorOf(err: unknown): DatabaseError | null {
+  for (let e = err, depth = 0; e && typeof e === 'object' && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as DatabaseError).code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && 'routine' in e) return e as DatabaseError;
+  }
+  return null;
+}
+
+/**
+ * What the 500 log says about an error: its type, message and stack, and for a database error its
+ * SQLSTATE and the constraint, table or column involved. Never the query's parameters, the row's
+ * values or the request body: a driver error's message carries its parameters, so it is left out.
+ */
+export function loggableError(err: unknown): Record<string, unknown> {
+  const db = databaseErrorOf(err);
+  const e = err instanceof Error ? err : new Error(String(err));
+  const stack = e.stack
+    ?.split('\n')
+    .filter((l) => l.trimStart().startsWith('at '))
+    .slice(0, 12)
+    .join('\n');
+  if (db) {
+    return {
+      type: e.name,
+      message: 'database error',
+      sqlState: db.code,
+      routine: db.routine,
+      constraint: db.constraint,
+      table: db.table,
+      column: db.column,
+      stack,
+    };
+  }
+  return { type: e.name, message: e.message.slice(0, 300), stack };
 }
 
 /** Fastify's own router errors (bad URL, over-long parameter), answered before any route runs. */
@@ -144,17 +189,26 @@ export function frameworkErrors(err: unknown, req: FastifyRequest, reply: Fastif
   void reply.status(apiError.statusCode).header('x-request-id', req.id).send(errorBody(req, apiError));
 }
 
-export function registerErrorHandling(app: FastifyInstance): void {
+/** `allowedMethods(path)`: the methods routed for a path, for 405 instead of 404 on a known path. */
+export function registerErrorHandling(app: FastifyInstance, allowedMethods: (path: string) => string[] = () => []): void {
   app.setErrorHandler((err: unknown, req: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof SimpleError) return reply.status(400).send({ error: err.message });
     const apiError = toApiError(err);
-    if (apiError.statusCode >= 500) req.log.error({ err }, 'request failed');
+    if (apiError.statusCode >= 500) req.log.error({ error: loggableError(err), requestId: req.id }, 'request failed');
     if (apiError.statusCode === 429 && apiError.details?.retryAfter !== undefined) {
       reply.header('retry-after', String(apiError.details.retryAfter));
     }
     return reply.status(apiError.statusCode).send(errorBody(req, apiError));
   });
   app.setNotFoundHandler((req, reply) => {
+    const allow = allowedMethods(req.url.split('?')[0]);
+    if (allow.length > 0 && !allow.includes(req.method)) {
+      const path = req.url.split('?')[0];
+      const err = new ApiError(405, 'METHOD_NOT_ALLOWED', `Method ${req.method} is not allowed on ${path}; use ${allow.join(', ')}`, {
+        details: { method: req.method, allow },
+      });
+      return reply.status(405).header('allow', allow.join(', ')).send(errorBody(req, err));
+    }
     const err = new ApiError(404, 'RESOURCE_NOT_FOUND', `Route ${req.method} ${req.url.split('?')[0]} not found`, {
       details: { resource: 'route', id: `${req.method} ${req.url.split('?')[0]}` },
     });

@@ -32,9 +32,7 @@ export function idempotency(ctx: AppContext) {
     if (header === undefined) return;
     const key = Array.isArray(header) ? header[0] : header;
     if (!VALID_KEY.test(key)) {
-      throw validationError([
-        { field: 'Idempotency-Key', code: 'invalid_string', message: 'Idempotency-Key must be 1-255 printable ASCII characters' },
-      ]);
+      throw validationError([{ field: 'Idempotency-Key', code: 'invalid_string', message: 'Idempotency-Key must be 1-255 printable ASCII characters' }]);
     }
     const projectId = req.auth!.projectId;
     const path = req.url.split('?')[0];
@@ -77,10 +75,12 @@ export function idempotency(ctx: AppContext) {
       await ctx.database.pool.query('DELETE FROM idempotency_keys WHERE project_id = $1 AND key = $2', [projectId, key]);
     } else {
       const body = status < 300 && typeof payload === 'string' ? payload : null;
-      await ctx.database.pool.query(
-        'UPDATE idempotency_keys SET status_code = $3, response = $4::jsonb WHERE project_id = $1 AND key = $2',
-        [projectId, key, status, body],
-      );
+      await ctx.database.pool.query('UPDATE idempotency_keys SET status_code = $3, response = $4::jsonb WHERE project_id = $1 AND key = $2', [
+        projectId,
+        key,
+        status,
+        body,
+      ]);
     }
     return payload;
   };

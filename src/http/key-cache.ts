@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Database } from '../db/client.ts';
+import { apiKeyHasher } from './api-keys.ts';
 
 export type KeyOwner = {
   projectId: string;
@@ -19,15 +20,28 @@ const TTL_MS = 60_000;
  */
 export type KeyCache = {
   resolve: (key: string) => Promise<KeyOwner | null>;
-  /** Call inside (or right after) the transaction that changed a project's keys or state. */
+  /**
+   * Call inside (or right after) the transaction that changed a project's keys, state, segments,
+   * domains or settings: every process evicts what it cached about the project (its keys and
+   * `onProjectChanged`, the context's project caches).
+   */
   notifyChanged: (projectId: string, client?: pg.PoolClient) => Promise<void>;
   close: () => Promise<void>;
 };
 
-export async function createKeyCache(database: Database, url: string, log: Logger): Promise<KeyCache> {
+export async function createKeyCache(
+  database: Database,
+  url: string,
+  log: Logger,
+  jwtSecret: string,
+  onProjectChanged: (projectId: string) => void = () => {},
+): Promise<KeyCache> {
+  const hash = apiKeyHasher(jwtSecret);
+  // Keyed by the key's hash: not even memory holds secret keys longer than a request.
   const entries = new Map<string, KeyOwner & { at: number }>();
   const evictProject = (projectId: string) => {
     for (const [key, owner] of entries) if (owner.projectId === projectId) entries.delete(key);
+    onProjectChanged(projectId);
   };
 
   let listener: pg.Client | null = null;
@@ -49,22 +63,25 @@ export async function createKeyCache(database: Database, url: string, log: Logge
 
   return {
     resolve: async (key) => {
-      const hit = entries.get(key);
+      const hashed = hash(key);
+      const hit = entries.get(hashed);
       if (hit && Date.now() - hit.at < TTL_MS) return hit;
-      const { rows } = await database.pool.query<{ id: string; disabled: boolean; disabled_reason: string | null; is_public: boolean }>(
-        `SELECT id, disabled, disabled_reason, public_key = $1 AS is_public
-           FROM projects WHERE secret_key = $1 OR public_key = $1 LIMIT 1`,
-        [key],
+      const isPublic = key.startsWith('pk_');
+      const { rows } = await database.pool.query<{ id: string; disabled: boolean; disabled_reason: string | null }>(
+        isPublic
+          ? 'SELECT id, disabled, disabled_reason FROM projects WHERE public_key = $1'
+          : 'SELECT id, disabled, disabled_reason FROM projects WHERE secret_key_hash = $1',
+        [isPublic ? key : hashed],
       );
       if (rows.length === 0) return null;
       const owner = {
         projectId: rows[0].id,
-        keyType: rows[0].is_public ? ('public' as const) : ('secret' as const),
+        keyType: isPublic ? ('public' as const) : ('secret' as const),
         disabled: rows[0].disabled,
         disabledReason: rows[0].disabled_reason,
         at: Date.now(),
       };
-      entries.set(key, owner);
+      entries.set(hashed, owner);
       return owner;
     },
     notifyChanged: async (projectId, client) => {

@@ -11,7 +11,7 @@ export const limitParam = z.coerce
 /** `?page=&pageSize=` of page lists: page ≥ 1, pageSize ≥ 1 (default 20), clamped to `max`. */
 export const pageParams = (max = 100) =>
   z.object({
-    page: z.coerce.number().int().min(1).default(1),
+    page: z.coerce.number().int().min(1).max(1_000_000).default(1),
     pageSize: z.coerce
       .number()
       .int()
@@ -26,10 +26,11 @@ export const dirParam = z
   .optional()
   .transform((v) => (v === 'asc' ? 'asc' : 'desc') as 'asc' | 'desc');
 
-/** `?search=`: trimmed, at most 200 characters; blank means no search. */
+/** `?search=`: trimmed, at most 200 characters of storable text; blank means no search. */
 export const searchParam = z
   .string()
   .max(200)
+  .refine((s) => !s.includes('\0') && s.isWellFormed(), 'search must not contain NUL characters or unpaired surrogates')
   .optional()
   .transform((v) => (v?.trim() ? v.trim() : undefined));
 

@@ -64,7 +64,8 @@ function redisSlidingStore(redis: Redis) {
 }
 
 /**
- * Per-project request limit over a sliding minute, shared by all authenticated endpoints.
+ * Per-project request limit over a sliding minute, shared by all API-key requests; each signed-in
+ * user has the same budget for cookie requests.
  * Public-key traffic (/v1/track from browsers) has its own budget so it cannot starve the secret key.
  */
 export async function registerRateLimit(app: FastifyInstance, config: Config): Promise<void> {
@@ -78,8 +79,10 @@ export async function registerRateLimit(app: FastifyInstance, config: Config): P
     enableDraftSpec: true,
     store: redis ? redisSlidingStore(redis) : (MemorySlidingStore as never),
     skipOnError: true,
-    allowList: (req) => !req.auth,
-    keyGenerator: (req) => `${req.auth?.projectId}:${req.auth?.keyType === 'public' ? 'public' : 'private'}`,
+    // API keys count per project; session cookies per user (every cookie route, with or without a project).
+    allowList: (req) => !req.auth && !req.userId,
+    keyGenerator: (req) =>
+      req.userId && !req.auth?.keyType ? `user:${req.userId}` : `${req.auth?.projectId}:${req.auth?.keyType === 'public' ? 'public' : 'private'}`,
     errorResponseBuilder: (_req, context) =>
       new ApiError(429, 'RATE_LIMIT_EXCEEDED', `Rate limit of ${context.max} requests per minute exceeded`, {
         details: { retryAfter: Math.max(1, Math.ceil(context.ttl / 1000)), limit: context.max },

@@ -3,6 +3,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { AppContext } from '../context.ts';
+import { loggableError } from '../http/errors.ts';
 
 /** A background queue: its payload schema (checked when a job is picked up), handler and retry policy. */
 export type QueueDef<T> = {
@@ -39,8 +40,13 @@ export type EnqueueOptions = {
 const QUEUE_SETUP_LOCK = 728_145_002;
 
 export type Jobs = {
+  /** pg-boss itself, for benchmarks and tests only: modules go through the functions below. */
   boss: PgBoss;
   send: (queue: string, data: object, opts?: EnqueueOptions) => Promise<string | null>;
+  /** Many jobs of one queue in one statement (in `opts.client`'s transaction when given). */
+  sendMany: (queue: string, jobs: { data: object; startAfter?: Date }[], opts?: { client?: pg.PoolClient }) => Promise<void>;
+  /** Cancels a job that has not finished; a job that already ended is left as it is. */
+  cancel: (queue: string, jobId: string) => Promise<void>;
   /** Registers the handlers of every queue (and its cron schedule) in this process. */
   startWorkers: (ctx: AppContext) => Promise<void>;
   stop: () => Promise<void>;
@@ -90,35 +96,50 @@ export async function startJobs(opts: {
         startAfter: o.startAfter instanceof Date ? o.startAfter : undefined,
         singletonKey: o.singletonKey,
       }),
+    sendMany: async (queue, jobs, o = {}) => {
+      if (jobs.length === 0) return;
+      await boss.insert(
+        jobs.map((j) => ({ name: queue, data: j.data, startAfter: j.startAfter })),
+        o.client ? { db: { executeSql: (text, values) => o.client!.query(text, values) } } : {},
+      );
+    },
+    cancel: async (queue, jobId) => {
+      await boss.cancel(queue, jobId);
+    },
     startWorkers: async (ctx) => {
       for (const q of opts.queues) {
         const batchSize = q.batchSize ?? 1;
         for (let i = 0; i < (q.workers ?? 1); i++) {
-          const workerId: string = await boss.work(
-            q.name,
-            { batchSize, pollingIntervalSeconds: opts.pollingIntervalSeconds ?? 0.5 },
-            async (jobs) => {
-              if (q.batchHandler) {
-                try {
-                  await q.batchHandler(ctx, jobs.map((job) => ({ id: job.id, data: q.schema.parse(job.data) })));
-                } catch (err) {
-                  opts.log.error({ err, queue: q.name, jobs: jobs.length }, 'job batch failed');
-                  throw err;
-                }
-                if (jobs.length === batchSize) boss.notifyWorker(workerId);
-                return;
+          const workerId: string = await boss.work(q.name, { batchSize, pollingIntervalSeconds: opts.pollingIntervalSeconds ?? 0.5 }, async (jobs) => {
+            if (q.batchHandler) {
+              try {
+                await q.batchHandler(
+                  ctx,
+                  jobs.map((job) => ({ id: job.id, data: q.schema.parse(job.data) })),
+                );
+              } catch (err) {
+                opts.log.error(
+                  { error: loggableError(err), queue: q.name, jobs: jobs.length },
+                  `job batch of ${jobs.length} on ${q.name} failed: ${String((err as Error)?.message ?? err)}`,
+                );
+                throw err;
               }
-              // Each job succeeds or fails on its own; pg-boss completes the rest of the batch.
-              const results = await Promise.allSettled(jobs.map(async (job) => q.handler(ctx, q.schema.parse(job.data), { id: job.id })));
-              for (const [j, r] of results.entries()) {
-                if (r.status === 'fulfilled') continue;
-                opts.log.error({ err: r.reason, queue: q.name, jobId: jobs[j].id }, 'job failed');
-                await boss.fail(q.name, jobs[j].id, { message: String((r.reason as Error)?.message ?? r.reason) });
-              }
-              // pg-boss waits a polling interval between fetches; a full batch means more work is waiting.
               if (jobs.length === batchSize) boss.notifyWorker(workerId);
-            },
-          );
+              return;
+            }
+            // Each job succeeds or fails on its own; pg-boss completes the rest of the batch.
+            const results = await Promise.allSettled(jobs.map(async (job) => q.handler(ctx, q.schema.parse(job.data), { id: job.id })));
+            for (const [j, r] of results.entries()) {
+              if (r.status === 'fulfilled') continue;
+              opts.log.error(
+                { error: loggableError(r.reason), queue: q.name, jobId: jobs[j].id },
+                `job ${q.name} ${jobs[j].id} failed: ${String((r.reason as Error)?.message ?? r.reason)}`,
+              );
+              await boss.fail(q.name, jobs[j].id, { message: String((r.reason as Error)?.message ?? r.reason) });
+            }
+            // pg-boss waits a polling interval between fetches; a full batch means more work is waiting.
+            if (jobs.length === batchSize) boss.notifyWorker(workerId);
+          });
         }
         if (q.cron) await boss.schedule(q.name, q.cron, {}, { tz: 'UTC' });
       }

@@ -3,6 +3,7 @@ import { campaignQueues } from '../modules/campaigns/jobs.ts';
 import { importQueue } from '../modules/contacts/import/jobs.ts';
 import { domainQueues } from '../modules/domains/jobs.ts';
 import { deliveryQueue } from '../modules/emails/delivery/index.ts';
+import { deliveryWatchdogQueue } from '../modules/emails/delivery/recovery.ts';
 import { idempotencyCleanupQueue } from '../http/idempotency.ts';
 import { reputationQueue } from '../modules/reputation/guard.ts';
 import { segmentQueues } from '../modules/segments/jobs.ts';
@@ -11,4 +12,16 @@ import { systemMailQueue } from '../mail/system-mail.ts';
 import type { AnyQueueDef } from './boss.ts';
 
 /** Every background queue of every module. Workers register all of them. */
-export const queues: AnyQueueDef[] = [...domainQueues, deliveryQueue, systemMailQueue, idempotencyCleanupQueue, importQueue, bulkQueue, reputationQueue, notificationCleanupQueue, ...campaignQueues, ...segmentQueues];
+export const queues: AnyQueueDef[] = [
+  ...domainQueues,
+  deliveryQueue,
+  deliveryWatchdogQueue,
+  systemMailQueue,
+  idempotencyCleanupQueue,
+  importQueue,
+  bulkQueue,
+  reputationQueue,
+  notificationCleanupQueue,
+  ...campaignQueues,
+  ...segmentQueues,
+];

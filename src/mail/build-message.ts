@@ -1,6 +1,9 @@
 import MailComposer from 'nodemailer/lib/mail-composer';
-import { compile } from 'html-to-text';
 import type { StoredAttachment } from '../db/schema/emails.ts';
+import { plainText } from '../render/plain-text.ts';
+
+/** The one HTML-to-text converter (also used by the template preview). */
+export { plainText };
 
 export type Address = { email: string; name?: string | null };
 
@@ -11,13 +14,12 @@ export type MessageSpec = {
   replyTo?: string | null;
   subject: string;
   html: string;
+  /** The plain-text alternative when the caller made it; otherwise generated from `html`. */
+  text?: string;
   headers: Record<string, string>;
   attachments?: StoredAttachment[] | null;
   date: Date;
 };
-
-// Compiled once: convert() would rebuild its selector tables for every message.
-const plainText = compile({ wordwrap: 78, selectors: [{ selector: 'img', format: 'skip' }], limits: { maxInputLength: 5_000_000 } });
 
 const formatAddress = (a: Address) => (a.name ? { name: a.name, address: a.email } : a.email);
 
@@ -31,7 +33,7 @@ export async function buildMessage(spec: MessageSpec): Promise<Buffer> {
     replyTo: spec.replyTo ?? undefined,
     subject: spec.subject,
     html: spec.html,
-    text: plainText(spec.html),
+    text: spec.text ?? plainText(spec.html),
     headers: spec.headers,
     attachments: (spec.attachments ?? []).map((a) => ({
       filename: a.filename,

@@ -3,52 +3,66 @@ import { Worker } from 'node:worker_threads';
 
 export type DkimKey = { domain: string; selector: string; privateKeyPem: string };
 
+/** DKIM signing off the event loop; one per runtime, carried on the context (`ctx.threads.dkim`). */
+export type DkimSigner = {
+  /** Prepends a DKIM-Signature for the sender domain. */
+  sign: (raw: Buffer, key: DkimKey) => Promise<Buffer>;
+  close: () => Promise<void>;
+};
+
 type Pending = { resolve: (signatures: string) => void; reject: (err: Error) => void };
 
 /**
  * DKIM signing (relaxed/relaxed, rsa-sha256) on a small pool of worker threads: an RSA-2048
  * signature is the largest CPU cost of a message, and the threads let it use every core while
- * the event loop keeps sending. Threads start on first use, are shared by every runtime in the
- * process and do not keep it alive (unref).
+ * the event loop keeps sending. Threads start on first use and do not keep the process alive
+ * (unref).
  */
-const size = Math.max(1, Math.min(4, os.availableParallelism() - 1));
-let workers: Worker[] = [];
-const pending = new Map<number, Pending>();
-let nextId = 0;
+export function createDkimSigner(size = Math.max(1, Math.min(4, os.availableParallelism() - 1))): DkimSigner {
+  let workers: Worker[] = [];
+  const pending = new Map<number, Pending>();
+  let nextId = 0;
 
-function pool(): Worker[] {
-  if (workers.length > 0) return workers;
-  workers = Array.from({ length: size }, () => {
-    const w = new Worker(new URL('./dkim-worker.ts', import.meta.url));
-    w.on('message', (m: { id: number; signatures: string | null; error: string | null }) => {
-      const p = pending.get(m.id);
-      pending.delete(m.id);
-      if (!p) return;
-      if (m.signatures) p.resolve(m.signatures);
-      else p.reject(new Error(`DKIM signing failed: ${m.error}`));
+  const pool = (): Worker[] => {
+    if (workers.length > 0) return workers;
+    workers = Array.from({ length: size }, () => {
+      const w = new Worker(new URL('./dkim-worker.ts', import.meta.url));
+      w.on('message', (m: { id: number; signatures: string | null; error: string | null }) => {
+        const p = pending.get(m.id);
+        pending.delete(m.id);
+        if (!p) return;
+        if (m.signatures) p.resolve(m.signatures);
+        else p.reject(new Error(`DKIM signing failed: ${m.error}`));
+      });
+      const fail = (err: Error) => {
+        for (const [id, p] of pending) {
+          pending.delete(id);
+          p.reject(err);
+        }
+        workers = [];
+      };
+      w.on('error', fail);
+      w.on('exit', (code) => fail(new Error(`DKIM signer thread exited (${code})`)));
+      w.unref(); // after the listeners: attaching a 'message' listener refs the worker again
+      return w;
     });
-    const fail = (err: Error) => {
-      for (const [id, p] of pending) {
-        pending.delete(id);
-        p.reject(err);
-      }
-      workers = [];
-    };
-    w.on('error', fail);
-    w.on('exit', (code) => fail(new Error(`DKIM signer thread exited (${code})`)));
-    w.unref(); // after the listeners: attaching a 'message' listener refs the worker again
-    return w;
-  });
-  return workers;
-}
+    return workers;
+  };
 
-/** Prepends a DKIM-Signature for the sender domain. */
-export async function signMessage(raw: Buffer, key: DkimKey): Promise<Buffer> {
-  const id = nextId++;
-  const ws = pool();
-  const signatures = await new Promise<string>((resolve, reject) => {
-    pending.set(id, { resolve, reject });
-    ws[id % ws.length].postMessage({ id, raw, domain: key.domain, selector: key.selector, privateKeyPem: key.privateKeyPem });
-  });
-  return Buffer.concat([Buffer.from(signatures), raw]);
+  return {
+    sign: async (raw, key) => {
+      const id = nextId++;
+      const ws = pool();
+      const signatures = await new Promise<string>((resolve, reject) => {
+        pending.set(id, { resolve, reject });
+        ws[id % ws.length].postMessage({ id, raw, domain: key.domain, selector: key.selector, privateKeyPem: key.privateKeyPem });
+      });
+      return Buffer.concat([Buffer.from(signatures), raw]);
+    },
+    close: async () => {
+      const running = workers;
+      workers = [];
+      await Promise.all(running.map((w) => w.terminate()));
+    },
+  };
 }

@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { Tokenizer } from 'htmlparser2';
 import { appendToBody } from './locales.ts';
 
 /**
@@ -10,14 +11,20 @@ import { appendToBody } from './locales.ts';
  */
 
 const VERSION = 1;
+/** Version 2 adds the signing time (uint32 seconds) after the email id, so links can expire. */
+const VERSION_TIMED = 2;
 const KIND_OPEN = 0x6f; // 'o'
 const KIND_CLICK = 0x63; // 'c'
 const MAC_BYTES = 12;
 const HEADER_BYTES = 2 + 16;
 /** Longer URLs are left untouched rather than producing unwieldy links. */
 const MAX_URL_BYTES = 2048;
+/** Distinct links tracked per message; further ones are left as written (each costs an HMAC). */
+export const MAX_TRACKED_LINKS = 1000;
 
 export type TrackingToken = { kind: 'open'; emailId: string } | { kind: 'click'; emailId: string; url: string };
+/** A verified token and when it was signed (null for version-1 tokens, which carry no time). */
+export type VerifiedTrackingToken = TrackingToken & { issuedAt: Date | null };
 
 const keyCache = new Map<string, Buffer>();
 function trackingKey(secret: string): Buffer {
@@ -38,27 +45,33 @@ function uuidString(b: Buffer): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
-export function signTrackingToken(secret: string, t: TrackingToken): string {
+export function signTrackingToken(secret: string, t: TrackingToken, issuedAt: Date = new Date()): string {
   const id = uuidBytes(t.emailId);
   if (id.length !== 16) throw new Error('tracking tokens name an email by its UUID');
-  const header = Buffer.from([VERSION, t.kind === 'open' ? KIND_OPEN : KIND_CLICK]);
-  const body = Buffer.concat([header, id, t.kind === 'click' ? Buffer.from(t.url, 'utf8') : Buffer.alloc(0)]);
+  const header = Buffer.from([VERSION_TIMED, t.kind === 'open' ? KIND_OPEN : KIND_CLICK]);
+  const time = Buffer.alloc(4);
+  time.writeUInt32BE(Math.max(0, Math.min(0xffffffff, Math.floor(issuedAt.getTime() / 1000))));
+  const body = Buffer.concat([header, id, time, t.kind === 'click' ? Buffer.from(t.url, 'utf8') : Buffer.alloc(0)]);
   return Buffer.concat([body, mac(secret, body)]).toString('base64url');
 }
 
 /** The token's claims when it was signed with `secret` and is byte-for-byte unaltered; otherwise null. */
-export function verifyTrackingToken(secret: string, token: string): TrackingToken | null {
+export function verifyTrackingToken(secret: string, token: string): VerifiedTrackingToken | null {
   if (typeof token !== 'string' || token.length > 4096 || !/^[A-Za-z0-9_-]+$/.test(token)) return null;
   const raw = Buffer.from(token, 'base64url');
   // base64url's last character can carry unused bits: only the canonical spelling is accepted.
   if (raw.toString('base64url') !== token || raw.length < HEADER_BYTES + MAC_BYTES) return null;
   const body = raw.subarray(0, raw.length - MAC_BYTES);
   const given = raw.subarray(raw.length - MAC_BYTES);
-  if (!timingSafeEqual(given, mac(secret, body)) || body[0] !== VERSION) return null;
+  if (!timingSafeEqual(given, mac(secret, body)) || (body[0] !== VERSION && body[0] !== VERSION_TIMED)) return null;
   const emailId = uuidString(body.subarray(2, HEADER_BYTES));
-  if (body[1] === KIND_OPEN && body.length === HEADER_BYTES) return { kind: 'open', emailId };
-  if (body[1] === KIND_CLICK && body.length > HEADER_BYTES) {
-    return { kind: 'click', emailId, url: body.subarray(HEADER_BYTES).toString('utf8') };
+  const timed = body[0] === VERSION_TIMED;
+  if (timed && body.length < HEADER_BYTES + 4) return null;
+  const issuedAt = timed ? new Date(body.readUInt32BE(HEADER_BYTES) * 1000) : null;
+  const rest = HEADER_BYTES + (timed ? 4 : 0);
+  if (body[1] === KIND_OPEN && body.length === rest) return { kind: 'open', emailId, issuedAt };
+  if (body[1] === KIND_CLICK && body.length > rest) {
+    return { kind: 'click', emailId, url: body.subarray(rest).toString('utf8'), issuedAt };
   }
   return null;
 }
@@ -97,38 +110,86 @@ export function decodeHref(value: string): string {
     .trim();
 }
 
-// An <a> or <area> start tag, with quoted attribute values that may contain '>'.
-const LINK_TAG = /<(a|area)\b((?:[^>"']|"[^"]*"|'[^']*')*)>/gi;
-const HREF_ATTR = /(\shref\s*=\s*)("[^"]*"|'[^']*'|[^\s"'>]+)/i;
+/** The href value spans of every `<a>` and `<area>` start tag, found by a linear HTML tokenizer. */
+function linkHrefSpans(html: string): { start: number; end: number; value: string }[] {
+  const spans: { start: number; end: number; value: string }[] = [];
+  let tag = '';
+  let attr = '';
+  let valueStart = -1;
+  let href: { start: number; end: number; value: string } | null = null;
+  const closeTag = () => {
+    if (href) spans.push(href);
+    tag = '';
+    href = null;
+  };
+  const tokenizer = new Tokenizer(
+    { decodeEntities: false },
+    {
+      onopentagname: (start, end) => {
+        tag = html.slice(start, end).toLowerCase();
+        href = null;
+      },
+      onattribname: (start, end) => {
+        attr = end - start === 4 ? html.slice(start, end).toLowerCase() : '';
+        valueStart = -1;
+      },
+      onattribdata: (start, end) => {
+        if (valueStart === -1) valueStart = start;
+        if (attr === 'href' && !href && (tag === 'a' || tag === 'area')) href = { start: valueStart, end, value: html.slice(valueStart, end) };
+      },
+      onattribentity: () => {},
+      onattribend: () => {
+        attr = '';
+      },
+      onopentagend: closeTag,
+      onselfclosingtag: closeTag,
+      onclosetag: () => {},
+      oncdata: () => {},
+      oncomment: () => {},
+      ondeclaration: () => {},
+      onprocessinginstruction: () => {},
+      ontext: () => {},
+      ontextentity: () => {},
+      onend: () => {},
+    },
+  );
+  tokenizer.write(html);
+  tokenizer.end();
+  return spans;
+}
 
 /**
  * Rewrites the href of every http(s) link to the click redirect and appends the open pixel before
  * </body>. Left alone: mailto:, tel:, anchors, and the service's own links (unsubscribe, subscribe,
- * manage, and anything already under `${publicUrl}/t/`).
+ * manage, and anything already under `${publicUrl}/t/`). Linear in the size of the HTML: a
+ * tokenizer finds the links (a regular expression over tags is quadratic on unclosed `<a`).
  */
 export function applyTracking(html: string, opts: TrackingOptions): string {
   const base = opts.publicUrl.replace(/\/+$/, '');
   const own = ['/unsubscribe/', '/subscribe/', '/manage/', '/t/'].map((p) => base + p);
   let out = html;
   if (opts.clicks) {
-    out = out.replace(LINK_TAG, (tag: string, name: string, attrs: string) => {
-      const m = HREF_ATTR.exec(attrs);
-      if (!m) return tag;
-      const quoted = m[2];
-      const value = quoted[0] === '"' || quoted[0] === "'" ? quoted.slice(1, -1) : quoted;
-      const url = decodeHref(value);
-      if (!isTrackableUrl(url) || own.some((p) => url.startsWith(p)) || Buffer.byteLength(url) > MAX_URL_BYTES) return tag;
-      const token = signTrackingToken(opts.secret, { kind: 'click', emailId: opts.emailId, url });
-      const rewritten = attrs.slice(0, m.index) + `${m[1]}"${base}/t/c/${token}"` + attrs.slice(m.index + m[0].length);
-      return `<${name}${rewritten}>`;
-    });
+    const parts: string[] = [];
+    const tokens = new Map<string, string>();
+    let at = 0;
+    for (const span of linkHrefSpans(html)) {
+      const url = decodeHref(span.value);
+      let token = tokens.get(url);
+      if (token === undefined) {
+        if (tokens.size >= MAX_TRACKED_LINKS) continue;
+        if (!isTrackableUrl(url) || own.some((p) => url.startsWith(p)) || Buffer.byteLength(url) > MAX_URL_BYTES) continue;
+        token = signTrackingToken(opts.secret, { kind: 'click', emailId: opts.emailId, url });
+        tokens.set(url, token);
+      }
+      parts.push(html.slice(at, span.start), `${base}/t/c/${token}`);
+      at = span.end;
+    }
+    parts.push(html.slice(at));
+    out = parts.join('');
   }
   if (opts.opens) {
     const token = signTrackingToken(opts.secret, { kind: 'open', emailId: opts.emailId });
-    out = appendToBody(
-      out,
-      `<img src="${base}/t/o/${token}" width="1" height="1" alt="" style="display:block;width:1px;height:1px;border:0" />`,
-    );
+    out = appendToBody(out, `<img src="${base}/t/o/${token}" width="1" height="1" alt="" style="display:block;width:1px;height:1px;border:0" />`);
   }
   return out;
 }

@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import nodemailer from 'nodemailer';
 import type { Config } from '../config.ts';
 
@@ -13,10 +14,18 @@ export type SendOutcome =
   /** 4xx, connection or timeout: try again later. */
   | { kind: 'transient'; response: string };
 
+/**
+ * `commit` runs after the whole message has been written to the relay and before the final dot
+ * that asks it to accept: the caller records the hand-off there, so a worker that dies after the
+ * relay accepted a message has always recorded that it may have. If `commit` throws, the message
+ * is abandoned (the relay never gets the dot) and the outcome is transient.
+ */
+export type SendOptions = { commit?: () => Promise<void> };
+
 export type Transport = {
   /** `capture` stores messages instead of delivering them (no SMTP_URL). */
   mode: 'smtp' | 'capture';
-  send: (raw: Buffer, envelope: Envelope) => Promise<SendOutcome>;
+  send: (raw: Buffer, envelope: Envelope, options?: SendOptions) => Promise<SendOutcome>;
   close: () => Promise<void>;
 };
 
@@ -34,7 +43,15 @@ export function classifySmtpError(err: SmtpError): SendOutcome {
 
 export function createTransport(config: Config): Transport {
   if (!config.smtpUrl) {
-    return { mode: 'capture', send: async () => ({ kind: 'accepted', response: 'captured' }), close: async () => {} };
+    const send = async (_raw: Buffer, _envelope: Envelope, options?: SendOptions): Promise<SendOutcome> => {
+      try {
+        await options?.commit?.();
+      } catch (err) {
+        return { kind: 'transient', response: (err as Error).message };
+      }
+      return { kind: 'accepted', response: 'captured' };
+    };
+    return { mode: 'capture', send, close: async () => {} };
   }
   const smtp = nodemailer.createTransport({
     url: config.smtpUrl,
@@ -44,12 +61,16 @@ export function createTransport(config: Config): Transport {
     connectionTimeout: 15_000,
     greetingTimeout: 15_000,
     socketTimeout: 60_000,
+    // A message source is a one-shot stream (see gated): a connection lost mid-message fails the
+    // send (retried by the delivery engine) instead of being re-read empty by the pool.
+    maxRequeues: 0,
   });
   return {
     mode: 'smtp',
-    send: async (raw, envelope) => {
+    send: async (raw, envelope, options) => {
       try {
-        const info = await smtp.sendMail({ envelope: { from: envelope.from, to: [envelope.to] }, raw });
+        const source = options?.commit ? gated(raw, options.commit) : raw;
+        const info = await smtp.sendMail({ envelope: { from: envelope.from, to: [envelope.to] }, raw: source });
         return { kind: 'accepted', response: String(info.response ?? '') };
       } catch (err) {
         return classifySmtpError(err as SmtpError);
@@ -57,4 +78,15 @@ export function createTransport(config: Config): Transport {
     },
     close: async () => smtp.close(),
   };
+}
+
+/** The message as a stream whose end waits for `commit`: nodemailer writes the final dot only after the stream ends. */
+function gated(raw: Buffer, commit: () => Promise<void>): Readable {
+  return Readable.from(
+    (async function* () {
+      yield raw;
+      await commit();
+    })(),
+    { objectMode: false },
+  );
 }

@@ -109,9 +109,7 @@ function createEngine(escapeOutput: boolean): Engine {
   });
   for (const name of ['include', 'render', 'layout', 'block']) liquid.registerTag(name, unavailableTag(name));
   liquid.registerTag('capture', BoundedCaptureTag);
-  liquid.registerFilter('fallback', (value: unknown, fallback: unknown) =>
-    isMissing(toValue(value)) ? fallback : value,
-  );
+  liquid.registerFilter('fallback', (value: unknown, fallback: unknown) => (isMissing(toValue(value)) ? fallback : value));
   if (escapeOutput) {
     // An explicit escape is the escape: marked raw so the automatic one is not applied on top.
     for (const name of ['escape', 'escape_once']) {
@@ -168,11 +166,16 @@ function renderField(field: 'subject' | 'body', source: string, vars: Record<str
   const templates = parse(engine, field, source);
   const budget = new RenderBudget();
   // A shallow copy: `{% increment %}` writes into the scope, and the caller's object must not change.
-  const ctx = new Context({ ...vars }, engine.liquid.options, { sync: true }, {
-    liquid: engine.liquid,
-    renderLimit: budget.renderLimit as unknown as Context['renderLimit'],
-    memoryLimit: budget.memoryLimit as unknown as Context['memoryLimit'],
-  });
+  const ctx = new Context(
+    { ...vars },
+    engine.liquid.options,
+    { sync: true },
+    {
+      liquid: engine.liquid,
+      renderLimit: budget.renderLimit as unknown as Context['renderLimit'],
+      memoryLimit: budget.memoryLimit as unknown as Context['memoryLimit'],
+    },
+  );
   budgets.set(ctx, budget);
   const emitter = new BoundedEmitter(budget);
   try {
@@ -191,10 +194,7 @@ function renderField(field: 'subject' | 'body', source: string, vars: Record<str
  * output, too many loop iterations, too long, too much memory) or TemplateRenderError. Never touches
  * the file system. Rendering is synchronous and bounded to about a second per field.
  */
-export async function renderEmail(
-  src: { subject: string; body: string },
-  vars: Record<string, unknown>,
-): Promise<{ subject: string; html: string }> {
+export async function renderEmail(src: { subject: string; body: string }, vars: Record<string, unknown>): Promise<{ subject: string; html: string }> {
   const subject = renderField('subject', src.subject, vars)
     .replace(/[\r\n]+/g, ' ')
     .trim();

@@ -17,6 +17,8 @@ export const RENDER_LIMITS = {
   maxMillis: 1_000,
   /** liquidjs allocation units (range sizes, string lengths built by filters). */
   maxMemory: 20_000_000,
+  /** Hard wall-clock limit of composing one message (both fields, footer, tracking) in its thread. */
+  maxComposeMillis: 3_000,
   /** Characters of Liquid source per template. */
   maxSource: 2 * 1024 * 1024,
 } as const;

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { signJwt, verifyJwt } from '../http/session.ts';
+import { signJwt, verifyJwt } from '../tokens/jwt.ts';
 
 /**
  * Signed tokens for the unsubscribe, subscribe and manage links in emails: an HS256 JWT under a key
@@ -13,21 +13,32 @@ export type LinkToken = { projectId: string; contactId: string; action: LinkActi
 
 const ACTIONS: readonly LinkAction[] = ['unsubscribe', 'subscribe', 'manage'];
 const TTL_SECONDS = 5 * 365 * 24 * 3600;
-const TYP = 'herald-link';
+const TYP = 'herald-link' as const;
 
 const linkKey = (secret: string) => createHmac('sha256', secret).update('herald link tokens v1').digest('base64url');
 
 export function signLinkToken(secret: string, t: LinkToken, now = Date.now()): string {
-  const payload: Record<string, unknown> = { typ: TYP, p: t.projectId, c: t.contactId, a: t.action };
+  const payload: Record<string, unknown> = { p: t.projectId, c: t.contactId, a: t.action };
   if (t.emailId) payload.e = t.emailId;
-  return signJwt(payload, linkKey(secret), TTL_SECONDS, now);
+  return signJwt(TYP, payload, linkKey(secret), TTL_SECONDS, now);
+}
+
+/**
+ * The project of a link token signed with `secret`, expired or not: a genuine link that no longer
+ * works still tells which project's contact is asking (for the "send me a fresh link" form).
+ * Null when the signature is not ours.
+ */
+export function projectOfSignedLinkToken(secret: string, token: string): string | null {
+  if (typeof token !== 'string' || token.length > 2048) return null;
+  const payload = verifyJwt(token, TYP, linkKey(secret), 0);
+  return payload && typeof payload.p === 'string' ? payload.p : null;
 }
 
 /** The token's claims when it is a valid, unexpired link token signed with `secret`; otherwise null. */
 export function verifyLinkToken(secret: string, token: string, now = Date.now()): LinkToken | null {
   if (typeof token !== 'string' || token.length > 2048) return null;
-  const payload = verifyJwt(token, linkKey(secret), now);
-  if (!payload || payload.typ !== TYP) return null;
+  const payload = verifyJwt(token, TYP, linkKey(secret), now);
+  if (!payload) return null;
   const { p, c, a, e } = payload;
   if (typeof p !== 'string' || typeof c !== 'string' || !ACTIONS.includes(a as LinkAction)) return null;
   if (e !== undefined && typeof e !== 'string') return null;

@@ -16,6 +16,10 @@ export class LruCache<K, V> {
     return value;
   }
 
+  delete(key: K): void {
+    this.map.delete(key);
+  }
+
   set(key: K, value: V): void {
     this.map.delete(key);
     this.map.set(key, value);

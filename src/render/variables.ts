@@ -12,8 +12,7 @@ export type VariableOptions = {
   defaultLocale?: string;
 };
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** `{ value, persistent: false }` → value; anything else as is. */
 export function unwrapOneOff(v: unknown): unknown {

@@ -27,8 +27,7 @@ const RCODE = { FORMERR: 1, SERVFAIL: 2, NXDOMAIN: 3 } as const;
 
 const normalise = (name: string) => name.trim().toLowerCase().replace(/\.$/, '');
 
-const typeName = (code: number): string | undefined =>
-  Object.entries(Packet.TYPE).find(([, v]) => v === code)?.[0];
+const typeName = (code: number): string | undefined => Object.entries(Packet.TYPE).find(([, v]) => v === code)?.[0];
 
 /** A TXT value as real DNS carries it: character-strings of at most 255 bytes. */
 export function splitTxt(value: string): Buffer[] {
@@ -83,9 +82,7 @@ export async function startTestDns(): Promise<TestDns> {
       const cname = records?.get('CNAME');
       if (qtype && qtype !== 'CNAME' && cname && cname.length > 0 && !records?.has(qtype)) {
         const target = typeof cname[0] === 'string' ? cname[0] : cname[0].exchange;
-        response.answers.push(
-          Packet.createResourceFromQuestion(question, { name, type: Packet.TYPE.CNAME, class: Packet.CLASS.IN, ttl: TTL, domain: target }),
-        );
+        response.answers.push(Packet.createResourceFromQuestion(question, { name, type: Packet.TYPE.CNAME, class: Packet.CLASS.IN, ttl: TTL, domain: target }));
         name = normalise(target);
         continue;
       }

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { chmod } from 'node:fs/promises';
 import { type EmbeddedServer, startEmbeddedPostgres } from '../../src/db/connect.ts';
+import { ensureWebBuild } from '../../src/modules/web/build-state.ts';
 
 /**
  * One PostgreSQL server for the whole `npm test` run; every test file creates its own database in it
@@ -14,6 +15,7 @@ let dir = '';
 const quiet = { info: () => {}, debug: () => {}, error: (...a: unknown[]) => console.error(...a) };
 
 export async function globalSetup(): Promise<void> {
+  await ensureWebBuild(); // the dashboard tests need web/dist: built once per run when missing or stale
   if (process.env.HERALD_TEST_PG_URL) return; // an outer runner (or the developer) provides one
   dir = await mkdtemp(path.join(tmpdir(), 'herald-test-pg-'));
   await chmod(dir, 0o755); // the embedded server may run as the 'postgres' user

@@ -29,8 +29,8 @@ export function createApi(base: string, defaults: { key?: string; cookie?: strin
     const cookie = opts.cookie ?? defaults.cookie;
     if (key) headers.authorization = `Bearer ${key}`;
     if (cookie) headers.cookie = cookie;
-    let body: RequestInit["body"];
-    if (opts.raw !== undefined) body = opts.raw as RequestInit["body"];
+    let body: RequestInit['body'];
+    if (opts.raw !== undefined) body = opts.raw as RequestInit['body'];
     else if (opts.body !== undefined) {
       body = JSON.stringify(opts.body);
       headers['content-type'] ??= 'application/json';

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
@@ -13,6 +14,8 @@ export type TestServer = {
   url: string;
   api: Api;
   ctx: AppContext;
+  /** The Fastify instance (its `registeredRoutes` feed the OpenAPI contract test). */
+  app: FastifyInstance;
   databaseUrl: string;
   /** Runs SQL directly, for assertions on what was stored. */
   sql: <T extends pg.QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]) => Promise<T[]>;
@@ -34,10 +37,7 @@ export async function createTestDatabase(): Promise<string> {
 }
 
 /** Starts Herald (API and workers) on a loopback port against its own database. */
-export async function startTestServer(
-  env: Record<string, string> = {},
-  opts: { clock?: Clock; databaseUrl?: string } = {},
-): Promise<TestServer> {
+export async function startTestServer(env: Record<string, string> = {}, opts: { clock?: Clock; databaseUrl?: string } = {}): Promise<TestServer> {
   const databaseUrl = opts.databaseUrl ?? (await createTestDatabase());
   const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-test-data-'));
   const config = loadConfig({
@@ -46,6 +46,8 @@ export async function startTestServer(
     JWT_SECRET: 'test-secret-0123456789abcdef',
     LOG_LEVEL: 'silent',
     PORT: '0',
+    SIGNUPS_PER_IP_PER_HOUR: '1000', // every test signs up from 127.0.0.1; test/auth.throttle.test.ts sets its own
+    STRICT_RESPONSES: 'true', // a body its route's schema rejects is a 500 (src/http/openapi.ts)
     ...env,
   });
   const runtime = await startRuntime(config, { log: pino({ level: process.env.HERALD_TEST_LOG ?? 'silent' }), clock: opts.clock });
@@ -59,6 +61,7 @@ export async function startTestServer(
     url,
     api: createApi(url),
     ctx: runtime.ctx,
+    app: runtime.app,
     databaseUrl,
     sql: async (text, values) => (await pool.query(text, values)).rows,
     stop: async () => {

@@ -58,6 +58,8 @@ export async function startSmtpSink(): Promise<SmtpSink> {
       });
     },
   });
+  // A client that vanishes mid-session (a worker killed by a test) resets its socket: not the sink's failure.
+  server.on('error', () => {});
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.server.address();
   if (!address || typeof address !== 'object') throw new Error('no address');
@@ -79,19 +81,20 @@ export async function startSmtpSink(): Promise<SmtpSink> {
       }
       return messages;
     },
-    failNext: ({ stage, code, message, times = 1 }) =>
-      failures.push({ stage, code, message: message ?? `${code} refused by test sink`, times }),
+    failNext: ({ stage, code, message, times = 1 }) => failures.push({ stage, code, message: message ?? `${code} refused by test sink`, times }),
     stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
 
 /** mailauth's DKIM verdict for a message, resolving keys through the given DNS server ("ip:port"). */
-export async function dkimResult(raw: Buffer, dnsAddress: string): Promise<{ result: string; domain: string }> {
+export async function dkimResult(raw: Buffer, dnsAddress: string): Promise<{ result: string; domain: string; why: string }> {
   const resolver = new Resolver();
   resolver.setServers([dnsAddress]);
   const verdict = await dkimVerify(raw, {
     resolver: (name: string, type: string) => resolver.resolve(name, type as 'TXT') as Promise<never>,
   });
   const first = verdict.results[0];
-  return { result: String(first?.status?.result ?? 'none'), domain: String(first?.signingDomain ?? '') };
+  // `why` (mailauth's comment, e.g. "body hash did not verify") explains a fail in an assertion message.
+  const status = (first?.status ?? {}) as { result?: string; comment?: string };
+  return { result: String(status.result ?? 'none'), domain: String(first?.signingDomain ?? ''), why: String(status.comment ?? '') };
 }

@@ -12,14 +12,14 @@ export const contacts = pgTable(
     email: text('email').notNull(),
     subscribed: boolean('subscribed').notNull(),
     snoozedUntil: timestamp('snoozed_until', { withTimezone: true, mode: 'date' }),
-    data: jsonb('data').$type<Record<string, unknown>>().notNull().default(sql`'{}'::jsonb`),
+    data: jsonb('data')
+      .$type<Record<string, unknown>>()
+      .notNull()
+      .default(sql`'{}'::jsonb`),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
-  (t) => [
-    uniqueIndex('contacts_project_email_key').on(t.projectId, t.email),
-    index('contacts_project_created_idx').on(t.projectId, t.createdAt, t.id),
-  ],
+  (t) => [uniqueIndex('contacts_project_email_key').on(t.projectId, t.email), index('contacts_project_created_idx').on(t.projectId, t.createdAt, t.id)],
 );
 
 /** The type of each custom field, fixed the first time a non-null value is seen in the project. */

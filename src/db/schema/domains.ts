@@ -30,13 +30,13 @@ export const domains = pgTable(
     dkimPublicKey: text('dkim_public_key').notNull(),
     /** Base64 of iv ‖ tag ‖ AES-256-GCM ciphertext of the PKCS#8 PEM. */
     dkimPrivateKeyEnc: text('dkim_private_key_enc').notNull(),
-    records: jsonb('records').$type<StoredDnsRecord[]>().notNull().default(sql`'[]'::jsonb`),
+    records: jsonb('records')
+      .$type<StoredDnsRecord[]>()
+      .notNull()
+      .default(sql`'[]'::jsonb`),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     verifiedAt: timestamp('verified_at', { withTimezone: true, mode: 'date' }),
     lastCheckedAt: timestamp('last_checked_at', { withTimezone: true, mode: 'date' }),
   },
-  (t) => [
-    uniqueIndex('domains_project_domain_key').on(t.projectId, t.domain),
-    index('domains_status_checked_idx').on(t.status, t.lastCheckedAt),
-  ],
+  (t) => [uniqueIndex('domains_project_domain_key').on(t.projectId, t.domain), index('domains_status_checked_idx').on(t.status, t.lastCheckedAt)],
 );

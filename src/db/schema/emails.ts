@@ -6,16 +6,7 @@ import { projects } from './users.ts';
 const bytea = customType<{ data: Buffer }>({ dataType: () => 'bytea' });
 
 export type EmailType = 'TRANSACTIONAL' | 'MARKETING' | 'HEADLESS';
-export type EmailStatus =
-  | 'QUEUED'
-  | 'SENDING'
-  | 'SENT'
-  | 'DELIVERED'
-  | 'BOUNCED'
-  | 'COMPLAINED'
-  | 'FAILED'
-  | 'SKIPPED'
-  | 'SUPPRESSED';
+export type EmailStatus = 'QUEUED' | 'SENDING' | 'SENT' | 'DELIVERED' | 'BOUNCED' | 'COMPLAINED' | 'FAILED' | 'SKIPPED' | 'SUPPRESSED';
 
 export type StoredAttachment = {
   filename: string;
@@ -26,8 +17,38 @@ export type StoredAttachment = {
 };
 
 /**
- * One email to one recipient. The request stores the sources and the one-off variables; the
- * delivery worker renders, builds, signs and sends it, moving `status` forward.
+ * What the emails of one request share: the body source, one-off variables, custom headers and
+ * attachments, stored once and referenced by each recipient's email (a /v1/send to 50 recipients,
+ * a campaign fan-out batch). Written only by queue.ts together with its emails; read by the
+ * delivery composer. Emails are deleted before their content (reset), or with the project.
+ */
+export const emailContents = pgTable(
+  'email_contents',
+  {
+    id: uuid('id').primaryKey(),
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    bodySource: text('body_source').notNull(),
+    /** One-off variables (not stored on the contact). */
+    variables: jsonb('variables')
+      .$type<Record<string, unknown>>()
+      .notNull()
+      .default(sql`'{}'::jsonb`),
+    headers: jsonb('headers')
+      .$type<Record<string, string>>()
+      .notNull()
+      .default(sql`'{}'::jsonb`),
+    attachments: jsonb('attachments').$type<StoredAttachment[]>(),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+  },
+  (t) => [index('email_contents_project_idx').on(t.projectId)],
+);
+
+/**
+ * One email to one recipient. The request stores the subject source and a reference to the shared
+ * content (email_contents); the delivery worker renders, builds, signs and sends it, moving
+ * `status` forward.
  */
 export const emails = pgTable(
   'emails',
@@ -43,12 +64,11 @@ export const emails = pgTable(
     fromName: text('from_name'),
     replyTo: text('reply_to'),
     type: text('type').$type<EmailType>().notNull(),
+    /** Kept on the email (at most 998 characters): lists and events show it before the email is rendered. */
     subjectSource: text('subject_source').notNull(),
-    bodySource: text('body_source').notNull(),
-    /** One-off variables for this email (not stored on the contact). */
-    variables: jsonb('variables').$type<Record<string, unknown>>().notNull().default(sql`'{}'::jsonb`),
-    headers: jsonb('headers').$type<Record<string, string>>().notNull().default(sql`'{}'::jsonb`),
-    attachments: jsonb('attachments').$type<StoredAttachment[]>(),
+    contentId: uuid('content_id')
+      .notNull()
+      .references(() => emailContents.id),
     templateId: uuid('template_id'),
     campaignId: uuid('campaign_id'),
     workflowId: uuid('workflow_id'),
@@ -60,6 +80,11 @@ export const emails = pgTable(
     attempts: integer('attempts').notNull().default(0),
     /** A claimed message belongs to its worker until then; after that another worker may take it over. */
     lockedUntil: timestamp('locked_until', { withTimezone: true, mode: 'date' }),
+    /**
+     * Set by the sending worker just before the relay is told to accept the message (the final
+     * dot of DATA): from then on the email is treated as sent and never handed to a relay again.
+     */
+    handedOffAt: timestamp('handed_off_at', { withTimezone: true, mode: 'date' }),
     sentAt: timestamp('sent_at', { withTimezone: true, mode: 'date' }),
     deliveredAt: timestamp('delivered_at', { withTimezone: true, mode: 'date' }),
     openedAt: timestamp('opened_at', { withTimezone: true, mode: 'date' }),
@@ -75,9 +100,35 @@ export const emails = pgTable(
     index('emails_project_created_idx').on(t.projectId, t.createdAt, t.id),
     index('emails_contact_created_idx').on(t.contactId, t.createdAt, t.id),
     index('emails_campaign_idx').on(t.campaignId, t.status),
+    index('emails_content_idx').on(t.contentId),
+    // The delivery watchdog's scan: only emails still waiting for delivery, however many were sent.
+    index('emails_waiting_idx')
+      .on(t.status, t.lockedUntil)
+      .where(sql`status IN ('QUEUED', 'SENDING')`),
     // A recipient never gets a campaign twice: at most one email per (campaign, contact).
-    uniqueIndex('emails_campaign_contact_key').on(t.campaignId, t.contactId).where(sql`campaign_id IS NOT NULL`),
+    uniqueIndex('emails_campaign_contact_key')
+      .on(t.campaignId, t.contactId)
+      .where(sql`campaign_id IS NOT NULL`),
     index('emails_project_message_id_idx').on(t.messageId),
+    // Analytics: each outcome counted over time by an index-only range scan per project.
+    index('emails_project_sent_at_idx')
+      .on(t.projectId, t.sentAt)
+      .where(sql`sent_at IS NOT NULL`),
+    index('emails_project_delivered_at_idx')
+      .on(t.projectId, t.deliveredAt)
+      .where(sql`delivered_at IS NOT NULL`),
+    index('emails_project_opened_at_idx')
+      .on(t.projectId, t.openedAt)
+      .where(sql`opened_at IS NOT NULL`),
+    index('emails_project_clicked_at_idx')
+      .on(t.projectId, t.clickedAt)
+      .where(sql`clicked_at IS NOT NULL`),
+    index('emails_project_bounced_at_idx')
+      .on(t.projectId, t.bouncedAt)
+      .where(sql`bounced_at IS NOT NULL`),
+    index('emails_project_complained_at_idx')
+      .on(t.projectId, t.complainedAt)
+      .where(sql`complained_at IS NOT NULL`),
   ],
 );
 
@@ -110,4 +161,42 @@ export const sendThrottle = pgTable('send_throttle', {
     .primaryKey()
     .references(() => projects.id, { onDelete: 'cascade' }),
   nextSlot: timestamp('next_slot', { withTimezone: true, mode: 'date' }).notNull(),
+});
+
+/** The outcome counters of the two summaries below: emails with each outcome, as campaigns/stats.ts counts them. */
+const outcomeCounts = () => ({
+  sent: integer('sent').notNull().default(0),
+  delivered: integer('delivered').notNull().default(0),
+  opened: integer('opened').notNull().default(0),
+  clicked: integer('clicked').notNull().default(0),
+  bounced: integer('bounced').notNull().default(0),
+  complained: integer('complained').notNull().default(0),
+});
+
+/**
+ * Email outcomes per project and quarter hour (UTC), for GET /analytics/timeseries: the number of
+ * emails whose sent_at (or, never sent, bounced_at), delivered_at, opened_at, … falls in the slot.
+ * Every local hour, day and week starts on a quarter hour in every time zone in use, so whole
+ * buckets are sums of slots. Written by the statements in emails/lifecycle.ts that set those
+ * columns (analytics/outcome-rollups.ts); emails are deleted only with their project (reset, delete).
+ */
+export const emailOutcomeSlots = pgTable(
+  'email_outcome_slots',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    slot: timestamp('slot', { withTimezone: true, mode: 'date' }).notNull(),
+    ...outcomeCounts(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.slot] })],
+);
+
+/** Email outcomes per campaign over all time, for GET /analytics/top-campaigns; written with the slots above. */
+export const campaignOutcomes = pgTable('campaign_outcomes', {
+  campaignId: uuid('campaign_id').primaryKey(),
+  projectId: text('project_id')
+    .notNull()
+    .references(() => projects.id, { onDelete: 'cascade' }),
+  ...outcomeCounts(),
 });

@@ -1,4 +1,5 @@
-import { index, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
+import { sql } from 'drizzle-orm';
+import { date, index, integer, jsonb, pgTable, primaryKey, smallint, text, timestamp } from 'drizzle-orm/pg-core';
 import { contacts } from './contacts.ts';
 import { projects } from './users.ts';
 
@@ -21,5 +22,53 @@ export const events = pgTable(
     index('events_contact_name_created_idx').on(t.contactId, t.name, t.createdAt),
     // A contact's timeline (GET /events/contact/:id, /activity?contactId=), newest first.
     index('events_contact_created_idx').on(t.contactId, t.createdAt, t.id),
+    // Analytics: clicks per link of one campaign.
+    index('events_campaign_clicks_idx')
+      .on(sql`(${t.data}->>'campaignId')`, sql`(${t.data}->>'link')`)
+      .where(sql`name = 'email.clicked'`),
   ],
+);
+
+/**
+ * Analytics rollups of tracked (custom) events, written in the same statement as the events
+ * (events/record.ts) so GET /analytics/top-events reads whole days without scanning the events.
+ * Tracked events per project, name and UTC day (in 16 shards, so that concurrent tracking of one
+ * name does not queue on one row); contact deletions subtract their events (contacts/service.ts),
+ * deleting an event name deletes its rows (events/usage.ts).
+ */
+export const eventNameDays = pgTable(
+  'event_name_days',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    day: date('day', { mode: 'string' }).notNull(),
+    /** The writer's backend pid modulo 16: concurrent writers of one name and day update different rows. */
+    shard: smallint('shard').notNull(),
+    /** Per shard; may be negative after deletions (the sum over the shards is the count). */
+    count: integer('count').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.name, t.day, t.shard] })],
+);
+
+/**
+ * Each contact's first and last tracked event of each name: a contact whose first or last event is
+ * in a range did the event in it; only one whose events straddle the range needs the events table.
+ * Deleted with the contact.
+ */
+export const eventNameContacts = pgTable(
+  'event_name_contacts',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    contactId: text('contact_id')
+      .notNull()
+      .references(() => contacts.id, { onDelete: 'cascade' }),
+    firstAt: timestamp('first_at', { withTimezone: true, mode: 'date' }).notNull(),
+    lastAt: timestamp('last_at', { withTimezone: true, mode: 'date' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.name, t.contactId] }), index('event_name_contacts_contact_idx').on(t.contactId)],
 );

@@ -31,7 +31,10 @@ export const importJobs = pgTable(
     updated: integer('updated').notNull().default(0),
     skipped: integer('skipped').notNull().default(0),
     /** The first rows reported (capped); `error_count` counts them all. */
-    errors: jsonb('errors').$type<ImportError[]>().notNull().default(sql`'[]'::jsonb`),
+    errors: jsonb('errors')
+      .$type<ImportError[]>()
+      .notNull()
+      .default(sql`'[]'::jsonb`),
     errorCount: integer('error_count').notNull().default(0),
     failureReason: text('failure_reason'),
     attempts: integer('attempts').notNull().default(0),
@@ -57,7 +60,10 @@ export const bulkJobs = pgTable(
     succeeded: integer('succeeded').notNull().default(0),
     unchanged: integer('unchanged').notNull().default(0),
     failed: integer('failed').notNull().default(0),
-    errors: jsonb('errors').$type<BulkError[]>().notNull().default(sql`'[]'::jsonb`),
+    errors: jsonb('errors')
+      .$type<BulkError[]>()
+      .notNull()
+      .default(sql`'[]'::jsonb`),
     failureReason: text('failure_reason'),
     attempts: integer('attempts').notNull().default(0),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),

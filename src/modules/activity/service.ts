@@ -8,7 +8,6 @@ import { ACTIVITY_TYPES, activityTypeOf, typeCondition } from './types.ts';
 
 const CONTACT_ID = PREFIXED_ID('cnt');
 
-
 function toItem(r: EventRow): ActivityItem {
   const type = activityTypeOf(r.name);
   const data = r.data ?? {};

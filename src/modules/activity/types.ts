@@ -5,24 +5,9 @@ import { type SQL, sql } from 'drizzle-orm';
  * `email.*` event by the delivery pipeline, and subscription changes as `contact.*` events, so the
  * feed is the events table read through this mapping. Custom tracked events are type `event`.
  */
-export const EMAIL_TYPES = [
-  'email.sent',
-  'email.delivered',
-  'email.opened',
-  'email.clicked',
-  'email.bounced',
-  'email.complained',
-  'email.failed',
-] as const;
+export const EMAIL_TYPES = ['email.sent', 'email.delivered', 'email.opened', 'email.clicked', 'email.bounced', 'email.complained', 'email.failed'] as const;
 
-export const ACTIVITY_TYPES = [
-  ...EMAIL_TYPES,
-  'contact.subscribed',
-  'contact.unsubscribed',
-  'segment.entry',
-  'segment.exit',
-  'event',
-] as const;
+export const ACTIVITY_TYPES = [...EMAIL_TYPES, 'contact.subscribed', 'contact.unsubscribed', 'segment.entry', 'segment.exit', 'event'] as const;
 
 export type ActivityType = (typeof ACTIVITY_TYPES)[number];
 
@@ -37,8 +22,14 @@ export function activityTypeOf(name: string): string {
   return 'event';
 }
 
-const NOT_CUSTOM = sql`(e.name LIKE 'email.%' OR e.name IN ('contact.subscribed', 'contact.unsubscribed')
-  OR e.name LIKE 'segment.%.entry' OR e.name LIKE 'segment.%.exit')`;
+/**
+ * The names Herald itself records (email.*, subscription changes, segment entries and exits), over
+ * an events row aliased `e`, as text: also used inside the events insert's named statement
+ * (analytics/rollups.ts). Every other name is a tracked (custom) event.
+ */
+export const SERVICE_EVENT_NAME_TEXT = `(e.name LIKE 'email.%' OR e.name IN ('contact.subscribed', 'contact.unsubscribed') OR e.name LIKE 'segment.%.entry' OR e.name LIKE 'segment.%.exit')`;
+
+const NOT_CUSTOM = sql.raw(SERVICE_EVENT_NAME_TEXT);
 
 /** SQL selecting the events of one type (events table alias `e`). */
 export function typeCondition(type: ActivityType): SQL {

@@ -1,4 +1,5 @@
 import type { Db } from '../../db/client.ts';
+import { usage } from '../usage/service.ts';
 
 /** GET /activity/upcoming: what is scheduled to happen next, soonest first. */
 
@@ -14,18 +15,8 @@ export type UpcomingItem = {
   details?: Record<string, unknown>;
 };
 
-/**
- * Campaigns (scheduled sends) and workflows (waiting executions) register a provider here, one
- * import and one entry. Each returns its own soonest `limit` items due at or after `now`.
- */
-export type UpcomingProvider = (db: Db, projectId: string, opts: { limit: number; now: Date }) => Promise<UpcomingItem[]>;
-
-export const upcomingProviders: UpcomingProvider[] = [];
-
 export async function listUpcoming(db: Db, projectId: string, opts: { limit: number; now: Date }): Promise<{ data: UpcomingItem[] }> {
-  const parts = await Promise.all(upcomingProviders.map((p) => p(db, projectId, opts)));
-  const data = parts
-    .flat()
+  const data = (await usage.upcoming(db, projectId, opts))
     .sort((a, b) => Date.parse(a.scheduledFor) - Date.parse(b.scheduledFor) || a.id.localeCompare(b.id))
     .slice(0, opts.limit);
   return { data };

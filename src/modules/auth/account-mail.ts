@@ -4,7 +4,10 @@ import { eq } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { users } from '../../db/schema/users.ts';
 import { ApiError } from '../../http/errors.ts';
-import { signJwt, verifyJwt } from '../../http/session.ts';
+import { signJwt, verifyJwt } from '../../tokens/jwt.ts';
+import { endAllSessions } from '../../http/sessions.ts';
+import { withTransaction } from '../../db/client.ts';
+import { mayMailReset } from './throttle.ts';
 import { escapeHtml } from '../../mail/locales.ts';
 import { SYSTEM_MAIL_QUEUE } from '../../mail/system-mail.ts';
 
@@ -16,14 +19,14 @@ const TTL = { 'verify-email': 7 * 24 * 3600, 'reset-password': 3600 } as const;
 const passwordFingerprint = (hash: string) => createHash('sha256').update(hash).digest('base64url').slice(0, 16);
 
 function tokenFor(ctx: AppContext, purpose: Purpose, user: { id: string; passwordHash: string }): string {
-  const claims: Record<string, unknown> = { sub: user.id, purpose };
+  const claims: Record<string, unknown> = { sub: user.id };
   if (purpose === 'reset-password') claims.pwd = passwordFingerprint(user.passwordHash);
-  return signJwt(claims, ctx.config.jwtSecret, TTL[purpose]);
+  return signJwt(purpose, claims, ctx.config.jwtSecret, TTL[purpose]);
 }
 
 async function userFromToken(ctx: AppContext, token: string, purpose: Purpose) {
-  const claims = verifyJwt(token, ctx.config.jwtSecret);
-  if (!claims || claims.purpose !== purpose || typeof claims.sub !== 'string') return null;
+  const claims = verifyJwt(token, purpose, ctx.config.jwtSecret);
+  if (!claims || typeof claims.sub !== 'string') return null;
   const [user] = await ctx.database.db.select().from(users).where(eq(users.id, claims.sub));
   if (!user) return null;
   if (purpose === 'reset-password' && claims.pwd !== passwordFingerprint(user.passwordHash)) return null;
@@ -56,8 +59,8 @@ export async function verifyEmail(ctx: AppContext, token: string): Promise<typeo
 /** Always succeeds, whether or not the address has an account (no account enumeration). */
 export async function requestPasswordReset(ctx: AppContext, email: string): Promise<void> {
   const [user] = await ctx.database.db.select().from(users).where(eq(users.email, email));
-  if (!user) return;
-  const link = `${ctx.config.publicUrl}/auth/reset-password?token=${tokenFor(ctx, 'reset-password', user)}`;
+  if (!user || !(await mayMailReset(ctx, user.email))) return;
+  const link = `${ctx.config.publicUrl}/app/reset-password?token=${tokenFor(ctx, 'reset-password', user)}`;
   await ctx.jobs.send(SYSTEM_MAIL_QUEUE, {
     to: user.email,
     subject: 'Reset your Herald password',
@@ -69,5 +72,9 @@ export async function resetPassword(ctx: AppContext, token: string, password: st
   const user = await userFromToken(ctx, token, 'reset-password');
   if (!user) throw invalidToken();
   const passwordHash = await argon2.hash(password, { type: argon2.argon2id });
-  await ctx.database.db.update(users).set({ passwordHash, updatedAt: ctx.clock.now() }).where(eq(users.id, user.id));
+  // A reset is what someone does who fears their account is used by another: every session ends.
+  await withTransaction(ctx.database, async ({ tx }) => {
+    await tx.update(users).set({ passwordHash, updatedAt: ctx.clock.now() }).where(eq(users.id, user.id));
+    await endAllSessions(tx, user.id);
+  });
 }

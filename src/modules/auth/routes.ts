@@ -1,71 +1,232 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
-import { SESSION_COOKIE, SESSION_TTL_SECONDS, signJwt } from '../../http/session.ts';
+import { SESSION_COOKIE, SESSION_TTL_SECONDS } from '../../http/sessions.ts';
+import { endAllSessions, endSession, sessionIdOf, startSession } from '../../http/sessions.ts';
+import { ApiError } from '../../http/errors.ts';
+import { describer } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { requireUser, userOf } from '../../http/auth.ts';
 import { PAGE_HEADERS, page } from '../preferences/page.ts';
 import { queueVerificationEmail, requestPasswordReset, resetPassword, verifyEmail } from './account-mail.ts';
-import { emailOnlyBody, loginBody, resetPasswordBody, signupBody, tokenBody } from './schemas.ts';
-import { getUser, login, signup, toUserRecord } from './service.ts';
+import { changePasswordBody, emailOnlyBody, loginBody, resetPasswordBody, signupBody, tokenBody } from './schemas.ts';
+import { changePassword, getUser, login, signup, toUserRecord } from './service.ts';
+import { RULES, byAccount, byIp, clear, count, guard, signupRule } from './throttle.ts';
+
+const userSchema = z.object({ id: z.string(), email: z.string(), emailVerified: z.boolean(), createdAt: z.string(), updatedAt: z.string() });
+const okSchema = z.object({ success: z.literal(true) });
+const doc = describer('Auth', 'session');
 
 export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
-  const setSession = (reply: FastifyReply, userId: string) =>
-    reply.setCookie(SESSION_COOKIE, signJwt({ sub: userId }, ctx.config.jwtSecret, SESSION_TTL_SECONDS), {
+  // Returns nothing: a Fastify reply is thenable, and awaiting it would wait for the response itself.
+  const setSession = async (reply: FastifyReply, userId: string): Promise<void> => {
+    reply.setCookie(SESSION_COOKIE, await startSession(ctx, userId), {
       path: '/',
       httpOnly: true,
       sameSite: 'lax',
       secure: ctx.config.publicUrl.startsWith('https://'),
       maxAge: SESSION_TTL_SECONDS,
     });
+  };
 
-  app.post('/auth/signup', async (req, reply) => {
-    const user = await signup(ctx, parse(signupBody, req.body));
-    await queueVerificationEmail(ctx, user);
-    setSession(reply, user.id);
-    return reply.status(201).send(toUserRecord(user));
-  });
+  app.post(
+    '/auth/signup',
+    {
+      schema: doc({
+        operationId: 'auth.signup',
+        summary: 'Create an account (starts a session cookie)',
+        access: 'none',
+        body: signupBody,
+        responses: { 201: userSchema },
+        errors: [403, 409, 429],
+      }),
+    },
+    async (req, reply) => {
+      const ip = [byIp(signupRule(ctx.config.signupsPerIpPerHour), req.ip)];
+      await guard(ctx, ip);
+      await count(ctx, ip);
+      const user = await signup(ctx, parse(signupBody, req.body));
+      await queueVerificationEmail(ctx, user);
+      await setSession(reply, user.id);
+      return reply.status(201).send(toUserRecord(user));
+    },
+  );
 
-  app.post('/auth/login', async (req, reply) => {
-    const user = await login(ctx, parse(loginBody, req.body));
-    setSession(reply, user.id);
-    return toUserRecord(user);
-  });
+  app.post(
+    '/auth/login',
+    {
+      schema: doc({
+        operationId: 'auth.login',
+        summary: 'Sign in (sets the session cookie)',
+        access: 'none',
+        body: loginBody,
+        responses: { 200: userSchema },
+        errors: [401, 429],
+      }),
+    },
+    async (req, reply) => {
+      const body = parse(loginBody, req.body);
+      const keys = [byIp(RULES.loginIp, req.ip), byAccount(RULES.loginAccount, body.email)];
+      await guard(ctx, keys);
+      const user = await login(ctx, body).catch(async (err: unknown) => {
+        if (err instanceof ApiError && err.statusCode === 401) await count(ctx, keys);
+        throw err;
+      });
+      await clear(ctx, keys.slice(1));
+      await setSession(reply, user.id);
+      return toUserRecord(user);
+    },
+  );
 
-  app.get('/auth/logout', async (_req, reply) => {
-    reply.clearCookie(SESSION_COOKIE, { path: '/' });
-    return { success: true };
-  });
+  app.get(
+    '/auth/logout',
+    { schema: doc({ operationId: 'auth.logout', summary: 'Sign out (ends this session)', access: 'none', responses: { 200: okSchema } }) },
+    async (req, reply) => {
+      await endSession(ctx, req);
+      reply.clearCookie(SESSION_COOKIE, { path: '/' });
+      return { success: true };
+    },
+  );
 
-  app.post('/auth/verify-email', async (req) => toUserRecord(await verifyEmail(ctx, parse(tokenBody, req.body).token)));
+  // Ends every session of the user, on every device (docs/decisions.md § Sessions).
+  app.post(
+    '/auth/logout-all',
+    { schema: doc({ operationId: 'auth.logoutAll', summary: 'End every session of the user', responses: { 200: okSchema } }), onRequest: requireUser(ctx) },
+    async (req, reply) => {
+      await endAllSessions(ctx.database.db, userOf(req));
+      reply.clearCookie(SESSION_COOKIE, { path: '/' });
+      return { success: true };
+    },
+  );
+
+  app.post(
+    '/auth/change-password',
+    {
+      schema: doc({
+        operationId: 'auth.changePassword',
+        summary: 'Change the password (other sessions end)',
+        body: changePasswordBody,
+        responses: { 200: okSchema },
+        errors: [400],
+      }),
+      onRequest: requireUser(ctx),
+    },
+    async (req) => {
+      await changePassword(ctx, userOf(req), sessionIdOf(ctx, req), parse(changePasswordBody, req.body));
+      return { success: true };
+    },
+  );
+
+  app.post(
+    '/auth/verify-email',
+    {
+      schema: doc({
+        operationId: 'auth.verifyEmail',
+        summary: 'Confirm the email address with the emailed token',
+        access: 'none',
+        body: tokenBody,
+        responses: { 200: userSchema },
+        errors: [400],
+      }),
+    },
+    async (req) => toUserRecord(await verifyEmail(ctx, parse(tokenBody, req.body).token)),
+  );
 
   // The link in the verification email: verifies and shows a small page.
-  app.get('/auth/verify-email', async (req, reply) => {
-    const ok = await verifyEmail(ctx, parse(tokenBody, req.query).token).then(
-      () => true,
-      () => false,
-    );
-    return reply
-      .status(ok ? 200 : 400)
-      .headers(PAGE_HEADERS)
-      .send(page({ title: 'Email address', message: ok ? 'Your email address is confirmed.' : 'This link is invalid or has expired.' }));
-  });
+  app.get(
+    '/auth/verify-email',
+    {
+      schema: doc({
+        operationId: 'auth.verifyEmailLink',
+        summary: 'The emailed confirmation link (HTML page)',
+        access: 'none',
+        query: tokenBody,
+        responses: { 200: { schema: null, contentType: 'text/html', description: 'A page saying whether it worked' } },
+      }),
+    },
+    async (req, reply) => {
+      const ok = await verifyEmail(ctx, parse(tokenBody, req.query).token).then(
+        () => true,
+        () => false,
+      );
+      return reply
+        .status(ok ? 200 : 400)
+        .headers(PAGE_HEADERS)
+        .send(page({ title: 'Email address', message: ok ? 'Your email address is confirmed.' : 'This link is invalid or has expired.' }));
+    },
+  );
 
-  app.post('/auth/request-verification', { onRequest: requireUser(ctx) }, async (req) => {
-    const user = await getUser(ctx, userOf(req));
-    if (!user.emailVerifiedAt) await queueVerificationEmail(ctx, user);
-    return { success: true, alreadyVerified: user.emailVerifiedAt !== null };
-  });
+  app.post(
+    '/auth/request-verification',
+    {
+      schema: doc({
+        operationId: 'auth.requestVerification',
+        summary: 'Email a new confirmation link',
+        responses: { 200: okSchema.extend({ alreadyVerified: z.boolean() }) },
+      }),
+      onRequest: requireUser(ctx),
+    },
+    async (req) => {
+      const user = await getUser(ctx, userOf(req));
+      if (!user.emailVerifiedAt) await queueVerificationEmail(ctx, user);
+      return { success: true, alreadyVerified: user.emailVerifiedAt !== null };
+    },
+  );
 
-  app.post('/auth/request-password-reset', async (req) => {
-    await requestPasswordReset(ctx, parse(emailOnlyBody, req.body).email);
-    return { success: true };
-  });
+  app.post(
+    '/auth/request-password-reset',
+    {
+      schema: doc({
+        operationId: 'auth.requestPasswordReset',
+        summary: 'Email a password reset link (same answer for unknown addresses)',
+        access: 'none',
+        body: emailOnlyBody,
+        responses: { 200: okSchema },
+      }),
+    },
+    async (req) => {
+      const ip = [byIp(RULES.resetRequestIp, req.ip)];
+      await guard(ctx, ip);
+      await count(ctx, ip);
+      await requestPasswordReset(ctx, parse(emailOnlyBody, req.body).email);
+      return { success: true };
+    },
+  );
 
-  app.post('/auth/reset-password', async (req) => {
-    const body = parse(resetPasswordBody, req.body);
-    await resetPassword(ctx, body.token, body.password);
-    return { success: true };
-  });
+  app.post(
+    '/auth/reset-password',
+    {
+      schema: doc({
+        operationId: 'auth.resetPassword',
+        summary: 'Set a new password with the emailed token',
+        access: 'none',
+        body: resetPasswordBody,
+        responses: { 200: okSchema },
+        errors: [400],
+      }),
+    },
+    async (req) => {
+      const body = parse(resetPasswordBody, req.body);
+      const ip = [byIp(RULES.tokenIp, req.ip)];
+      await guard(ctx, ip);
+      await resetPassword(ctx, body.token, body.password).catch(async (err: unknown) => {
+        if (err instanceof ApiError && err.statusCode === 400) await count(ctx, ip);
+        throw err;
+      });
+      return { success: true };
+    },
+  );
 
-  app.get('/auth/oauth-config', async () => ({ github: false, google: false }));
+  app.get(
+    '/auth/oauth-config',
+    {
+      schema: doc({
+        operationId: 'auth.oauthConfig',
+        summary: 'Which OAuth providers are enabled',
+        access: 'none',
+        responses: { 200: z.object({ github: z.boolean(), google: z.boolean() }) },
+      }),
+    },
+    async () => ({ github: false, google: false }),
+  );
 }

@@ -21,4 +21,9 @@ export const resetPasswordBody = z.object({
   password: z.string().min(8, 'Password must be at least 8 characters').max(256),
 });
 
+export const changePasswordBody = z.object({
+  currentPassword: z.string().min(1).max(256),
+  password: z.string().min(8, 'Password must be at least 8 characters').max(256),
+});
+
 export type UserRecord = { id: string; email: string; emailVerified: boolean; createdAt: string; updatedAt: string };

@@ -4,6 +4,8 @@ import type { AppContext } from '../../context.ts';
 import { prefixedId } from '../../db/ids.ts';
 import { users } from '../../db/schema/users.ts';
 import { ApiError } from '../../http/errors.ts';
+import { endAllSessions } from '../../http/sessions.ts';
+import { withTransaction } from '../../db/client.ts';
 import type { UserRecord } from './schemas.ts';
 
 type UserRow = typeof users.$inferSelect;
@@ -41,6 +43,23 @@ export async function login(ctx: AppContext, input: { email: string; password: s
   const ok = await argon2.verify(user?.passwordHash ?? DUMMY_HASH, input.password).catch(() => false);
   if (!user || !ok) throw new ApiError(401, 'UNAUTHORIZED', 'Invalid email or password');
   return user;
+}
+
+/** Sets a new password after checking the current one; every other session of the user ends. */
+export async function changePassword(
+  ctx: AppContext,
+  userId: string,
+  keepSessionId: string | null,
+  input: { currentPassword: string; password: string },
+): Promise<void> {
+  const user = await getUser(ctx, userId);
+  const ok = await argon2.verify(user.passwordHash, input.currentPassword).catch(() => false);
+  if (!ok) throw new ApiError(403, 'FORBIDDEN', 'The current password is not correct');
+  const passwordHash = await argon2.hash(input.password, { type: argon2.argon2id });
+  await withTransaction(ctx.database, async ({ tx }) => {
+    await tx.update(users).set({ passwordHash, updatedAt: ctx.clock.now() }).where(eq(users.id, userId));
+    await endAllSessions(tx, userId, keepSessionId);
+  });
 }
 
 export async function getUser(ctx: AppContext, userId: string): Promise<UserRow> {

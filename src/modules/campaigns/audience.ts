@@ -5,6 +5,7 @@ import type { EmailType } from '../../db/schema/emails.ts';
 import { compileCondition, parseCondition, validateCondition } from '../../conditions/index.ts';
 import { validationError } from '../../http/errors.ts';
 import { getSegment, segmentMembershipSql } from '../segments/service.ts';
+import { customFieldTypes } from '../contacts/fields.ts';
 
 /**
  * Who a campaign goes to. The audience rule (ALL, a segment, or a condition tree) comes from the
@@ -45,13 +46,11 @@ export async function checkAudience(
     }
     case 'FILTERED': {
       if (a.audienceCondition === undefined || a.audienceCondition === null) {
-        throw validationError([
-          { field: 'audienceCondition', code: 'custom', message: 'audienceCondition is required when audienceType is FILTERED' },
-        ]);
+        throw validationError([{ field: 'audienceCondition', code: 'custom', message: 'audienceCondition is required when audienceType is FILTERED' }]);
       }
       // 400 BAD_REQUEST naming the place, field and operator of a bad filter.
       const condition = parseCondition(a.audienceCondition);
-      await validateCondition(db, projectId, condition);
+      await validateCondition(db, projectId, condition, { types: await customFieldTypes(db, projectId) });
       return { audienceType: 'FILTERED', segmentId: null, audienceCondition: condition };
     }
   }
@@ -66,7 +65,7 @@ async function ruleSql(db: Db, projectId: string, a: Audience, now: Date): Promi
       if (!a.segmentId) return sql`false`;
       return segmentMembershipSql(db, projectId, a.segmentId, now);
     case 'FILTERED':
-      return compileCondition(db, projectId, parseCondition(a.audienceCondition), now);
+      return compileCondition(db, projectId, parseCondition(a.audienceCondition), { types: await customFieldTypes(db, projectId), now });
   }
 }
 

@@ -13,7 +13,10 @@ import { CAMPAIGN_QUEUE } from './queue-name.ts';
 export async function handOver(ctx: AppContext, t: Tx, campaignId: string, startAfter?: Date): Promise<string> {
   const jobId = await ctx.jobs.send(CAMPAIGN_QUEUE, { campaignId }, { client: t.client, startAfter });
   if (!jobId) throw new Error(`could not enqueue ${CAMPAIGN_QUEUE} for campaign ${campaignId}`);
-  await t.tx.update(campaigns).set({ sendJobId: jobId, heartbeatAt: sql`now()` }).where(eq(campaigns.id, campaignId));
+  await t.tx
+    .update(campaigns)
+    .set({ sendJobId: jobId, heartbeatAt: sql`now()` })
+    .where(eq(campaigns.id, campaignId));
   return jobId;
 }
 
@@ -37,5 +40,5 @@ export function sendingState(now: Date, totalRecipients: number) {
 /** Cancels a superseded job in pg-boss (best effort: the job would find itself stale anyway). */
 export async function dropJob(ctx: AppContext, jobId: string | null): Promise<void> {
   if (!jobId) return;
-  await ctx.jobs.boss.cancel(CAMPAIGN_QUEUE, jobId).catch((err: unknown) => ctx.log.warn({ err, jobId }, 'could not cancel a campaign job'));
+  await ctx.jobs.cancel(CAMPAIGN_QUEUE, jobId).catch((err: unknown) => ctx.log.warn({ err, jobId }, 'could not cancel a campaign job'));
 }

@@ -2,8 +2,8 @@ import { and, eq } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { withTransaction } from '../../db/client.ts';
 import { campaigns } from '../../db/schema/campaigns.ts';
-import { emails } from '../../db/schema/emails.ts';
 import { projects } from '../../db/schema/users.ts';
+import { skipQueuedOfCampaign } from '../emails/lifecycle.ts';
 import { countRecipients } from './audience.ts';
 import { handOver, sendingState } from './chain.ts';
 import { type FanoutStep, fanOutBatch } from './fanout.ts';
@@ -82,10 +82,7 @@ async function stopForDisabledProject(ctx: AppContext, campaignId: string, jobId
         .update(campaigns)
         .set({ status: 'CANCELLED', cancelledAt: now, completedAt: now, sendJobId: null, updatedAt: now })
         .where(eq(campaigns.id, campaignId));
-      await tx
-        .update(emails)
-        .set({ status: 'SKIPPED', error: 'campaign cancelled: the project is disabled', updatedAt: now })
-        .where(and(eq(emails.campaignId, campaignId), eq(emails.status, 'QUEUED')));
+      await skipQueuedOfCampaign(tx, campaignId, 'campaign cancelled: the project is disabled', now);
     }
   });
   ctx.log.warn({ campaignId }, 'campaign stopped: its project is disabled');

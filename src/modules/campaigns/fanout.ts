@@ -5,6 +5,7 @@ import { type Db, withTransaction } from '../../db/client.ts';
 import { campaigns } from '../../db/schema/campaigns.ts';
 import { type NewEmail, queueEmails } from '../emails/queue.ts';
 import { nextRecipients } from './audience.ts';
+import { withinBillingLimit } from '../billing/limits.ts';
 
 /**
  * Fan-out: writes the campaign's emails batch by batch, walking the audience by keyset. Each batch
@@ -59,24 +60,33 @@ export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: st
     const now = ctx.clock.now();
     const batch = await nextRecipients(t.tx, { ...c, sentAt: c.sentAt ?? now }, cursor, limit, now);
 
+    if (!(await withinBillingLimit(ctx, t, c.projectId, 'campaigns', batch.recipients.length))) {
+      // The month's campaign allowance ran out since the send started: stop here, like a cancel.
+      await t.tx
+        .update(campaigns)
+        .set({ status: 'CANCELLED', cancelledAt: now, completedAt: now, sendJobId: null, updatedAt: now })
+        .where(eq(campaigns.id, campaignId));
+      ctx.log.warn({ campaignId, projectId: c.projectId }, 'campaign stopped: monthly campaigns limit reached');
+      return 'stopped';
+    }
     const from = { email: c.fromEmail, name: c.fromName };
+    // The batch's emails share one stored content (the campaign body).
+    const content = { bodySource: c.body };
     await queueEmails(
       ctx,
       t,
-      batch.recipients.map(
-        (r): NewEmail => ({
-          projectId: c.projectId,
-          contactId: r.id,
-          to: { email: r.email },
-          from,
-          replyTo: c.replyTo,
-          type: c.type,
-          subjectSource: c.subject,
-          bodySource: c.body,
-          campaignId: c.id,
-          status: 'QUEUED',
-        }),
-      ),
+      batch.recipients.map((r): NewEmail => ({
+        projectId: c.projectId,
+        contactId: r.id,
+        to: { email: r.email },
+        from,
+        replyTo: c.replyTo,
+        type: c.type,
+        subjectSource: c.subject,
+        content,
+        campaignId: c.id,
+        status: 'QUEUED',
+      })),
     );
     const done = batch.recipients.length < limit;
     await t.tx

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { withTransaction } from '../../db/client.ts';
-import { DELIVERY_QUEUE } from '../emails/delivery/queue-name.ts';
+import { redriveStrandedEmails } from '../emails/delivery/recovery.ts';
 import { handOver } from './chain.ts';
 import { pendingEmails, windowSize } from './fanout.ts';
 
@@ -19,9 +19,6 @@ import { pendingEmails, windowSize } from './fanout.ts';
  */
 
 const STALL_SECONDS = 20;
-/** A delivery job `active` for longer than this while its email is still waiting belongs to a dead worker. */
-const DEAD_ACTIVE_SECONDS = 30;
-const REDRIVE_LIMIT = 5000;
 
 /** Records the campaign's progress; after a stall, re-drives its stranded emails. */
 export async function watchProgress(ctx: AppContext, campaignId: string, jobId: string): Promise<void> {
@@ -34,34 +31,11 @@ export async function watchProgress(ctx: AppContext, campaignId: string, jobId: 
   if (!c) return;
   const moved = c.pending_count !== pending || c.quiet_for === null;
   const stalled = !moved && pending > 0 && c.quiet_for! >= STALL_SECONDS;
-  if (stalled) await redriveStranded(ctx, campaignId);
+  if (stalled) await redriveStrandedEmails(ctx, { campaignId });
   if (moved || stalled) {
     await db.execute(sql`
       UPDATE campaigns SET pending_count = ${pending}, progress_at = now() WHERE id = ${campaignId} AND send_job_id = ${jobId}`);
   }
-}
-
-/**
- * Emails of the campaign waiting for delivery (QUEUED, or SENDING with an expired claim lease)
- * that no live delivery job will pick up: none created or retrying, none active for less than
- * DEAD_ACTIVE_SECONDS. Reads pg-boss's job table (schema `pgboss`, see src/jobs/boss.ts).
- */
-export async function redriveStranded(ctx: AppContext, campaignId: string): Promise<number> {
-  const { rows } = await ctx.database.db.execute<{ id: string }>(sql`
-    SELECT e.id FROM emails AS e
-     WHERE e.campaign_id = ${campaignId}
-       AND (e.status = 'QUEUED' OR (e.status = 'SENDING' AND e.locked_until < now()))
-       AND NOT EXISTS (
-         SELECT 1 FROM pgboss.job AS j
-          WHERE j.name = ${DELIVERY_QUEUE}
-            AND j.data->>'emailId' = e.id::text
-            AND (j.state IN ('created', 'retry')
-                 OR (j.state = 'active' AND j.started_on > now() - make_interval(secs => ${DEAD_ACTIVE_SECONDS}))))
-     LIMIT ${REDRIVE_LIMIT}`);
-  if (rows.length === 0) return 0;
-  await ctx.jobs.boss.insert(rows.map((r) => ({ name: DELIVERY_QUEUE, data: { emailId: r.id } })));
-  ctx.log.warn({ campaignId, emails: rows.length }, 'campaign emails had no live delivery job; re-queued them');
-  return rows.length;
 }
 
 /** The watchdog cron: restarts the engine of campaigns whose engine job was lost. */

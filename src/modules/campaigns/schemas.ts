@@ -2,7 +2,9 @@ import { z } from 'zod';
 import type { AudienceType, CampaignStatus } from '../../db/schema/campaigns.ts';
 import type { EmailType } from '../../db/schema/emails.ts';
 import { badRequest } from '../../http/errors.ts';
+import { component } from '../../http/openapi.ts';
 import { dirParam, fallbackEnum, pageParams, searchParam } from '../../http/pagination.ts';
+import { messageContentFields } from '../templates/message-content.ts';
 
 export const CAMPAIGN_STATUSES = ['DRAFT', 'SCHEDULED', 'SENDING', 'SENT', 'CANCELLED'] as const satisfies readonly CampaignStatus[];
 export const CAMPAIGN_TYPES = ['TRANSACTIONAL', 'MARKETING', 'HEADLESS'] as const satisfies readonly EmailType[];
@@ -12,8 +14,7 @@ const noLineBreak = (v: string) => !/[\r\n]/.test(v);
 const email = z.string().trim().toLowerCase().email().max(320);
 
 /** An optional text field: null or blank clears it. */
-const optionalText = <T extends z.ZodTypeAny>(schema: T) =>
-  z.preprocess((v) => (typeof v === 'string' && v.trim() === '' ? null : v), schema.nullable());
+const optionalText = <T extends z.ZodTypeAny>(schema: T) => z.preprocess((v) => (typeof v === 'string' && v.trim() === '' ? null : v), schema.nullable());
 
 const upper = (v: unknown) => (typeof v === 'string' ? v.trim().toUpperCase() : v);
 
@@ -77,9 +78,7 @@ export type ListCampaignsQuery = z.output<typeof listCampaignsQuery>;
 export const campaignIdParams = z.object({ id: z.string() });
 
 /** `scheduledFor`: anything `new Date()` parses (string or epoch milliseconds), or null/absent for now. */
-export const sendCampaignBody = z
-  .object({ scheduledFor: z.union([z.string(), z.number(), z.null()]).optional() })
-  .passthrough();
+export const sendCampaignBody = z.object({ scheduledFor: z.union([z.string(), z.number(), z.null()]).optional() }).passthrough();
 
 export const testCampaignBody = z.object({ email });
 
@@ -125,3 +124,53 @@ export type CampaignStats = {
   bounceRate: number;
   deliveryRate: number;
 };
+
+// Responses (the document and the strict response check: src/http/openapi.ts)
+
+const count = z.number().int();
+
+export const campaignSchema = component(
+  'Campaign',
+  z.object({
+    ...messageContentFields,
+    type: z.enum(CAMPAIGN_TYPES),
+    status: z.enum(CAMPAIGN_STATUSES),
+    audienceType: z.enum(AUDIENCE_TYPES),
+    audienceCondition: z.unknown().describe('A condition tree, for FILTERED audiences'),
+    segmentId: z.string().nullable(),
+    scheduledFor: z.string().nullable(),
+    totalRecipients: count,
+    sentCount: count,
+    deliveredCount: count,
+    openedCount: count,
+    clickedCount: count,
+    bouncedCount: count,
+    sentAt: z.string().nullable(),
+    completedAt: z.string().nullable(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  }),
+);
+
+export const campaignSendResultSchema = z.object({
+  success: z.literal(true),
+  data: z.object({ id: z.string(), name: z.string(), status: z.enum(CAMPAIGN_STATUSES), scheduledFor: z.string().nullable() }),
+  message: z.string(),
+});
+
+export const campaignStatsSchema = z.object({
+  totalRecipients: count,
+  sentCount: count,
+  deliveredCount: count,
+  openedCount: count,
+  clickedCount: count,
+  bouncedCount: count,
+  complainedCount: count,
+  unsubscribedCount: count,
+  openRate: z.number(),
+  clickRate: z.number(),
+  bounceRate: z.number(),
+  deliveryRate: z.number(),
+});
+
+export const testSendResultSchema = z.object({ id: z.string(), to: z.string(), subject: z.string(), status: z.string() });

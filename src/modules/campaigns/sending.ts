@@ -2,9 +2,10 @@ import { and, eq } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { withTransaction } from '../../db/client.ts';
 import { type CampaignStatus, campaigns } from '../../db/schema/campaigns.ts';
-import { emails } from '../../db/schema/emails.ts';
 import { badRequest, conflict } from '../../http/errors.ts';
+import { assertAllowance } from '../billing/limits.ts';
 import { senderDomainFor } from '../domains/sender.ts';
+import { skipQueuedOfCampaign } from '../emails/lifecycle.ts';
 import { countRecipients } from './audience.ts';
 import { dropJob, handOver, sendingState } from './chain.ts';
 import type { CampaignRecord } from './schemas.ts';
@@ -32,12 +33,7 @@ export function parseScheduledFor(value: string | number | null | undefined, now
  * `scheduledFor` (a delayed engine job, durable across restarts) or starts sending now. The sender
  * domain must still be verified (403) and the audience must not be empty (400).
  */
-export async function sendCampaign(
-  ctx: AppContext,
-  projectId: string,
-  id: string,
-  body: { scheduledFor?: string | number | null },
-): Promise<SendResult> {
+export async function sendCampaign(ctx: AppContext, projectId: string, id: string, body: { scheduledFor?: string | number | null }): Promise<SendResult> {
   const now = ctx.clock.now();
   const current = await campaignRow(ctx.database.db, projectId, id);
   assertSendable(current.status);
@@ -45,18 +41,19 @@ export async function sendCampaign(
   await senderDomainFor(ctx, projectId, current.fromEmail);
   const total = await countRecipients(ctx.database.db, projectId, current, now);
   if (total === 0) throw badRequest('The campaign has no recipients: its audience has no contact it can be sent to');
+  await assertAllowance(ctx, ctx.database.db, projectId, 'campaigns', total);
 
   const { row, superseded } = await withTransaction(ctx.database, async (t) => {
     const c = await campaignRow(t.tx, projectId, id, { lock: true });
     assertSendable(c.status);
     if (scheduledFor) {
-      await t.tx
-        .update(campaigns)
-        .set({ status: 'SCHEDULED', scheduledFor, totalRecipients: total, updatedAt: now })
-        .where(eq(campaigns.id, id));
+      await t.tx.update(campaigns).set({ status: 'SCHEDULED', scheduledFor, totalRecipients: total, updatedAt: now }).where(eq(campaigns.id, id));
       await handOver(ctx, t, id, scheduledFor);
     } else {
-      await t.tx.update(campaigns).set({ ...sendingState(now, total), scheduledFor: null }).where(eq(campaigns.id, id));
+      await t.tx
+        .update(campaigns)
+        .set({ ...sendingState(now, total), scheduledFor: null })
+        .where(eq(campaigns.id, id));
       await handOver(ctx, t, id);
     }
     const [updated] = await t.tx.select().from(campaigns).where(eq(campaigns.id, id));
@@ -67,9 +64,7 @@ export async function sendCampaign(
   return {
     success: true,
     data: { id: row.id, name: row.name, status: row.status, scheduledFor: row.scheduledFor?.toISOString() ?? null },
-    message: scheduledFor
-      ? `Campaign scheduled for ${scheduledFor.toISOString()}`
-      : `Campaign is being sent to ${total} recipient${total === 1 ? '' : 's'}`,
+    message: scheduledFor ? `Campaign scheduled for ${scheduledFor.toISOString()}` : `Campaign is being sent to ${total} recipient${total === 1 ? '' : 's'}`,
   };
 }
 
@@ -89,19 +84,10 @@ export async function cancelCampaign(ctx: AppContext, projectId: string, id: str
   const superseded = await withTransaction(ctx.database, async ({ tx }) => {
     const c = await campaignRow(tx, projectId, id, { lock: true });
     if (c.status === 'SCHEDULED') {
-      await tx
-        .update(campaigns)
-        .set({ status: 'DRAFT', scheduledFor: null, sendJobId: null, updatedAt: now })
-        .where(eq(campaigns.id, id));
+      await tx.update(campaigns).set({ status: 'DRAFT', scheduledFor: null, sendJobId: null, updatedAt: now }).where(eq(campaigns.id, id));
     } else if (c.status === 'SENDING') {
-      await tx
-        .update(campaigns)
-        .set({ status: 'CANCELLED', cancelledAt: now, completedAt: now, sendJobId: null, updatedAt: now })
-        .where(eq(campaigns.id, id));
-      await tx
-        .update(emails)
-        .set({ status: 'SKIPPED', error: 'campaign cancelled', updatedAt: now })
-        .where(and(eq(emails.campaignId, id), eq(emails.status, 'QUEUED')));
+      await tx.update(campaigns).set({ status: 'CANCELLED', cancelledAt: now, completedAt: now, sendJobId: null, updatedAt: now }).where(eq(campaigns.id, id));
+      await skipQueuedOfCampaign(tx, id, 'campaign cancelled', now);
     } else {
       throw conflict(`Campaign is ${c.status}; only SCHEDULED and SENDING campaigns can be cancelled`, { status: c.status });
     }

@@ -3,13 +3,14 @@ import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
 import { type CampaignStatus, campaigns } from '../../db/schema/campaigns.ts';
-import { conflict, notFound, validationError } from '../../http/errors.ts';
+import { conflict, notFound } from '../../http/errors.ts';
 import { type PageList, pageList } from '../../http/pagination.ts';
-import { checkTemplates } from '../../render/engine.ts';
 import { senderDomainFor } from '../domains/sender.ts';
 import { checkAudience, countRecipients } from './audience.ts';
 import type { CampaignRecord, CreateCampaignInput, ListCampaignsQuery, UpdateCampaignInput } from './schemas.ts';
 import { type DeliveryCounts, ZERO_COUNTS, deliveryCounts } from './stats.ts';
+import { containsPattern } from '../../db/like.ts';
+import { assertTemplatesParse, messageContentValues } from '../templates/message-content.ts';
 
 export type CampaignRow = typeof campaigns.$inferSelect;
 
@@ -85,11 +86,6 @@ export async function getCampaign(ctx: AppContext, projectId: string, id: string
   return record;
 }
 
-function assertTemplatesParse(input: { subject?: string; body?: string }): void {
-  const errors = checkTemplates({ subject: input.subject, body: input.body });
-  if (errors.length > 0) throw validationError(errors);
-}
-
 export async function createCampaign(ctx: AppContext, projectId: string, input: CreateCampaignInput): Promise<CampaignRecord> {
   assertTemplatesParse(input);
   const now = ctx.clock.now();
@@ -101,14 +97,7 @@ export async function createCampaign(ctx: AppContext, projectId: string, input: 
     .values({
       id: uuidv7(now.getTime()),
       projectId,
-      name: input.name,
-      description: input.description ?? null,
-      subject: input.subject,
-      body: input.body,
-      fromEmail: input.from,
-      fromName: input.fromName ?? null,
-      replyTo: input.replyTo ?? null,
-      type: input.type,
+      ...messageContentValues(input),
       ...audience,
       totalRecipients,
       createdAt: now,
@@ -120,13 +109,11 @@ export async function createCampaign(ctx: AppContext, projectId: string, input: 
 
 const SORT_COLUMNS = { name: sql`lower(${campaigns.name})`, createdAt: campaigns.createdAt, updatedAt: campaigns.updatedAt };
 
-const likePattern = (s: string) => `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-
 export async function listCampaigns(ctx: AppContext, projectId: string, q: ListCampaignsQuery): Promise<PageList<CampaignRecord>> {
   const conditions: SQL[] = [eq(campaigns.projectId, projectId)];
   if (q.status) conditions.push(eq(campaigns.status, q.status));
   if (q.search) {
-    const pattern = likePattern(q.search);
+    const pattern = containsPattern(q.search);
     const match = or(ilike(campaigns.name, pattern), ilike(campaigns.subject, pattern), ilike(campaigns.fromEmail, pattern));
     if (match) conditions.push(match);
   }
@@ -149,26 +136,17 @@ export async function listCampaigns(ctx: AppContext, projectId: string, q: ListC
 const EDITABLE: CampaignStatus[] = ['DRAFT', 'SCHEDULED'];
 
 /** PUT: only DRAFT and SCHEDULED campaigns change (409 otherwise); the audience and sender are checked again. */
-export async function updateCampaign(
-  ctx: AppContext,
-  projectId: string,
-  id: string,
-  input: UpdateCampaignInput,
-): Promise<CampaignRecord> {
+export async function updateCampaign(ctx: AppContext, projectId: string, id: string, input: UpdateCampaignInput): Promise<CampaignRecord> {
   const now = ctx.clock.now();
   assertTemplatesParse(input);
   const current = await campaignRow(ctx.database.db, projectId, id);
   if (!EDITABLE.includes(current.status)) throw notEditable(current);
   const audienceType = input.audienceType ?? current.audienceType;
-  const audience = await checkAudience(
-    ctx.database.db,
-    projectId,
-    {
-      audienceType,
-      segmentId: input.segmentId !== undefined ? input.segmentId : current.segmentId,
-      audienceCondition: input.audienceCondition !== undefined ? input.audienceCondition : current.audienceCondition,
-    },
-  );
+  const audience = await checkAudience(ctx.database.db, projectId, {
+    audienceType,
+    segmentId: input.segmentId !== undefined ? input.segmentId : current.segmentId,
+    audienceCondition: input.audienceCondition !== undefined ? input.audienceCondition : current.audienceCondition,
+  });
   // The sender is checked when it changes: an unrelated edit is not refused because a domain turned pending.
   if (input.from !== undefined && input.from !== current.fromEmail) await senderDomainFor(ctx, projectId, input.from);
   const type = input.type ?? current.type;
@@ -190,8 +168,7 @@ export async function updateCampaign(
   });
 }
 
-const notEditable = (c: CampaignRow) =>
-  conflict(`Campaign is ${c.status}; only DRAFT and SCHEDULED campaigns can be changed`, { status: c.status });
+const notEditable = (c: CampaignRow) => conflict(`Campaign is ${c.status}; only DRAFT and SCHEDULED campaigns can be changed`, { status: c.status });
 
 /** A copy named "<name> (copy)" in DRAFT, with the same content, sender and audience. */
 export async function duplicateCampaign(ctx: AppContext, projectId: string, id: string): Promise<CampaignRecord> {

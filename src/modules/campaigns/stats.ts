@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
+import { countedAs } from '../emails/lifecycle.ts';
 import type { CampaignStats } from './schemas.ts';
 
 /**
@@ -13,15 +14,30 @@ import type { CampaignStats } from './schemas.ts';
  */
 export type DeliveryCounts = { sent: number; delivered: number; opened: number; clicked: number; bounced: number; complained: number };
 
+/**
+ * When each outcome happened, for counts over time (analytics): the column every writer sets with
+ * the state above (sent_at with SENT/DELIVERED, delivered_at with DELIVERED, bounced_at with a hard
+ * BOUNCED, …), so a count of non-null timestamps in a range equals the counts here over all time.
+ */
+export const OUTCOME_TIME = {
+  sent: 'sent_at',
+  delivered: 'delivered_at',
+  opened: 'opened_at',
+  clicked: 'clicked_at',
+  bounced: 'bounced_at',
+  complained: 'complained_at',
+} as const satisfies Record<keyof DeliveryCounts, string>;
+
 export const ZERO_COUNTS: DeliveryCounts = { sent: 0, delivered: 0, opened: 0, clicked: 0, bounced: 0, complained: 0 };
 
+const is = countedAs('e');
 const COUNTS = sql`
-  count(*) FILTER (WHERE e.sent_at IS NOT NULL OR e.status IN ('SENT', 'DELIVERED', 'BOUNCED', 'COMPLAINED'))::int AS sent,
-  count(*) FILTER (WHERE e.delivered_at IS NOT NULL OR e.status = 'DELIVERED')::int AS delivered,
-  count(*) FILTER (WHERE e.opened_at IS NOT NULL)::int AS opened,
-  count(*) FILTER (WHERE e.clicked_at IS NOT NULL)::int AS clicked,
-  count(*) FILTER (WHERE e.bounced_at IS NOT NULL OR e.status = 'BOUNCED')::int AS bounced,
-  count(*) FILTER (WHERE e.complained_at IS NOT NULL OR e.status = 'COMPLAINED')::int AS complained`;
+  count(*) FILTER (WHERE ${is.sent})::int AS sent,
+  count(*) FILTER (WHERE ${is.delivered})::int AS delivered,
+  count(*) FILTER (WHERE ${is.opened})::int AS opened,
+  count(*) FILTER (WHERE ${is.clicked})::int AS clicked,
+  count(*) FILTER (WHERE ${is.bounced})::int AS bounced,
+  count(*) FILTER (WHERE ${is.complained})::int AS complained`;
 
 export async function deliveryCounts(db: Db, campaignIds: string[]): Promise<Map<string, DeliveryCounts>> {
   const { rows } = await db.execute<DeliveryCounts & { campaign_id: string }>(sql`

@@ -30,7 +30,7 @@ export async function sendTestEmail(ctx: AppContext, projectId: string, id: stri
         replyTo: campaign.replyTo,
         type: 'TRANSACTIONAL',
         subjectSource: subject,
-        bodySource: campaign.body,
+        content: { bodySource: campaign.body },
         campaignId: null,
         status: 'QUEUED',
         checkSuppression: true,

@@ -1,14 +1,12 @@
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
 import { campaigns } from '../../db/schema/campaigns.ts';
-import { type UpcomingItem, upcomingProviders } from '../activity/upcoming.ts';
-import { fieldUsageProviders } from '../contacts/fields.ts';
-import { fromDomainMatchesSql, senderUsageChecks } from '../domains/sender.ts';
-import { segmentInUseChecks } from '../segments/service.ts';
+import type { UpcomingItem } from '../activity/upcoming.ts';
+import { fromDomainMatchesSql } from '../domains/sender.ts';
 
 /**
- * What campaigns contribute to other modules' registries (imported once by routes.ts): the
- * domain and segment deletion checks, field usage, and GET /activity/upcoming.
+ * What campaigns hold, for the usage module (src/modules/usage): segments and domains of active
+ * campaigns, fields their conditions reference, and scheduled sends for GET /activity/upcoming.
  */
 
 /** FILTERED campaigns whose condition has a filter on `field` (for a `data.*` field, also one nested under it). */
@@ -20,7 +18,7 @@ const conditionUses = (field: string) => {
 };
 
 /** Segment DELETE is refused while a SCHEDULED or SENDING campaign goes to it (its audience, or a `segment.<id>` filter). */
-async function activeCampaignsUsingSegment(db: Db, projectId: string, segmentId: string): Promise<string | null> {
+export async function activeCampaignsUsingSegment(db: Db, projectId: string, segmentId: string): Promise<string | null> {
   const rows = await db
     .select({ name: campaigns.name, status: campaigns.status })
     .from(campaigns)
@@ -38,7 +36,7 @@ async function activeCampaignsUsingSegment(db: Db, projectId: string, segmentId:
 }
 
 /** Campaigns not yet finished (DRAFT, SCHEDULED, SENDING) whose audience condition references the field. */
-async function campaignsUsingField(db: Db, projectId: string, field: string): Promise<{ id: string; name: string }[]> {
+export async function campaignsUsingField(db: Db, projectId: string, field: string): Promise<{ id: string; name: string }[]> {
   return db
     .select({ id: campaigns.id, name: campaigns.name })
     .from(campaigns)
@@ -47,24 +45,18 @@ async function campaignsUsingField(db: Db, projectId: string, field: string): Pr
 }
 
 /** Domain DELETE is refused while a SCHEDULED or SENDING campaign sends from it (or a subdomain). */
-async function activeCampaignUsingDomain(db: Db, projectId: string, domain: string): Promise<string | null> {
+export async function activeCampaignUsingDomain(db: Db, projectId: string, domain: string): Promise<string | null> {
   const [row] = await db
     .select({ name: campaigns.name, status: campaigns.status })
     .from(campaigns)
-    .where(
-      and(
-        eq(campaigns.projectId, projectId),
-        inArray(campaigns.status, ['SCHEDULED', 'SENDING']),
-        fromDomainMatchesSql(campaigns.fromEmail, domain),
-      ),
-    )
+    .where(and(eq(campaigns.projectId, projectId), inArray(campaigns.status, ['SCHEDULED', 'SENDING']), fromDomainMatchesSql(campaigns.fromEmail, domain)))
     .orderBy(asc(campaigns.createdAt))
     .limit(1);
   return row ? `${row.status.toLowerCase()} campaign "${row.name}"` : null;
 }
 
 /** Scheduled campaigns, soonest first (an overdue one that has not started yet included). */
-async function upcomingCampaigns(db: Db, projectId: string, opts: { limit: number }): Promise<UpcomingItem[]> {
+export async function upcomingCampaigns(db: Db, projectId: string, opts: { limit: number }): Promise<UpcomingItem[]> {
   const rows = await db
     .select({
       id: campaigns.id,
@@ -87,8 +79,3 @@ async function upcomingCampaigns(db: Db, projectId: string, opts: { limit: numbe
     details: { audienceType: r.audienceType, segmentId: r.segmentId, totalRecipients: r.totalRecipients },
   }));
 }
-
-senderUsageChecks.push(activeCampaignUsingDomain);
-segmentInUseChecks.push(activeCampaignsUsingSegment);
-fieldUsageProviders.push(async (db, projectId, field) => ({ campaigns: await campaignsUsingField(db, projectId, field) }));
-upcomingProviders.push(upcomingCampaigns);

@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
+import { isStorableText } from '../../db/storable-text.ts';
 
 /**
  * The custom-data rules of api-spec § Custom fields, in one place. `/v1/send`, `/v1/track`,
@@ -22,7 +23,6 @@ export const RESERVED_DATA_KEYS: ReadonlySet<string> = new Set([
 ]);
 
 /** Text PostgreSQL can store: no NUL character and no unpaired UTF-16 surrogate. */
-export const isStorableText = (s: string): boolean => !s.includes('\0') && s.isWellFormed();
 
 function isStorable(value: unknown, depth = 0): boolean {
   if (typeof value === 'string') return isStorableText(value);
@@ -32,11 +32,62 @@ function isStorable(value: unknown, depth = 0): boolean {
   return Object.entries(value).every(([k, v]) => isStorableText(k) && isStorable(v, depth + 1));
 }
 
+/** Bounds of one request's `data`: its JSON size and its keys, counted at every level of nesting. */
+export const DATA_LIMITS = { maxBytes: 256 * 1024, maxKeys: 1000 } as const;
+
 /**
- * `data` as accepted at every edge: a JSON object whose text PostgreSQL can store; `locale`, when
- * given, is a string (or null to delete it).
+ * The keys (at every level, arrays' objects included) and the approximate JSON bytes of `value`;
+ * stops walking as soon as either passes its limit, so an oversized value costs little.
+ */
+function measure(value: unknown): { keys: number; bytes: number } {
+  const m = { keys: 0, bytes: 0 };
+  const over = () => m.keys > DATA_LIMITS.maxKeys || m.bytes > DATA_LIMITS.maxBytes;
+  const walk = (v: unknown, depth: number): void => {
+    if (typeof v === 'string') m.bytes += Buffer.byteLength(v) + 2;
+    else if (typeof v !== 'object' || v === null) m.bytes += String(v).length;
+    else if (depth <= 64) {
+      const array = Array.isArray(v);
+      for (const [k, item] of Object.entries(v)) {
+        if (over()) return;
+        if (!array) {
+          m.keys += 1;
+          m.bytes += Buffer.byteLength(k) + 3;
+        }
+        walk(item, depth + 1);
+      }
+      m.bytes += 2;
+    }
+  };
+  walk(value, 0);
+  return m;
+}
+
+/**
+ * `data` as accepted at every edge: a JSON object whose text PostgreSQL can store, at most
+ * DATA_LIMITS in size and keys; `locale`, when given, is a string (or null to delete it).
  */
 export const customDataSchema = z.record(z.string(), z.unknown()).superRefine((data, ctx) => {
+  const size = measure(data);
+  if (size.keys > DATA_LIMITS.maxKeys) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.too_big,
+      type: 'array',
+      maximum: DATA_LIMITS.maxKeys,
+      inclusive: true,
+      message: `data must have at most ${DATA_LIMITS.maxKeys} keys (nested keys included)`,
+    });
+    return;
+  }
+  if (size.bytes > DATA_LIMITS.maxBytes) {
+    ctx.addIssue({
+      code: z.ZodIssueCode.too_big,
+      type: 'string',
+      maximum: DATA_LIMITS.maxBytes,
+      inclusive: true,
+      message: `data must be at most ${DATA_LIMITS.maxBytes / 1024} KB as JSON`,
+    });
+    return;
+  }
   if (!isStorable(data)) {
     ctx.addIssue({
       code: z.ZodIssueCode.custom,
@@ -86,8 +137,7 @@ export function inferFieldType(value: unknown): FieldType | null {
   }
 }
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** `{ value, persistent: boolean }` and nothing else: the spec's per-value persistence wrapper. */
 function isOneOff(v: unknown): v is { value: unknown; persistent: boolean } {
@@ -147,7 +197,12 @@ export function mergeCustomData(
 // Key order does not make data different (jsonb does not keep it either).
 function normalise(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(normalise);
-  if (isPlainObject(v)) return Object.fromEntries(Object.keys(v).sort().map((k) => [k, normalise(v[k])]));
+  if (isPlainObject(v))
+    return Object.fromEntries(
+      Object.keys(v)
+        .sort()
+        .map((k) => [k, normalise(v[k])]),
+    );
   return v;
 }
 

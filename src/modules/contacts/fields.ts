@@ -1,6 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { Db } from '../../db/client.ts';
+import { type Database, type Db, withTransaction } from '../../db/client.ts';
 import { ApiError, badRequest, conflict } from '../../http/errors.ts';
+import { type FieldUsers, usage } from '../usage/service.ts';
 import type { FieldType } from './custom-data.ts';
 import { isoMs, textArray } from './sql.ts';
 
@@ -16,9 +17,7 @@ const STANDARD_FIELDS: { field: string; type: FieldType; column: SQL }[] = [
 ];
 
 /** A field as named in the API: a standard field, or `data.<path>` (a bare unknown name means `data.<name>`). */
-export type FieldRef =
-  | { kind: 'standard'; field: string; column: SQL }
-  | { kind: 'custom'; field: string; key: string; path: string[] };
+export type FieldRef = { kind: 'standard'; field: string; column: SQL } | { kind: 'custom'; field: string; key: string; path: string[] };
 
 export function parseFieldRef(name: string): FieldRef {
   const standard = STANDARD_FIELDS.find((f) => f.field === name);
@@ -36,9 +35,7 @@ const hasPath = (path: string[]): SQL => sql`jsonb_typeof(c.data #> ${textArray(
 
 /** The project's custom field types by key (`plan`, `profile.tier`): what segments and conditions compare with. */
 export async function customFieldTypes(db: Db, projectId: string): Promise<Map<string, FieldType>> {
-  const { rows } = await db.execute<{ key: string; type: FieldType }>(
-    sql`SELECT key, type FROM contact_fields WHERE project_id = ${projectId}`,
-  );
+  const { rows } = await db.execute<{ key: string; type: FieldType }>(sql`SELECT key, type FROM contact_fields WHERE project_id = ${projectId}`);
   return new Map(rows.map((r) => [r.key, r.type]));
 }
 
@@ -49,31 +46,28 @@ export async function listFields(db: Db, projectId: string): Promise<{ fields: F
   );
   const standard = STANDARD_FIELDS.map((f) => ({ field: f.field, type: f.type, isCustom: false, coverage: 1 }));
   if (typed.length === 0) return { fields: standard };
-  // One scan of the project's contacts counts every field at once.
-  const counts = sql.join(
-    typed.map((f, i) => sql`count(*) FILTER (WHERE ${hasPath(f.key.split('.'))})::int AS ${sql.identifier(`f${i}`)}`),
-    sql`, `,
-  );
-  const { rows } = await db.execute<Record<string, number>>(
-    sql`SELECT count(*)::int AS total, ${counts} FROM contacts AS c WHERE c.project_id = ${projectId}`,
-  );
-  const total = rows[0].total;
-  const custom = typed.map((f, i) => ({
+  // One scan of the project's contacts counts every field at once, one row per field (a column
+  // per field would stop at PostgreSQL's 1,664 target-list entries).
+  const { rows: totals } = await db.execute<{ total: number }>(sql`SELECT count(*)::int AS total FROM contacts WHERE project_id = ${projectId}`);
+  const { rows: counted } = await db.execute<{ key: string; n: number }>(sql`
+    SELECT k.key, count(*)::int AS n
+      FROM contacts AS c
+      CROSS JOIN unnest(${textArray(typed.map((f) => f.key))}) AS k(key)
+     WHERE c.project_id = ${projectId} AND jsonb_typeof(c.data #> string_to_array(k.key, '.')) <> 'null'
+     GROUP BY k.key`);
+  const total = totals[0].total;
+  const counts = new Map(counted.map((r) => [r.key, r.n]));
+  const custom = typed.map((f) => ({
     field: `data.${f.key}`,
     type: f.type,
     isCustom: true,
-    coverage: total === 0 ? 0 : rows[0][`f${i}`] / total,
+    coverage: total === 0 ? 0 : (counts.get(f.key) ?? 0) / total,
   }));
   return { fields: [...standard, ...custom] };
 }
 
 /** Distinct values of a field, most frequent first; `count` is the number of distinct values in all. */
-export async function fieldValues(
-  db: Db,
-  projectId: string,
-  name: string,
-  limit: number,
-): Promise<{ field: string; values: unknown[]; count: number }> {
+export async function fieldValues(db: Db, projectId: string, name: string, limit: number): Promise<{ field: string; values: unknown[]; count: number }> {
   const ref = parseFieldRef(name);
   const value = ref.kind === 'standard' ? ref.column : sql`c.data #> ${textArray(ref.path)}`;
   const present = ref.kind === 'standard' ? sql`true` : hasPath(ref.path);
@@ -87,52 +81,32 @@ export async function fieldValues(
   return { field: ref.field, values: rows.map((r) => r.value), count: rows[0]?.distinct_count ?? 0 };
 }
 
-export type FieldUsageRef = { id: string; name: string };
-export type FieldUsage = { segments: FieldUsageRef[]; campaigns: FieldUsageRef[]; workflows: FieldUsageRef[] };
-
-/**
- * What references a field (`field` is `data.<path>` or a standard name). Segments, campaigns and
- * workflows add their provider here (one import and one entry), the way queues are registered.
- */
-export type FieldUsageProvider = (db: Db, projectId: string, field: string) => Promise<Partial<FieldUsage>>;
-
-export const fieldUsageProviders: FieldUsageProvider[] = [];
-
-async function usageOf(db: Db, projectId: string, field: string): Promise<FieldUsage> {
-  const usage: FieldUsage = { segments: [], campaigns: [], workflows: [] };
-  for (const part of await Promise.all(fieldUsageProviders.map((p) => p(db, projectId, field)))) {
-    usage.segments.push(...(part.segments ?? []));
-    usage.campaigns.push(...(part.campaigns ?? []));
-    usage.workflows.push(...(part.workflows ?? []));
-  }
-  return usage;
-}
-
-export async function fieldUsage(
-  db: Db,
-  projectId: string,
-  name: string,
-): Promise<FieldUsage & { contactCount: number; canDelete: boolean }> {
+export async function fieldUsage(db: Db, projectId: string, name: string): Promise<FieldUsers & { contactCount: number; canDelete: boolean }> {
   const ref = parseFieldRef(name);
   const present = ref.kind === 'standard' ? sql`true` : hasPath(ref.path);
-  const [usage, counted] = await Promise.all([
-    usageOf(db, projectId, ref.field),
+  const [users, counted] = await Promise.all([
+    usage.fieldUsers(db, projectId, ref.field),
     db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM contacts AS c WHERE c.project_id = ${projectId} AND ${present}`),
   ]);
-  const used = usage.segments.length + usage.campaigns.length + usage.workflows.length > 0;
-  return { ...usage, contactCount: counted.rows[0].n, canDelete: ref.kind === 'custom' && !used };
+  const used = users.segments.length + users.campaigns.length + users.workflows.length > 0;
+  return { ...users, contactCount: counted.rows[0].n, canDelete: ref.kind === 'custom' && !used };
 }
 
 /**
  * Removes a custom field from every contact and forgets its type (nested fields under it too).
  * Refused with 409 while a segment, campaign or workflow uses it. Run it in a transaction.
  */
-export async function deleteField(db: Db, projectId: string, name: string, now: Date): Promise<{ deletedFrom: number }> {
+export async function deleteField(database: Database, projectId: string, name: string, now: Date): Promise<{ deletedFrom: number }> {
   const ref = parseFieldRef(name);
   if (ref.kind === 'standard') throw badRequest(`'${ref.field}' is a standard field; only data.* fields can be deleted`);
-  const usage = await usageOf(db, projectId, ref.field);
-  if (usage.segments.length + usage.campaigns.length + usage.workflows.length > 0) {
-    throw conflict(`Field '${ref.field}' is in use and cannot be deleted`, { field: ref.field, ...usage });
+  // One transaction: nothing can start using the field between the usage check and the delete.
+  return withTransaction(database, ({ tx }) => deleteUnusedField(tx, projectId, ref, now));
+}
+
+async function deleteUnusedField(db: Db, projectId: string, ref: Extract<FieldRef, { kind: 'custom' }>, now: Date): Promise<{ deletedFrom: number }> {
+  const users = await usage.fieldUsers(db, projectId, ref.field);
+  if (users.segments.length + users.campaigns.length + users.workflows.length > 0) {
+    throw conflict(`Field '${ref.field}' is in use and cannot be deleted`, { field: ref.field, ...users });
   }
   const updated = await db.execute(sql`
     UPDATE contacts AS c SET data = c.data #- ${textArray(ref.path)}, updated_at = ${now.toISOString()}::timestamptz

@@ -2,9 +2,10 @@ import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
 import { decodeCursor, encodeCursor } from '../../http/cursor.ts';
 import { badRequest } from '../../http/errors.ts';
-import { isStorableText } from './custom-data.ts';
+import { isStorableText } from '../../db/storable-text.ts';
 import { CONTACT_ID, type ContactRecord, type ListContactsQuery } from './schemas.ts';
 import { type ContactRow, contactColumns, isoUs, toContactRecord } from './sql.ts';
+import { containsPattern } from '../../db/like.ts';
 
 export type ContactList = { data: ContactRecord[]; cursor?: string; hasMore: boolean; total: number };
 
@@ -22,8 +23,6 @@ function cursorPosition(cursor: string, sort: ListContactsQuery['sort']): { valu
   return { value: sortValue, id };
 }
 
-const likePattern = (search: string) => `%${search.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-
 /**
  * Keyset pagination in SQL: `(created_at, id)` on the matching index, or `email` alone on the
  * unique `(project_id, email)` index (emails are unique per project, so they are a total order).
@@ -32,7 +31,7 @@ const likePattern = (search: string) => `%${search.toLowerCase().replace(/[\\%_]
 export async function listContacts(db: Db, projectId: string, q: ListContactsQuery): Promise<ContactList> {
   const filters: SQL[] = [sql`c.project_id = ${projectId}`];
   if (q.subscribed !== undefined) filters.push(sql`c.subscribed = ${q.subscribed}`);
-  if (q.search) filters.push(sql`c.email LIKE ${likePattern(q.search.trim())} ESCAPE '\\'`);
+  if (q.search) filters.push(sql`c.email LIKE ${containsPattern(q.search.trim().toLowerCase())} ESCAPE '\\'`);
   const where = sql.join(filters, sql` AND `);
 
   const after = q.cursor ? cursorPosition(q.cursor, q.sort) : null;
@@ -53,9 +52,7 @@ export async function listContacts(db: Db, projectId: string, q: ListContactsQue
      WHERE ${where}${keyset.after ?? sql``}
      ORDER BY ${keyset.order}
      LIMIT ${q.limit + 1}`);
-  const count = after
-    ? null
-    : db.execute<{ total: number }>(sql`SELECT count(*)::int AS total FROM contacts AS c WHERE ${where}`);
+  const count = after ? null : db.execute<{ total: number }>(sql`SELECT count(*)::int AS total FROM contacts AS c WHERE ${where}`);
   const [{ rows }, counted] = await Promise.all([page, count]);
 
   const hasMore = rows.length > q.limit;

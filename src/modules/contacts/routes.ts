@@ -1,68 +1,211 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
-import { withTransaction } from '../../db/client.ts';
 import { projectOf, requireProject } from '../../http/auth.ts';
+import { cursorList, describe, simpleOrErrorSchema } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { deleteField, fieldUsage, fieldValues, listFields } from './fields.ts';
 import { listContacts } from './list.ts';
 import {
   contactIdParams,
+  contactSchema,
+  createContactBody,
+  fieldDeletedSchema,
+  fieldListSchema,
   fieldParams,
+  fieldUsageSchema,
   fieldValuesQuery,
+  fieldValuesSchema,
   listContactsQuery,
   lookupBody,
+  lookupResultSchema,
   parseCreateContact,
+  savedContactSchema,
   updateContactBody,
 } from './schemas.ts';
 import { deleteContact, getContact, lookupContacts, patchContact, saveContact } from './service.ts';
 
+const EXAMPLE_CONTACT = {
+  id: 'cnt_01j9z3k5e8f7g6h5j4k3m2n1p0',
+  email: 'ada@example.com',
+  subscribed: true,
+  snoozedUntil: null,
+  data: { firstName: 'Ada', plan: 'pro' },
+  createdAt: '2026-01-01T12:00:00.000Z',
+  updatedAt: '2026-01-02T08:30:00.000Z',
+};
+
 export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
   const onRequest = requireProject(ctx);
   const db = ctx.database.db;
+  const doc = (d: Omit<Parameters<typeof describe>[0], 'tag' | 'access'>) => describe({ tag: 'Contacts', access: 'project', ...d });
 
-  app.get('/contacts', { onRequest }, async (req) =>
-    listContacts(db, projectOf(req).projectId, parse(listContactsQuery, req.query)),
+  app.get(
+    '/contacts',
+    {
+      onRequest,
+      schema: doc({
+        operationId: 'contacts.list',
+        summary: 'List contacts',
+        description: 'Cursor-paginated; `search` matches the email, `subscribed` filters, `sort` is createdAt or email.',
+        query: listContactsQuery,
+        responses: {
+          200: {
+            schema: cursorList(contactSchema),
+            example: { data: [EXAMPLE_CONTACT], cursor: 'eyJzIjoiMjAyNi0wMS0wMVQxMjowMDowMC4wMDAwMDBaIiwiaSI6ImNudF8wMWo5In0', hasMore: true, total: 1520 },
+          },
+        },
+        errors: [400],
+      }),
+    },
+    async (req) => listContacts(db, projectOf(req).projectId, parse(listContactsQuery, req.query)),
   );
 
-  app.post('/contacts', { onRequest }, async (req, reply) => {
-    const result = await saveContact(ctx, projectOf(req).projectId, parseCreateContact(req.body));
-    return reply
-      .status(result.isNew ? 201 : 200)
-      .send({ ...result.contact, _meta: { isNew: result.isNew, isUpdate: result.isUpdate } });
-  });
-
-  app.post('/contacts/lookup', { onRequest }, async (req) =>
-    lookupContacts(db, projectOf(req).projectId, parse(lookupBody, req.body).emails),
+  app.post(
+    '/contacts',
+    {
+      onRequest,
+      schema: doc({
+        operationId: 'contacts.upsert',
+        summary: 'Create a contact, or update the one with this email',
+        body: createContactBody,
+        bodyExample: { email: 'ada@example.com', subscribed: true, data: { plan: 'pro', firstName: 'Ada' } },
+        responses: {
+          201: { schema: savedContactSchema, description: 'Created' },
+          200: { schema: savedContactSchema, description: 'An existing contact, updated' },
+          400: {
+            schema: simpleOrErrorSchema,
+            description: 'Missing `email`: the simple body `{ error: "email is required" }`; a body that is not JSON: the full error body',
+          },
+        },
+        errors: [402],
+      }),
+    },
+    async (req, reply) => {
+      const result = await saveContact(ctx, projectOf(req).projectId, parseCreateContact(req.body));
+      return reply.status(result.isNew ? 201 : 200).send({ ...result.contact, _meta: { isNew: result.isNew, isUpdate: result.isUpdate } });
+    },
   );
 
-  app.get('/contacts/fields', { onRequest }, async (req) => listFields(db, projectOf(req).projectId));
-
-  app.get('/contacts/fields/:field/values', { onRequest }, async (req) => {
-    const { field } = parse(fieldParams, req.params);
-    return fieldValues(db, projectOf(req).projectId, field, parse(fieldValuesQuery, req.query).limit);
-  });
-
-  app.get('/contacts/fields/:field/usage', { onRequest }, async (req) =>
-    fieldUsage(db, projectOf(req).projectId, parse(fieldParams, req.params).field),
+  app.post(
+    '/contacts/lookup',
+    {
+      onRequest,
+      schema: doc({
+        operationId: 'contacts.lookup',
+        summary: 'Find contacts by email (up to 500)',
+        body: lookupBody,
+        responses: { 200: lookupResultSchema },
+      }),
+    },
+    async (req) => lookupContacts(db, projectOf(req).projectId, parse(lookupBody, req.body).emails),
   );
 
-  app.delete('/contacts/fields/:field', { onRequest }, async (req) => {
-    const { field } = parse(fieldParams, req.params);
-    const projectId = projectOf(req).projectId;
-    return withTransaction(ctx.database, ({ tx }) => deleteField(tx, projectId, field, ctx.clock.now()));
-  });
-
-  app.get('/contacts/:id', { onRequest }, async (req) =>
-    getContact(db, projectOf(req).projectId, parse(contactIdParams, req.params).id),
+  app.get(
+    '/contacts/fields',
+    {
+      onRequest,
+      schema: doc({ operationId: 'contacts.fields', summary: 'List contact fields with type and coverage', responses: { 200: fieldListSchema } }),
+    },
+    async (req) => listFields(db, projectOf(req).projectId),
   );
 
-  app.patch('/contacts/:id', { onRequest }, async (req) => {
-    const { id } = parse(contactIdParams, req.params);
-    return patchContact(ctx, projectOf(req).projectId, id, parse(updateContactBody, req.body ?? {}));
-  });
+  app.get(
+    '/contacts/fields/:field/values',
+    {
+      onRequest,
+      schema: doc({
+        operationId: 'contacts.fieldValues',
+        summary: 'Distinct values of a field',
+        params: fieldParams,
+        query: fieldValuesQuery,
+        responses: { 200: fieldValuesSchema },
+        errors: [400],
+      }),
+    },
+    async (req) => {
+      const { field } = parse(fieldParams, req.params);
+      return fieldValues(db, projectOf(req).projectId, field, parse(fieldValuesQuery, req.query).limit);
+    },
+  );
 
-  app.delete('/contacts/:id', { onRequest }, async (req, reply) => {
-    await deleteContact(db, projectOf(req).projectId, parse(contactIdParams, req.params).id);
-    return reply.status(204).send();
-  });
+  app.get(
+    '/contacts/fields/:field/usage',
+    {
+      onRequest,
+      schema: doc({
+        operationId: 'contacts.fieldUsage',
+        summary: 'Segments, campaigns and workflows that use a field',
+        params: fieldParams,
+        responses: { 200: fieldUsageSchema },
+        errors: [400],
+      }),
+    },
+    async (req) => fieldUsage(db, projectOf(req).projectId, parse(fieldParams, req.params).field),
+  );
+
+  app.delete(
+    '/contacts/fields/:field',
+    {
+      onRequest,
+      schema: doc({
+        operationId: 'contacts.deleteField',
+        summary: 'Remove a custom field from every contact',
+        params: fieldParams,
+        responses: { 200: fieldDeletedSchema },
+        errors: [400, 409],
+      }),
+    },
+    async (req) => {
+      const { field } = parse(fieldParams, req.params);
+      const projectId = projectOf(req).projectId;
+      return deleteField(ctx.database, projectId, field, ctx.clock.now());
+    },
+  );
+
+  app.get(
+    '/contacts/:id',
+    {
+      onRequest,
+      schema: doc({
+        operationId: 'contacts.get',
+        summary: 'Get a contact',
+        params: contactIdParams,
+        responses: { 200: { schema: contactSchema, example: EXAMPLE_CONTACT } },
+        errors: [404],
+      }),
+    },
+    async (req) => getContact(db, projectOf(req).projectId, parse(contactIdParams, req.params).id),
+  );
+
+  app.patch(
+    '/contacts/:id',
+    {
+      onRequest,
+      schema: doc({
+        operationId: 'contacts.update',
+        summary: 'Update a contact (only the keys sent change)',
+        params: contactIdParams,
+        body: updateContactBody,
+        bodyExample: { subscribed: false, data: { plan: null } },
+        responses: { 200: contactSchema },
+        errors: [404, 409],
+      }),
+    },
+    async (req) => {
+      const { id } = parse(contactIdParams, req.params);
+      return patchContact(ctx, projectOf(req).projectId, id, parse(updateContactBody, req.body ?? {}));
+    },
+  );
+
+  app.delete(
+    '/contacts/:id',
+    {
+      onRequest,
+      schema: doc({ operationId: 'contacts.delete', summary: 'Delete a contact', params: contactIdParams, responses: { 204: null }, errors: [404] }),
+    },
+    async (req, reply) => {
+      await deleteContact(db, projectOf(req).projectId, parse(contactIdParams, req.params).id);
+      return reply.status(204).send();
+    },
+  );
 }

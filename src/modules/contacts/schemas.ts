@@ -1,9 +1,12 @@
 import { z } from 'zod';
 import { PREFIXED_ID } from '../../db/ids.ts';
 import { SimpleError } from '../../http/errors.ts';
+import { component } from '../../http/openapi.ts';
 import { dirParam, fallbackEnum, limitParam } from '../../http/pagination.ts';
 import { parse } from '../../http/validate.ts';
-import { customDataSchema, isStorableText } from './custom-data.ts';
+import { customDataSchema } from './custom-data.ts';
+import { isStorableText } from '../../db/storable-text.ts';
+import { fieldUsersSchema } from '../usage/schemas.ts';
 
 export type ContactRecord = {
   id: string;
@@ -96,3 +99,42 @@ export const fieldValuesQuery = z.object({
     .default(100)
     .transform((n) => Math.min(n, 200)),
 });
+
+// Responses (the document and the strict response check: src/http/openapi.ts)
+
+export const contactSchema = component(
+  'Contact',
+  z.object({
+    id: z.string().describe('cnt_<id>'),
+    email: z.string(),
+    subscribed: z.boolean(),
+    snoozedUntil: z.string().nullable(),
+    data: z.record(z.unknown()).describe('Custom fields'),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  }),
+);
+
+export const savedContactSchema = contactSchema.extend({ _meta: z.object({ isNew: z.boolean(), isUpdate: z.boolean() }) });
+
+export const lookupResultSchema = z.object({
+  found: z.array(z.object({ id: z.string(), email: z.string() })),
+  notFound: z.array(z.string()),
+});
+
+export const fieldListSchema = z.object({
+  fields: z.array(
+    z.object({
+      field: z.string().describe('Bare name for standard fields, data.<key> for custom ones'),
+      type: z.enum(['string', 'number', 'boolean', 'date']),
+      isCustom: z.boolean(),
+      coverage: z.number().min(0).max(1),
+    }),
+  ),
+});
+
+export const fieldValuesSchema = z.object({ field: z.string(), values: z.array(z.unknown()), count: z.number().int() });
+
+export const fieldUsageSchema = fieldUsersSchema.extend({ contactCount: z.number().int(), canDelete: z.boolean() });
+
+export const fieldDeletedSchema = z.object({ deletedFrom: z.number().int() });

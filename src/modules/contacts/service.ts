@@ -5,16 +5,12 @@ import { type Db, withTransaction } from '../../db/client.ts';
 import { conflict, fieldErrors, notFound, validationError } from '../../http/errors.ts';
 import { recordEvent } from '../events/record.ts';
 import { type DataChanges, fieldTypesOf, splitCustomData } from './custom-data.ts';
-import {
-  CONTACT_ID,
-  type ContactRecord,
-  type CreateContactInput,
-  type UpdateContactInput,
-  emailSchema,
-  normaliseEmail,
-} from './schemas.ts';
+import { CONTACT_ID, type ContactRecord, type CreateContactInput, type UpdateContactInput, emailSchema, normaliseEmail } from './schemas.ts';
 import { type ContactRow, clientOf, contactColumns, executePrepared, pgErrorCode, textArray, toContactRecord } from './sql.ts';
 import { upsertContactQuery } from './upsert-sql.ts';
+import { checkFieldCapacity } from './field-cap.ts';
+import { mergedData, recordFieldTypesOf } from './data-sql.ts';
+import { forgetContactsEvents } from '../analytics/rollups.ts';
 
 export { upsertContactQuery } from './upsert-sql.ts';
 
@@ -22,26 +18,6 @@ export type { ContactRecord } from './schemas.ts';
 
 export type UpsertInput = { email: string; subscribed?: boolean; data?: Record<string, unknown> };
 export type UpsertResult = { contact: ContactRecord; isNew: boolean; isUpdate: boolean; oneOff: Record<string, unknown> };
-
-/**
- * PATCH's share of field typing (the upsert has its own, in upsert-sql.ts): records first-seen
- * types in the same statement as the write, only when `guard` holds (the contact exists). Keys
- * arrive sorted, so concurrent writers lock field rows in one order.
- */
-function fieldTypesCte(projectId: string, set: Record<string, unknown>, now: string, guard?: SQL): SQL {
-  const { keys, types } = fieldTypesOf(set);
-  if (keys.length === 0) return sql``;
-  return sql`, fields AS (
-    INSERT INTO contact_fields (project_id, key, type, created_at)
-    SELECT ${projectId}, u.k, u.t, ${now}::timestamptz
-      FROM unnest(${textArray(keys)}, ${textArray(types)}) AS u(k, t)
-     ${guard ? sql`WHERE ${guard}` : sql``}
-    ON CONFLICT DO NOTHING)`;
-}
-
-/** `data` after applying changes, written against table alias `c`. */
-const mergedData = (changes: DataChanges): SQL =>
-  sql`((c.data - ${textArray(changes.unset)}) || ${JSON.stringify(changes.set)}::jsonb)`;
 
 type UpsertRow = ContactRow & { inserted: boolean; existed: boolean; old_subscribed: boolean | null; data_same: boolean };
 
@@ -51,16 +27,12 @@ type UpsertRow = ContactRow & { inserted: boolean; existed: boolean; old_subscri
  * emits `contact.subscribed`/`contact.unsubscribed` when its state changes. Pass a transaction's
  * `tx` to keep the event in the caller's transaction.
  */
-export async function upsertContact(
-  db: Db,
-  projectId: string,
-  input: UpsertInput,
-  opts: { defaultSubscribed: boolean; now?: Date },
-): Promise<UpsertResult> {
+export async function upsertContact(db: Db, projectId: string, input: UpsertInput, opts: { defaultSubscribed: boolean; now?: Date }): Promise<UpsertResult> {
   const checked = emailSchema.safeParse(input.email);
   if (!checked.success) throw validationError(fieldErrors(checked.error, ['email']));
   const now = opts.now ?? new Date();
   const { query, changes } = upsertContactQuery(projectId, input, { defaultSubscribed: opts.defaultSubscribed, now });
+  await checkFieldCapacity(db, projectId, fieldTypesOf(changes.set).keys);
   const { rows } = await clientOf(db).query<UpsertRow>(query);
   const row = rows[0];
   const contact = toContactRecord(row);
@@ -73,13 +45,7 @@ export async function upsertContact(
   return { contact, isNew: false, isUpdate: subscriptionChanged || !row.data_same, oneOff: changes.oneOff };
 }
 
-async function recordSubscriptionEvent(
-  db: Db,
-  projectId: string,
-  contact: ContactRecord,
-  now: Date,
-  data?: Record<string, unknown>,
-): Promise<void> {
+async function recordSubscriptionEvent(db: Db, projectId: string, contact: ContactRecord, now: Date, data?: Record<string, unknown>): Promise<void> {
   await recordEvent(db, {
     projectId,
     contactId: contact.id,
@@ -100,10 +66,14 @@ export async function setSubscribed(
 ): Promise<ContactRecord | null> {
   if (!CONTACT_ID.test(contactId)) return null;
   const now = opts.now ?? new Date();
-  const { rows } = await executePrepared<ContactRow>(db, 'contacts_set_subscribed', sql`
+  const { rows } = await executePrepared<ContactRow>(
+    db,
+    'contacts_set_subscribed',
+    sql`
     UPDATE contacts AS c SET subscribed = ${subscribed}, updated_at = ${now.toISOString()}::timestamptz
      WHERE c.id = ${contactId} AND c.project_id = ${projectId} AND c.subscribed <> ${subscribed}
-    RETURNING ${contactColumns('c')}`);
+    RETURNING ${contactColumns('c')}`,
+  );
   if (rows.length === 0) return findContact(db, projectId, contactId);
   const contact = toContactRecord(rows[0]);
   await recordSubscriptionEvent(db, projectId, contact, now, eventData);
@@ -151,15 +121,19 @@ export async function updateContact(
   const now = opts.now ?? new Date();
   const iso = now.toISOString();
   const changes = splitCustomData(input.data);
-  const data = mergedData(changes);
+  await checkFieldCapacity(db, projectId, fieldTypesOf(changes.set).keys);
+  const data = mergedData(sql`c.data`, textArray(changes.unset), sql`${JSON.stringify(changes.set)}::jsonb`);
   const email = input.email ?? null;
   const sub = input.subscribed ?? null;
   let rows: (ContactRow & { old_subscribed: boolean })[];
   try {
-    ({ rows } = await executePrepared<ContactRow & { old_subscribed: boolean }>(db, 'contacts_patch', sql`
+    ({ rows } = await executePrepared<ContactRow & { old_subscribed: boolean }>(
+      db,
+      'contacts_patch',
+      sql`
       WITH old AS MATERIALIZED (
         SELECT id, subscribed FROM contacts WHERE id = ${contactId} AND project_id = ${projectId} FOR UPDATE
-      )${fieldTypesCte(projectId, changes.set, iso, sql`EXISTS (SELECT 1 FROM old)`)}
+      )${recordFieldTypesOf(projectId, changes.set, iso, sql`EXISTS (SELECT 1 FROM old)`)}
       UPDATE contacts AS c SET
         email = COALESCE(${email}::text, c.email),
         subscribed = COALESCE(${sub}::boolean, c.subscribed),
@@ -169,7 +143,8 @@ export async function updateContact(
                             OR ${data} <> c.data
                           THEN ${iso}::timestamptz ELSE c.updated_at END
         FROM old WHERE c.id = old.id
-      RETURNING ${contactColumns('c')}, old.subscribed AS old_subscribed`));
+      RETURNING ${contactColumns('c')}, old.subscribed AS old_subscribed`,
+    ));
   } catch (err) {
     if (pgErrorCode(err) === '23505') {
       throw conflict('Another contact in this project already uses this email', { email });
@@ -182,19 +157,17 @@ export async function updateContact(
   return contact;
 }
 
-/** Permanent; the contact's events go with it. */
+/** Permanent; the contact's events go with it (and out of the analytics rollups, same statement). */
 export async function deleteContact(db: Db, projectId: string, contactId: string): Promise<void> {
   if (!CONTACT_ID.test(contactId)) throw notFound('contact', contactId);
-  const { rowCount } = await db.execute(sql`DELETE FROM contacts WHERE id = ${contactId} AND project_id = ${projectId}`);
+  const { rowCount } = await db.execute(sql`
+    WITH forgotten AS (${forgetContactsEvents(projectId, sql`ARRAY[${contactId}]::text[]`)})
+    DELETE FROM contacts WHERE id = ${contactId} AND project_id = ${projectId}`);
   if (!rowCount) throw notFound('contact', contactId);
 }
 
 /** Bulk existence check: each distinct (normalised) email once, in input order. */
-export async function lookupContacts(
-  db: Db,
-  projectId: string,
-  emails: string[],
-): Promise<{ found: { id: string; email: string }[]; notFound: string[] }> {
+export async function lookupContacts(db: Db, projectId: string, emails: string[]): Promise<{ found: { id: string; email: string }[]; notFound: string[] }> {
   const wanted = [...new Set(emails.map(normaliseEmail))];
   const { rows } = await db.execute<{ id: string; email: string }>(
     sql`SELECT id, email FROM contacts WHERE project_id = ${projectId} AND email = ANY(${textArray(wanted)})`,
@@ -224,12 +197,7 @@ export async function saveContact(ctx: AppContext, projectId: string, input: Cre
   return result;
 }
 
-export async function patchContact(
-  ctx: AppContext,
-  projectId: string,
-  contactId: string,
-  input: UpdateContactInput,
-): Promise<ContactRecord> {
+export async function patchContact(ctx: AppContext, projectId: string, contactId: string, input: UpdateContactInput): Promise<ContactRecord> {
   const opts = { now: ctx.clock.now() };
   const contact =
     input.subscribed === undefined

@@ -8,12 +8,10 @@ import type { ContactRecord } from './schemas.ts';
 /** Shared SQL pieces of the contacts module: the record's columns and row mapping. */
 
 /** A timestamptz as an ISO 8601 UTC string with milliseconds (the API's date-time format). */
-export const isoMs = (column: string): SQL =>
-  sql.raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
+export const isoMs = (column: string): SQL => sql.raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`);
 
 /** The same with microseconds: exact, for cursors. */
-export const isoUs = (column: string): SQL =>
-  sql.raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`);
+export const isoUs = (column: string): SQL => sql.raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`);
 
 /** The columns of a contact record, read from table alias `a`. */
 export const contactColumns = (a: string): SQL =>

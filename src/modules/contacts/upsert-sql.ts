@@ -1,5 +1,9 @@
 import type pg from 'pg';
+import { sql } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
 import { prefixedId } from '../../db/ids.ts';
+import { mergedData, recordFieldTypes } from './data-sql.ts';
+import { contactColumns } from './sql.ts';
 import { type DataChanges, fieldTypesOf, splitCustomData } from './custom-data.ts';
 import { normaliseEmail } from './schemas.ts';
 
@@ -10,45 +14,36 @@ import { normaliseEmail } from './schemas.ts';
  *
  * One statement: `old` locks the existing row (if any) and is read by the INSERT, so it runs first
  * and gives the exact previous state even under concurrent writers; the INSERT … ON CONFLICT merges
- * data as `(data - unset) || set` (the rules of `splitCustomData`); `fields` records first-seen
- * field types, keys sorted so concurrent writers lock them in one order.
+ * data with `mergedData` and `fields` records first-seen types (both from data-sql.ts, the one place
+ * those rules are written), with `$n` placeholders so the text stays constant.
  */
 
-const COLUMNS = `c.id, c.email, c.subscribed, c.data,
-  to_char(c.snoozed_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS snoozed_until,
-  to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at,
-  to_char(c.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS updated_at`;
+// Placeholders: $1 project, $2 email, $3 new id, $4 subscribed (null = keep / default), $5 default
+// subscribed, $6 data to set (jsonb), $7 now, $8 keys to unset; with fields: $9 keys, $10 types.
+const $ = (n: number, cast = '') => sql.raw(`$${n}${cast}`);
+const merged = mergedData(sql.raw('c.data'), $(8, '::text[]'), $(6, '::jsonb'));
+const fields = recordFieldTypes({ project: $(1), keys: $(9, '::text[]'), types: $(10, '::text[]'), now: $(7, '::timestamptz') });
 
-// $1 project, $2 email, $3 new id, $4 subscribed (null = keep / default), $5 default subscribed,
-// $6 data to set (jsonb), $7 now, $8 keys to unset; with fields: $9 field keys, $10 field types.
-const upsertText = (withFields: boolean) => `WITH old AS MATERIALIZED (
+const upsertText = (withFields: boolean) =>
+  new PgDialect().sqlToQuery(sql`WITH old AS MATERIALIZED (
     SELECT id, subscribed, data FROM contacts WHERE project_id = $1 AND email = $2 FOR UPDATE
-  )${
-    withFields
-      ? `, fields AS (
-    INSERT INTO contact_fields (project_id, key, type, created_at)
-    SELECT $1, u.k, u.t, $7::timestamptz FROM unnest($9::text[], $10::text[]) AS u(k, t)
-    ON CONFLICT DO NOTHING
-  )`
-      : ''
-  }
+  )${withFields ? fields : sql``}
   INSERT INTO contacts AS c (id, project_id, email, subscribed, data, created_at, updated_at)
   SELECT $3, $1, $2, COALESCE($4::boolean, old.subscribed, $5::boolean), $6::jsonb, $7::timestamptz, $7::timestamptz
     FROM (SELECT 1) AS one LEFT JOIN old ON true
   ON CONFLICT (project_id, email) DO UPDATE SET
     subscribed = COALESCE($4::boolean, c.subscribed),
-    data = (c.data - $8::text[]) || $6::jsonb,
-    updated_at = CASE WHEN COALESCE($4::boolean, c.subscribed) <> c.subscribed
-                        OR ((c.data - $8::text[]) || $6::jsonb) <> c.data
+    data = ${merged},
+    updated_at = CASE WHEN COALESCE($4::boolean, c.subscribed) <> c.subscribed OR ${merged} <> c.data
                       THEN $7::timestamptz ELSE c.updated_at END
-  RETURNING ${COLUMNS},
+  RETURNING ${contactColumns('c')},
     c.id = $3 AS inserted,
     EXISTS (SELECT 1 FROM old) AS existed,
     (SELECT subscribed FROM old) AS old_subscribed,
-    (SELECT data FROM old) IS NOT DISTINCT FROM c.data AS data_same`;
+    (SELECT data FROM old) IS NOT DISTINCT FROM c.data AS data_same`).sql;
 
-const UPSERT = { name: 'herald_contacts_upsert_v1', text: upsertText(false) };
-const UPSERT_WITH_FIELDS = { name: 'herald_contacts_upsert_fields_v1', text: upsertText(true) };
+const UPSERT = { name: 'herald_contacts_upsert_v2', text: upsertText(false) };
+const UPSERT_WITH_FIELDS = { name: 'herald_contacts_upsert_fields_v2', text: upsertText(true) };
 
 /** The upsert statement for one contact, ready for `client.query` (the benchmark issues it as is). */
 export function upsertContactQuery(

@@ -1,5 +1,6 @@
 import { domainToASCII } from 'node:url';
 import { z } from 'zod';
+import { component } from '../../http/openapi.ts';
 import type { DomainStatus, StoredDnsRecord } from '../../db/schema/domains.ts';
 
 const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -51,3 +52,31 @@ export type DomainRecord = {
   lastCheckedAt: string | null;
   records: StoredDnsRecord[];
 };
+
+// Responses (the document and the strict response check: src/http/openapi.ts)
+
+export const domainSchema = component(
+  'Domain',
+  z.object({
+    id: z.string(),
+    domain: z.string(),
+    status: z.enum(['pending', 'verified']),
+    projectId: z.string(),
+    createdAt: z.string(),
+    verifiedAt: z.string().nullable(),
+    lastCheckedAt: z.string().nullable(),
+    records: z
+      .array(
+        z.object({
+          type: z.enum(['TXT', 'CNAME', 'MX']),
+          name: z.string(),
+          value: z.string(),
+          priority: z.number().int().optional(),
+          purpose: z.enum(['dkim', 'verification', 'spf', 'dmarc', 'return-path']),
+          required: z.boolean(),
+          found: z.boolean().optional(),
+        }),
+      )
+      .describe('The DNS records to publish, with the result of the last check'),
+  }),
+);

@@ -4,15 +4,9 @@ import type { Db } from '../../db/client.ts';
 import { domains } from '../../db/schema/domains.ts';
 import { ApiError } from '../../http/errors.ts';
 import { decryptPrivateKey } from './dkim-keys.ts';
+import { isSandboxDomain, SANDBOX_DOMAIN, sandboxSender } from './sandbox.ts';
 
 export type SenderDomain = { id: string; domain: string; dkimSelector: string; dkimPrivateKeyPem: string };
-
-/**
- * Checks other modules register to block deleting a domain they still send from. Each returns a
- * description of one user ('template "Welcome"') or null. A sender uses `domain` when its address's
- * domain is `domain` or a subdomain of it: see `senderUsesDomain` and `fromDomainMatchesSql`.
- */
-export const senderUsageChecks: Array<(db: Db, projectId: string, domain: string) => Promise<string | null>> = [];
 
 /** The domain part of an address, lower-cased, without a trailing dot. */
 export function emailDomain(email: string): string {
@@ -40,48 +34,33 @@ export function fromDomainMatchesSql(column: unknown, domain: string) {
   return sql`(lower(split_part(${column}, '@', 2)) = ${domain} OR lower(split_part(${column}, '@', 2)) LIKE ${`%.${domain}`})`;
 }
 
-export const notVerified = (domain: string) =>
-  new ApiError(403, 'INTERNAL_SERVER_ERROR', `Domain ${domain} is not verified for this project`, {
-    details: { domain },
-    suggestion: 'Add the domain with POST /domains, publish its DNS records, then check it with GET /domains/:id/verify',
-  });
-
-// Decrypted keys by ciphertext: workers call senderDomainFor per message and RSA PEMs never change.
-const pemCache = new Map<string, string>();
-const PEM_CACHE_MAX = 1000;
-
-function privateKeyPem(encrypted: string, secret: string): string {
-  const cached = pemCache.get(encrypted);
-  if (cached) return cached;
-  const pem = decryptPrivateKey(encrypted, secret);
-  if (pemCache.size >= PEM_CACHE_MAX) pemCache.delete(pemCache.keys().next().value!);
-  pemCache.set(encrypted, pem);
-  return pem;
+/** The sender's domain is not verified for the project (403 in the API; the delivery worker fails the email with its message). */
+export class SenderNotVerifiedError extends ApiError {
+  constructor(domain: string) {
+    super(403, 'INTERNAL_SERVER_ERROR', `Domain ${domain} is not verified for this project`, {
+      details: { domain },
+      suggestion: `Add the domain with POST /domains, publish its DNS records, then check it with GET /domains/:id/verify; or, while mail is captured (SMTP_URL unset), send from any address @${SANDBOX_DOMAIN}`,
+    });
+  }
 }
 
-// Verified senders by project and address domain, briefly: /v1/send and every delivered message
-// ask. Status changes in this process clear a project's entries; other processes see them within
-// SENDER_CACHE_MS.
-const SENDER_CACHE_MS = 10_000;
-const senderCache = new Map<string, { sender: SenderDomain; until: number }>();
+export const notVerified = (domain: string) => new SenderNotVerifiedError(domain);
 
-export function forgetSenders(projectId: string): void {
-  for (const key of senderCache.keys()) if (key.startsWith(`${projectId}|`)) senderCache.delete(key);
-}
-
-/** The verified domain (exact or parent) that may send as `fromEmail` for the project; throws ApiError(403, 'INTERNAL_SERVER_ERROR', 'Domain <d> is not verified …') otherwise. */
+/** The verified domain (exact or parent) that may send as `fromEmail` for the project; throws SenderNotVerifiedError otherwise. */
 export async function senderDomainFor(ctx: AppContext, projectId: string, fromEmail: string): Promise<SenderDomain> {
-  const key = `${projectId}|${emailDomain(fromEmail)}`;
-  const hit = senderCache.get(key);
-  if (hit && hit.until > Date.now()) return hit.sender;
+  // Cached on the context; a domain added, verified, unverified or deleted in any process evicts
+  // the project's entries in every process (ctx.keys.notifyChanged).
+  const key = emailDomain(fromEmail);
+  const hit = ctx.caches.senders.get(projectId, key);
+  if (hit) return hit;
   const sender = await lookupSender(ctx, projectId, fromEmail);
-  if (senderCache.size > 10_000) senderCache.clear();
-  senderCache.set(key, { sender, until: Date.now() + SENDER_CACHE_MS });
+  ctx.caches.senders.set(projectId, key, sender);
   return sender;
 }
 
 async function lookupSender(ctx: AppContext, projectId: string, fromEmail: string): Promise<SenderDomain> {
   const domain = emailDomain(fromEmail);
+  if (isSandboxDomain(domain)) return sandboxSender(ctx.config);
   const candidates = domainAndParents(domain);
   if (candidates.length === 0) throw notVerified(domain);
   const [row] = await ctx.database.db
@@ -100,6 +79,6 @@ async function lookupSender(ctx: AppContext, projectId: string, fromEmail: strin
     id: row.id,
     domain: row.domain,
     dkimSelector: row.dkimSelector,
-    dkimPrivateKeyPem: privateKeyPem(row.dkimPrivateKeyEnc, ctx.config.jwtSecret),
+    dkimPrivateKeyPem: decryptPrivateKey(row.dkimPrivateKeyEnc, ctx.config.jwtSecret),
   };
 }

@@ -2,12 +2,12 @@ import { and, asc, desc, eq, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
 import { type DomainStatus, domains } from '../../db/schema/domains.ts';
-import { type ProjectAuth, assertCanManage } from '../../http/auth.ts';
 import { conflict, notFound } from '../../http/errors.ts';
 import { DKIM_SELECTOR, encryptPrivateKey, generateDkimKey } from './dkim-keys.ts';
 import { recordsFor } from './records.ts';
+import { SANDBOX_DOMAIN, sandboxReserved } from './sandbox.ts';
 import type { DomainRecord } from './schemas.ts';
-import { forgetSenders, senderUsageChecks } from './sender.ts';
+import { usage } from '../usage/service.ts';
 import { checkRecords } from './verify-dns.ts';
 
 type DomainRow = typeof domains.$inferSelect;
@@ -38,12 +38,12 @@ async function findDomain(ctx: AppContext, projectId: string, id: string): Promi
 
 const alreadyAdded = (domain: string) => conflict(`Domain ${domain} is already added to this project`, { domain });
 
-export async function addDomain(ctx: AppContext, auth: ProjectAuth, domain: string): Promise<DomainRecord> {
-  assertCanManage(auth);
+export async function addDomain(ctx: AppContext, projectId: string, domain: string): Promise<DomainRecord> {
+  if (domain === SANDBOX_DOMAIN || domain.endsWith(`.${SANDBOX_DOMAIN}`)) throw sandboxReserved();
   const exists = await ctx.database.db
     .select({ id: domains.id })
     .from(domains)
-    .where(and(eq(domains.projectId, auth.projectId), eq(domains.domain, domain)));
+    .where(and(eq(domains.projectId, projectId), eq(domains.domain, domain)));
   if (exists.length > 0) throw alreadyAdded(domain);
   const key = await generateDkimKey();
   const now = ctx.clock.now();
@@ -51,7 +51,7 @@ export async function addDomain(ctx: AppContext, auth: ProjectAuth, domain: stri
     .insert(domains)
     .values({
       id: uuidv7(now.getTime()),
-      projectId: auth.projectId,
+      projectId,
       domain,
       status: 'pending',
       dkimSelector: DKIM_SELECTOR,
@@ -66,14 +66,10 @@ export async function addDomain(ctx: AppContext, auth: ProjectAuth, domain: stri
   return toDomainRecord(row);
 }
 
-export async function listDomains(ctx: AppContext, auth: ProjectAuth, projectId: string): Promise<DomainRecord[]> {
+export async function listDomains(ctx: AppContext, callerProjectId: string, projectId: string): Promise<DomainRecord[]> {
   // Another project's id answers exactly like a project that does not exist.
-  if (projectId !== auth.projectId) throw notFound('project', projectId);
-  const rows = await ctx.database.db
-    .select()
-    .from(domains)
-    .where(eq(domains.projectId, projectId))
-    .orderBy(desc(domains.createdAt), desc(domains.id));
+  if (projectId !== callerProjectId) throw notFound('project', projectId);
+  const rows = await ctx.database.db.select().from(domains).where(eq(domains.projectId, projectId)).orderBy(desc(domains.createdAt), desc(domains.id));
   return rows.map(toDomainRecord);
 }
 
@@ -95,28 +91,25 @@ export async function checkDomain(ctx: AppContext, row: DomainRow): Promise<Doma
     .where(eq(domains.id, row.id))
     .returning();
   if (updated && status !== row.status) {
-    forgetSenders(row.projectId);
+    await ctx.keys.notifyChanged(row.projectId);
     ctx.log.info({ domainId: row.id, domain: row.domain, projectId: row.projectId, status }, 'sender domain status changed');
   }
   return updated ?? row; // deleted meanwhile: report what was checked
 }
 
-export async function verifyDomainNow(ctx: AppContext, auth: ProjectAuth, id: string): Promise<DomainRecord> {
-  const row = await findDomain(ctx, auth.projectId, id);
+export async function verifyDomainNow(ctx: AppContext, projectId: string, id: string): Promise<DomainRecord> {
+  const row = await findDomain(ctx, projectId, id);
   return toDomainRecord(await checkDomain(ctx, row));
 }
 
-export async function deleteDomain(ctx: AppContext, auth: ProjectAuth, id: string): Promise<void> {
-  assertCanManage(auth);
-  const row = await findDomain(ctx, auth.projectId, id);
-  for (const check of senderUsageChecks) {
-    const user = await check(ctx.database.db, auth.projectId, row.domain);
-    if (user) {
-      throw conflict(`Domain ${row.domain} is used by ${user}; change its sender first`, { domain: row.domain, usedBy: user });
-    }
+export async function deleteDomain(ctx: AppContext, projectId: string, id: string): Promise<void> {
+  const row = await findDomain(ctx, projectId, id);
+  const user = await usage.domainSender(ctx.database.db, projectId, row.domain);
+  if (user) {
+    throw conflict(`Domain ${row.domain} is used by ${user}; change its sender first`, { domain: row.domain, usedBy: user });
   }
   await ctx.database.db.delete(domains).where(eq(domains.id, row.id));
-  forgetSenders(auth.projectId);
+  await ctx.keys.notifyChanged(projectId);
 }
 
 /** Domains in `status` for a background check, least recently checked first. */

@@ -67,7 +67,11 @@ function spfMatches(published: string, expected: string): boolean {
 /** Any DMARC policy satisfies the recommendation. */
 const dmarcMatches = (published: string) => /^v\s*=\s*DMARC1\s*(;|$)/i.test(published.trim());
 
-const normaliseTxt = (s: string) => s.trim().replace(/\s*;\s*/g, '; ').replace(/\s+/g, ' ');
+const normaliseTxt = (s: string) =>
+  s
+    .trim()
+    .replace(/\s*;\s*/g, '; ')
+    .replace(/\s+/g, ' ');
 
 export function recordMatches(record: StoredDnsRecord, published: string): boolean {
   if (record.type === 'TXT') {

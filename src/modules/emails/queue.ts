@@ -3,8 +3,20 @@ import type pg from 'pg';
 import type { AppContext } from '../../context.ts';
 import type { Db } from '../../db/client.ts';
 import { uuidv7 } from '../../db/ids.ts';
-import { type EmailStatus, type EmailType, type StoredAttachment, emails } from '../../db/schema/emails.ts';
+import { type EmailStatus, type EmailType, type StoredAttachment, emailContents, emails } from '../../db/schema/emails.ts';
 import { DELIVERY_QUEUE } from './delivery/queue-name.ts';
+
+/**
+ * What several emails may share (stored once in email_contents): emails of one batch that carry the
+ * same EmailContent object share one row, so a caller shares content by passing one object.
+ */
+export type EmailContent = {
+  bodySource: string;
+  /** One-off variables (not stored on the contact). */
+  variables?: Record<string, unknown>;
+  headers?: Record<string, string>;
+  attachments?: StoredAttachment[] | null;
+};
 
 export type NewEmail = {
   projectId: string;
@@ -14,10 +26,7 @@ export type NewEmail = {
   replyTo?: string | null;
   type: EmailType;
   subjectSource: string;
-  bodySource: string;
-  variables?: Record<string, unknown>;
-  headers?: Record<string, string>;
-  attachments?: StoredAttachment[] | null;
+  content: EmailContent;
   templateId?: string | null;
   campaignId?: string | null;
   workflowId?: string | null;
@@ -33,8 +42,9 @@ export type QueuedEmail = { id: string; status: NewEmail['status'] };
 const SUPPRESSED_ERROR = 'Address is suppressed in this project';
 
 /**
- * Writes email rows and their delivery jobs in the caller's transaction: send, campaigns and
- * workflows all queue mail through here, so an email exists exactly when its job does.
+ * Writes email rows, their shared content rows and their delivery jobs in the caller's transaction:
+ * send, campaigns and workflows all queue mail through here, so an email exists exactly when its
+ * job does, and a content is stored once however many emails of the batch carry it.
  */
 export async function queueEmails(ctx: AppContext, t: { tx: Db; client: pg.PoolClient }, batch: NewEmail[]): Promise<string[]> {
   return (await queueEmailsWithStatus(ctx, t, batch)).map((e) => e.id);
@@ -44,6 +54,23 @@ export async function queueEmails(ctx: AppContext, t: { tx: Db; client: pg.PoolC
 export async function queueEmailsWithStatus(ctx: AppContext, t: { tx: Db; client: pg.PoolClient }, batch: NewEmail[]): Promise<QueuedEmail[]> {
   if (batch.length === 0) return [];
   const now = ctx.clock.now();
+  const contentIds = new Map<EmailContent, string>();
+  const contentRows: (typeof emailContents.$inferInsert)[] = [];
+  for (const e of batch) {
+    if (contentIds.has(e.content)) continue;
+    const id = uuidv7(now.getTime());
+    contentIds.set(e.content, id);
+    contentRows.push({
+      id,
+      projectId: e.projectId,
+      bodySource: e.content.bodySource,
+      variables: e.content.variables ?? {},
+      headers: e.content.headers ?? {},
+      attachments: e.content.attachments ?? null,
+      createdAt: now,
+    });
+  }
+  await t.tx.insert(emailContents).values(contentRows);
   const rows = batch.map((e) => ({
     id: uuidv7(now.getTime()),
     projectId: e.projectId,
@@ -55,10 +82,7 @@ export async function queueEmailsWithStatus(ctx: AppContext, t: { tx: Db; client
     replyTo: e.replyTo ?? null,
     type: e.type,
     subjectSource: e.subjectSource,
-    bodySource: e.bodySource,
-    variables: e.variables ?? {},
-    headers: e.headers ?? {},
-    attachments: e.attachments ?? null,
+    contentId: contentIds.get(e.content)!,
     templateId: e.templateId ?? null,
     campaignId: e.campaignId ?? null,
     workflowId: e.workflowId ?? null,
@@ -70,10 +94,8 @@ export async function queueEmailsWithStatus(ctx: AppContext, t: { tx: Db; client
   const inserted = await t.tx.insert(emails).values(rows).returning({ id: emails.id, status: emails.status });
   const statusById = new Map(inserted.map((r) => [r.id, r.status as QueuedEmail['status']]));
   const queued = rows.map((r) => ({ id: r.id, status: statusById.get(r.id)! }));
-  const jobs = queued.filter((r) => r.status === 'QUEUED').map((r) => ({ name: DELIVERY_QUEUE, data: { emailId: r.id } }));
-  if (jobs.length > 0) {
-    await ctx.jobs.boss.insert(jobs, { db: { executeSql: (text, values) => t.client.query(text, values) } });
-  }
+  const jobs = queued.filter((r) => r.status === 'QUEUED').map((r) => ({ data: { emailId: r.id } }));
+  await ctx.jobs.sendMany(DELIVERY_QUEUE, jobs, { client: t.client });
   return queued;
 }
 

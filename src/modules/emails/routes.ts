@@ -4,8 +4,9 @@ import type { AppContext } from '../../context.ts';
 import { projectOf, requireApiKey, requireProject } from '../../http/auth.ts';
 import { idempotency } from '../../http/idempotency.ts';
 import { limitParam } from '../../http/pagination.ts';
+import { cursorList, describe } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
-import { emailIdParams, sendBody } from './schemas.ts';
+import { EMAIL_STATUSES, emailIdParams, emailRecordSchema, sendBody, sendResultSchema } from './schemas.ts';
 import { sendEmails } from './send.ts';
 import { getEmail, getRawEmail, listEmails } from './service.ts';
 
@@ -17,7 +18,7 @@ const listQuery = z.object({
   cursor: z.string().max(500).optional(),
   contactId: z.string().max(100).optional(),
   campaignId: z.string().max(100).optional(),
-  status: z.enum(['QUEUED', 'SENDING', 'SENT', 'DELIVERED', 'BOUNCED', 'COMPLAINED', 'FAILED', 'SKIPPED', 'SUPPRESSED']).optional(),
+  status: z.enum(EMAIL_STATUSES).optional(),
 });
 
 export function emailRoutes(app: FastifyInstance, ctx: AppContext): void {
@@ -25,18 +26,98 @@ export function emailRoutes(app: FastifyInstance, ctx: AppContext): void {
 
   app.post(
     '/v1/send',
-    { bodyLimit: SEND_BODY_LIMIT, onRequest: requireApiKey(ctx, 'secret'), preHandler: idem.preHandler, onSend: idem.onSend },
+    {
+      bodyLimit: SEND_BODY_LIMIT,
+      onRequest: requireApiKey(ctx, 'secret'),
+      preHandler: idem.preHandler,
+      onSend: idem.onSend,
+      schema: describe({
+        operationId: 'emails.send',
+        summary: 'Send a transactional email',
+        description:
+          'One message per recipient (`to` takes up to 50). A recipient without a contact gets one (unsubscribed unless `subscribed: true`). Give `subject` and `body`, or a `template` id; `data` personalises and is stored on the contact. Attachments up to 10 MB in total, base64.',
+        tag: 'Emails',
+        access: 'secretKey',
+        idempotent: true,
+        body: sendBody,
+        bodyExample: { to: 'ada@example.com', subject: 'Welcome, {{name}}', body: '<p>Hello {{name}}</p>', from: 'hello@acme.test', data: { name: 'Ada' } },
+        responses: {
+          200: {
+            schema: sendResultSchema,
+            example: {
+              success: true,
+              data: {
+                emails: [
+                  {
+                    contact: { id: 'cnt_01j9z3k5e8f7g6h5j4k3m2n1p0', email: 'ada@example.com' },
+                    email: '0b5e7c1a-2f4d-4c8e-9a6b-3d2e1f0a9b8c',
+                    status: 'QUEUED',
+                  },
+                ],
+                timestamp: '2026-01-01T12:00:00.000Z',
+              },
+            },
+          },
+        },
+        errors: [400, 403, 404, 409, 413, 415],
+      }),
+    },
     async (req) => ({ success: true, data: await sendEmails(ctx, projectOf(req).projectId, parse(sendBody, req.body)) }),
   );
 
   const onRequest = requireProject(ctx);
 
-  app.get('/emails', { onRequest }, async (req) => listEmails(ctx, projectOf(req).projectId, parse(listQuery, req.query)));
+  app.get(
+    '/emails',
+    {
+      onRequest,
+      schema: describe({
+        operationId: 'emails.list',
+        summary: 'List sent emails, newest first',
+        tag: 'Emails',
+        access: 'project',
+        query: listQuery,
+        responses: { 200: cursorList(emailRecordSchema) },
+        errors: [400],
+      }),
+    },
+    async (req) => listEmails(ctx, projectOf(req).projectId, parse(listQuery, req.query)),
+  );
 
-  app.get('/emails/:id', { onRequest }, async (req) => getEmail(ctx, projectOf(req).projectId, parse(emailIdParams, req.params).id));
+  app.get(
+    '/emails/:id',
+    {
+      onRequest,
+      schema: describe({
+        operationId: 'emails.get',
+        summary: 'Get one email and its delivery status',
+        tag: 'Emails',
+        access: 'project',
+        params: emailIdParams,
+        responses: { 200: emailRecordSchema },
+        errors: [404],
+      }),
+    },
+    async (req) => getEmail(ctx, projectOf(req).projectId, parse(emailIdParams, req.params).id),
+  );
 
-  app.get('/emails/:id/raw', { onRequest }, async (req, reply) => {
-    const raw = await getRawEmail(ctx, projectOf(req).projectId, parse(emailIdParams, req.params).id);
-    return reply.type('message/rfc822').send(raw);
-  });
+  app.get(
+    '/emails/:id/raw',
+    {
+      onRequest,
+      schema: describe({
+        operationId: 'emails.raw',
+        summary: 'Download the message as sent (RFC 5322)',
+        tag: 'Emails',
+        access: 'project',
+        params: emailIdParams,
+        responses: { 200: { schema: null, contentType: 'message/rfc822', description: 'The raw message' } },
+        errors: [404],
+      }),
+    },
+    async (req, reply) => {
+      const raw = await getRawEmail(ctx, projectOf(req).projectId, parse(emailIdParams, req.params).id);
+      return reply.type('message/rfc822').send(raw);
+    },
+  );
 }

@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import type { EmailStatus, EmailType } from '../../db/schema/emails.ts';
+import { component, envelope } from '../../http/openapi.ts';
+import { customDataSchema } from '../contacts/custom-data.ts';
 
 const NO_CRLF = /^[^\r\n]*$/;
 export const email = z.string().trim().toLowerCase().max(254).email();
@@ -9,13 +11,35 @@ const address = z.union([email, namedAddress]);
 
 /** Headers the service writes itself; a request cannot set them. */
 const RESERVED_HEADERS = new Set([
-  'from', 'to', 'cc', 'bcc', 'subject', 'date', 'message-id', 'reply-to', 'return-path', 'sender',
-  'mime-version', 'content-type', 'content-transfer-encoding', 'dkim-signature', 'list-unsubscribe',
-  'list-unsubscribe-post', 'precedence',
+  'from',
+  'to',
+  'cc',
+  'bcc',
+  'subject',
+  'date',
+  'message-id',
+  'reply-to',
+  'return-path',
+  'sender',
+  'mime-version',
+  'content-type',
+  'content-transfer-encoding',
+  'dkim-signature',
+  'list-unsubscribe',
+  'list-unsubscribe-post',
+  'precedence',
 ]);
 
+/** Custom headers per message: a request's stored size stays proportional to what a message carries. */
+export const MAX_CUSTOM_HEADERS = 100;
+
 const headers = z.record(z.string().max(998).regex(NO_CRLF, 'must not contain CR or LF')).superRefine((h, ctx) => {
-  for (const name of Object.keys(h)) {
+  const names = Object.keys(h);
+  if (names.length > MAX_CUSTOM_HEADERS) {
+    ctx.addIssue({ code: 'too_big', type: 'array', maximum: MAX_CUSTOM_HEADERS, inclusive: true, message: `At most ${MAX_CUSTOM_HEADERS} custom headers` });
+    return;
+  }
+  for (const name of names) {
     if (!/^[\x21-\x39\x3b-\x7e]{1,76}$/.test(name)) {
       ctx.addIssue({ code: 'custom', path: [name], message: 'Header names are printable ASCII without spaces, colons, CR or LF' });
     } else if (RESERVED_HEADERS.has(name.toLowerCase())) {
@@ -26,14 +50,25 @@ const headers = z.record(z.string().max(998).regex(NO_CRLF, 'must not contain CR
 
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 export const MAX_ATTACHMENT_BYTES = 10 * 1024 * 1024;
-export const MAX_MESSAGE_BYTES = 40 * 1024 * 1024;
 
 const attachment = z
   .object({
-    filename: z.string().min(1).max(255).regex(/^[^\r\n"]*$/, 'must not contain CR, LF or quotes'),
+    filename: z
+      .string()
+      .min(1)
+      .max(255)
+      .regex(/^[^\r\n"]*$/, 'must not contain CR, LF or quotes'),
     content: z.string().min(1).regex(BASE64, 'must be base64'),
-    contentType: z.string().regex(/^[\w.+-]+\/[\w.+-]+$/, 'must be a MIME type such as application/pdf').default('application/octet-stream'),
-    contentId: z.string().min(1).max(255).regex(/^[^\s<>"]+$/, 'must not contain spaces, quotes or angle brackets').optional(),
+    contentType: z
+      .string()
+      .regex(/^[\w.+-]+\/[\w.+-]+$/, 'must be a MIME type such as application/pdf')
+      .default('application/octet-stream'),
+    contentId: z
+      .string()
+      .min(1)
+      .max(255)
+      .regex(/^[^\s<>"]+$/, 'must not contain spaces, quotes or angle brackets')
+      .optional(),
     disposition: z.enum(['attachment', 'inline']).optional(),
   })
   .refine((a) => a.disposition !== 'inline' || a.contentId, { message: 'Inline attachments need a contentId', path: ['contentId'] });
@@ -49,7 +84,7 @@ export const sendBody = z
     from: address.optional(),
     name: z.string().max(256).regex(NO_CRLF, 'must not contain line breaks').optional(),
     subscribed: z.boolean().optional(),
-    data: z.record(z.unknown()).optional(),
+    data: customDataSchema.optional(),
     headers: headers.optional(),
     reply: email.optional(),
     attachments: z.array(attachment).max(10).optional(),
@@ -62,7 +97,14 @@ export const sendBody = z
     }
     const total = (b.attachments ?? []).reduce((n, a) => n + decodedSize(a.content), 0);
     if (total > MAX_ATTACHMENT_BYTES) {
-      ctx.addIssue({ code: 'too_big', path: ['attachments'], maximum: MAX_ATTACHMENT_BYTES, type: 'array', inclusive: true, message: 'Attachments exceed 10 MB in total' });
+      ctx.addIssue({
+        code: 'too_big',
+        path: ['attachments'],
+        maximum: MAX_ATTACHMENT_BYTES,
+        type: 'array',
+        inclusive: true,
+        message: 'Attachments exceed 10 MB in total',
+      });
     }
   });
 
@@ -99,3 +141,55 @@ export type EmailRecord = {
   createdAt: string;
   updatedAt: string;
 };
+
+// Responses (the document and the strict response check: src/http/openapi.ts)
+
+export const EMAIL_STATUSES = ['QUEUED', 'SENDING', 'SENT', 'DELIVERED', 'BOUNCED', 'COMPLAINED', 'FAILED', 'SKIPPED', 'SUPPRESSED'] as const;
+
+const when = z.string().nullable();
+
+export const emailRecordSchema = component(
+  'Email',
+  z.object({
+    id: z.string(),
+    projectId: z.string(),
+    contactId: z.string().nullable(),
+    to: z.string(),
+    toName: z.string().nullable(),
+    from: z.string(),
+    fromName: z.string().nullable(),
+    replyTo: z.string().nullable(),
+    subject: z.string(),
+    type: z.enum(['TRANSACTIONAL', 'MARKETING', 'HEADLESS']),
+    status: z.enum(EMAIL_STATUSES),
+    error: z.string().nullable(),
+    templateId: z.string().nullable(),
+    campaignId: z.string().nullable(),
+    workflowId: z.string().nullable(),
+    messageId: z.string().nullable(),
+    attempts: z.number().int(),
+    openCount: z.number().int(),
+    clickCount: z.number().int(),
+    sentAt: when,
+    deliveredAt: when,
+    openedAt: when,
+    clickedAt: when,
+    bouncedAt: when,
+    complainedAt: when,
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  }),
+);
+
+export const sendResultSchema = envelope(
+  z.object({
+    emails: z.array(
+      z.object({
+        contact: z.object({ id: z.string(), email: z.string() }),
+        email: z.string().describe('The email id'),
+        status: z.enum(EMAIL_STATUSES),
+      }),
+    ),
+    timestamp: z.string(),
+  }),
+);

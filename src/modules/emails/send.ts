@@ -1,5 +1,6 @@
 import type { AppContext } from '../../context.ts';
 import { withTransaction } from '../../db/client.ts';
+import { assertWithinBillingLimit } from '../billing/limits.ts';
 import type { EmailType } from '../../db/schema/emails.ts';
 import { validationError } from '../../http/errors.ts';
 import { checkTemplates } from '../../render/engine.ts';
@@ -7,7 +8,8 @@ import { type UpsertResult, upsertContact } from '../contacts/service.ts';
 import { scheduleSegmentReevaluation } from '../segments/membership.ts';
 import { senderDomainFor } from '../domains/sender.ts';
 import { getTemplate } from '../templates/service.ts';
-import { type NewEmail, queueEmailsWithStatus } from './queue.ts';
+import { splitCustomData } from '../contacts/custom-data.ts';
+import { type EmailContent, type NewEmail, queueEmailsWithStatus } from './queue.ts';
 import type { SendBody } from './schemas.ts';
 
 export type SendResultItem = {
@@ -47,9 +49,20 @@ export async function sendEmails(ctx: AppContext, projectId: string, body: SendB
 
   const type: EmailType = template?.type ?? 'TRANSACTIONAL';
   const recipients = (Array.isArray(body.to) ? body.to : [body.to]).map(toAddress);
+  const stored = splitCustomData(body.data);
+  assertStoredDataBound(stored.set, new Set(recipients.map((r) => r.email)).size);
   const now = ctx.clock.now();
+  // One content for every recipient of the request (stored once): the one-off variables come from
+  // the request's `data` alone, the same for each contact.
+  const content: EmailContent = {
+    bodySource,
+    variables: stored.oneOff,
+    headers: body.headers,
+    attachments: body.attachments,
+  };
 
   return withTransaction(ctx.database, async (t) => {
+    await assertWithinBillingLimit(ctx, t, projectId, 'transactional', recipients.length);
     const items: Pick<SendResultItem, 'contact'>[] = [];
     const batch: NewEmail[] = [];
     // Contacts are upserted in email order, so concurrent multi-recipient sends lock rows in one
@@ -61,7 +74,7 @@ export async function sendEmails(ctx: AppContext, projectId: string, body: SendB
       if (result.isNew || result.isUpdate) await scheduleSegmentReevaluation(ctx, projectId, result.contact.id, t.client);
     }
     for (const to of recipients) {
-      const { contact, oneOff } = contacts.get(to.email)!;
+      const { contact } = contacts.get(to.email)!;
       items.push({ contact: { id: contact.id, email: contact.email } });
       batch.push({
         projectId,
@@ -71,10 +84,7 @@ export async function sendEmails(ctx: AppContext, projectId: string, body: SendB
         replyTo: body.reply ?? template?.replyTo ?? null,
         type,
         subjectSource,
-        bodySource,
-        variables: oneOff,
-        headers: body.headers,
-        attachments: body.attachments,
+        content,
         templateId: template?.id ?? null,
         ...initialStatus(type, contact.subscribed),
         checkSuppression: true,
@@ -83,6 +93,27 @@ export async function sendEmails(ctx: AppContext, projectId: string, body: SendB
     const queued = await queueEmailsWithStatus(ctx, t, batch);
     return { emails: items.map((item, i) => ({ ...item, email: queued[i].id, status: queued[i].status })), timestamp: now.toISOString() };
   });
+}
+
+/** Persistent `data` is written to every recipient's contact: at most this much in all per request. */
+export const MAX_STORED_DATA_BYTES = 2 * 1024 * 1024;
+
+/**
+ * Persistent `data` is stored on each recipient's contact (one-off values once, with the content):
+ * its size times the recipients stays within MAX_STORED_DATA_BYTES, so what a request stores stays
+ * proportional to what it sent. One recipient can always use the whole `data` cap.
+ */
+function assertStoredDataBound(persistent: Record<string, unknown>, recipients: number): void {
+  if (recipients <= 1) return;
+  const bytes = Buffer.byteLength(JSON.stringify(persistent));
+  if (bytes * recipients <= MAX_STORED_DATA_BYTES) return;
+  throw validationError([
+    {
+      field: 'data',
+      code: 'too_big',
+      message: `data stored on ${recipients} contacts would take ${Math.ceil((bytes * recipients) / 1024)} KB (at most ${MAX_STORED_DATA_BYTES / 1024 / 1024} MB per request): send large values as one-off ({ "value": …, "persistent": false }) or to fewer recipients`,
+    },
+  ]);
 }
 
 function resolveFrom(body: SendBody, template: { from: string; fromName: string | null } | null): Address | null {

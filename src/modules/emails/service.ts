@@ -44,7 +44,10 @@ export function toEmailRecord(e: EmailRow): EmailRecord {
 
 export async function getEmail(ctx: AppContext, projectId: string, id: string): Promise<EmailRecord> {
   if (!UUID.test(id)) throw notFound('email', id);
-  const [row] = await ctx.database.db.select().from(emails).where(and(eq(emails.projectId, projectId), eq(emails.id, id)));
+  const [row] = await ctx.database.db
+    .select()
+    .from(emails)
+    .where(and(eq(emails.projectId, projectId), eq(emails.id, id)));
   if (!row) throw notFound('email', id);
   return toEmailRecord(row);
 }
@@ -73,11 +76,21 @@ export async function listEmails(ctx: AppContext, projectId: string, q: EmailLis
   const rows = await ctx.database.db
     .select()
     .from(emails)
-    .where(and(where, afterCursor(q.cursor, emails.createdAt, emails.id, (id) => UUID.test(id))))
+    .where(
+      and(
+        where,
+        afterCursor(q.cursor, emails.createdAt, emails.id, (id) => UUID.test(id)),
+      ),
+    )
     .orderBy(desc(emails.createdAt), desc(emails.id))
     .limit(q.limit + 1);
   const total = q.cursor
     ? 0
-    : (await ctx.database.db.select({ n: sql<number>`count(*)::int` }).from(emails).where(where))[0].n;
+    : (
+        await ctx.database.db
+          .select({ n: sql<number>`count(*)::int` })
+          .from(emails)
+          .where(where)
+      )[0].n;
   return { ...cursorPage(rows, q.limit, (e) => [e.createdAt, e.id], toEmailRecord), total };
 }

@@ -14,10 +14,9 @@ const DAY_MS = 24 * 3600 * 1000;
 const instant = z
   .string()
   .max(40)
-  .refine(
-    (s) => (DAY.test(s) ? !Number.isNaN(Date.parse(`${s}T00:00:00Z`)) : z.string().datetime({ offset: true }).safeParse(s).success),
-    { message: 'Must be an ISO 8601 date-time (2024-05-01T00:00:00Z) or a date (2024-05-01)' },
-  );
+  .refine((s) => (DAY.test(s) ? !Number.isNaN(Date.parse(`${s}T00:00:00Z`)) : z.string().datetime({ offset: true }).safeParse(s).success), {
+    message: 'Must be an ISO 8601 date-time (2024-05-01T00:00:00Z) or a date (2024-05-01)',
+  });
 
 export const rangeQuery = z.object({ from: instant.optional(), to: instant.optional() });
 

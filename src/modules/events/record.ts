@@ -1,7 +1,10 @@
+import { type SQL, sql } from 'drizzle-orm';
 import type pg from 'pg';
 import type { Db } from '../../db/client.ts';
 import { prefixedId } from '../../db/ids.ts';
 import { events } from '../../db/schema/events.ts';
+import { eventRollupCtes } from '../analytics/rollups.ts';
+import { workflowsOnEvent } from '../workflows/engine/enrol.ts';
 
 export type NewEvent = {
   projectId: string;
@@ -13,12 +16,17 @@ export type NewEvent = {
 
 /**
  * The event insert as a named statement (planned once per connection): it runs on every tracked
- * event and every email state change. $1 id, $2 project, $3 contact, $4 name, $5 data, $6 time.
+ * event and every email state change. A tracked event is added to the analytics rollups in the same
+ * statement (analytics/rollups.ts). $1 id, $2 project, $3 contact, $4 name, $5 data, $6 time.
  * Exported so the track benchmark issues the very same statement.
  */
 export const RECORD_EVENT_SQL = {
-  name: 'herald_events_insert_v1',
-  text: 'INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES ($1, $2, $3, $4, $5::jsonb, $6::timestamptz)',
+  name: 'herald_events_insert_v2',
+  text: `WITH inserted AS (
+      INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES ($1, $2, $3, $4, $5::jsonb, $6::timestamptz)
+      RETURNING project_id, contact_id, name, created_at
+    ), ${eventRollupCtes('inserted')}
+    SELECT 1`,
 } as const;
 
 /**
@@ -34,7 +42,78 @@ export async function recordEvent(db: Db, e: NewEvent): Promise<{ id: string; cr
     const data = e.data == null ? null : JSON.stringify(e.data);
     await client.query({ ...RECORD_EVENT_SQL, values: [id, e.projectId, e.contactId, e.name, data, createdAt.toISOString()] });
   } else {
-    await db.insert(events).values({ id, projectId: e.projectId, contactId: e.contactId, name: e.name, data: e.data ?? null, createdAt });
+    await db.execute(sql`
+      WITH inserted AS (
+        INSERT INTO events (id, project_id, contact_id, name, data, created_at)
+        VALUES (${id}, ${e.projectId}, ${e.contactId}, ${e.name}, ${e.data == null ? null : JSON.stringify(e.data)}::jsonb, ${createdAt.toISOString()}::timestamptz)
+        RETURNING project_id, contact_id, name, created_at
+      ), ${sql.raw(eventRollupCtes('inserted'))}
+      SELECT 1`);
   }
+  // What an event causes in workflows (EVENT triggers, WAIT_FOR_EVENT), in the event's transaction.
+  await workflowsOnEvent(db, { id, projectId: e.projectId, contactId: e.contactId, name: e.name, data: e.data ?? null, createdAt });
   return { id, createdAt };
+}
+
+export type RecordedEvent = { id: string; projectId: string; contactId: string | null; name: string };
+
+/** Set-based `recordEvent`: many rows in one INSERT (segment entries, bulk subscription changes). */
+export async function recordEvents(db: Db, rows: NewEvent[]): Promise<RecordedEvent[]> {
+  if (rows.length === 0) return [];
+  const now = new Date();
+  const values = rows.map((e) => ({
+    id: prefixedId('evt'),
+    projectId: e.projectId,
+    contactId: e.contactId,
+    name: e.name,
+    data: e.data ?? null,
+    createdAt: e.createdAt ?? now,
+  }));
+  // 6 parameters a row: chunks stay far below PostgreSQL's 65,535 bind parameters.
+  // The rollups of tracked events (analytics/rollups.ts) in the same statement.
+  for (let i = 0; i < values.length; i += 5_000) {
+    const chunk = values
+      .slice(i, i + 5_000)
+      .map(
+        (v) =>
+          sql`(${v.id}, ${v.projectId}, ${v.contactId}, ${v.name}, ${v.data == null ? null : JSON.stringify(v.data)}::jsonb, ${v.createdAt.toISOString()}::timestamptz)`,
+      );
+    await db.execute(sql`
+      WITH inserted AS (
+        INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES ${sql.join(chunk, sql`, `)}
+        RETURNING project_id, contact_id, name, created_at
+      ), ${sql.raw(eventRollupCtes('inserted'))}
+      SELECT 1`);
+  }
+  for (const e of values) await workflowsOnEvent(db, e);
+  return values.map(({ id, projectId, contactId, name }) => ({ id, projectId, contactId, name }));
+}
+
+/**
+ * Set-based, in the same statement as the change that caused the events, so both commit in one
+ * round trip: `with` is the statement's CTE list (for example the `UPDATE emails … RETURNING`),
+ * `rows` a SELECT over it yielding (ord, project_id, contact_id, name, data, created_at), at most
+ * `max` rows; ids are made here, in `ord` order.
+ */
+export async function recordEventsWith(db: Db, q: { with: SQL; rows: SQL; max: number }): Promise<RecordedEvent[]> {
+  const ids = Array.from({ length: q.max }, () => prefixedId('evt'));
+  const { rows } = await db.execute<{
+    id: string;
+    project_id: string;
+    contact_id: string | null;
+    name: string;
+    data: Record<string, unknown> | null;
+    created_at: string | Date;
+  }>(sql`
+    WITH ${q.with}, src AS (SELECT s.*, row_number() OVER (ORDER BY s.ord) AS n FROM (${q.rows}) AS s),
+    inserted AS (
+      INSERT INTO events (id, project_id, contact_id, name, data, created_at)
+      SELECT (${sql.param(ids)}::text[])[src.n::int], src.project_id, src.contact_id, src.name, src.data, src.created_at FROM src
+      RETURNING id, project_id, contact_id, name, data, created_at
+    ), ${sql.raw(eventRollupCtes('inserted'))}
+    SELECT * FROM inserted`);
+  for (const r of rows) {
+    await workflowsOnEvent(db, { id: r.id, projectId: r.project_id, contactId: r.contact_id, name: r.name, data: r.data, createdAt: new Date(r.created_at) });
+  }
+  return rows.map((r) => ({ id: r.id, projectId: r.project_id, contactId: r.contact_id, name: r.name }));
 }

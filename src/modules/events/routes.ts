@@ -1,21 +1,59 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { projectOf, requireApiKey, requireProject } from '../../http/auth.ts';
 import { idempotency } from '../../http/idempotency.ts';
+import { cursorList, describe } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { trackCors, trackPreflight } from './cors.ts';
 import { distinctEventNames, eventStats, listContactEvents, listEvents } from './list.ts';
 import { rangeQuery, toTimeRange } from './range.ts';
-import { contactEventsQuery, contactIdParams, eventNameParams, listEventsQuery, parseTrackBody } from './schemas.ts';
+import {
+  contactEventsQuery,
+  contactIdParams,
+  eventNameParams,
+  eventNamesSchema,
+  eventSchema,
+  eventStatsSchema,
+  eventUsageSchema,
+  listEventsQuery,
+  parseTrackBody,
+  trackBody,
+  trackResultSchema,
+} from './schemas.ts';
 import { trackEvent } from './service.ts';
 import { deleteEventName, eventUsage } from './usage.ts';
 
 export function eventRoutes(app: FastifyInstance, ctx: AppContext): void {
   const idem = idempotency(ctx);
   const db = ctx.database.db;
+  const trackDoc = (operationId: string, access: 'publicKey' | 'project', summary: string) =>
+    describe({
+      operationId,
+      summary,
+      description:
+        'Records an event for the contact with this email (created, subscribed, when new). `data` is stored on the contact; `subscribed: false` records without resubscribing. Event names email.*, contact.subscribed, contact.unsubscribed and segment.* are reserved.',
+      tag: 'Events',
+      access,
+      idempotent: true,
+      body: trackBody,
+      bodyExample: { email: 'ada@example.com', event: 'signed-up', data: { plan: 'pro' } },
+      responses: {
+        200: {
+          schema: trackResultSchema,
+          example: {
+            success: true,
+            data: { contact: 'cnt_01j9z3k5e8f7g6h5j4k3m2n1p0', event: 'evt_01j9z3k5e8f7g6h5j4k3m2n1p1', timestamp: '2026-01-01T12:00:00.000Z' },
+          },
+        },
+      },
+      errors: [400, 402, 409, 413, 415],
+    });
+  const doc = (d: Omit<Parameters<typeof describe>[0], 'tag' | 'access'>) => describe({ tag: 'Events', access: 'project', ...d });
 
   const track = async (req: FastifyRequest) => {
-    const result = await trackEvent(ctx, projectOf(req).projectId, parseTrackBody(req.body));
+    const auth = projectOf(req);
+    const result = await trackEvent(ctx, auth.projectId, parseTrackBody(req.body), { publicKey: auth.keyType === 'public' });
     return {
       success: true,
       data: { contact: result.contact.id, event: result.event.id, timestamp: result.event.createdAt.toISOString() },
@@ -23,40 +61,125 @@ export function eventRoutes(app: FastifyInstance, ctx: AppContext): void {
   };
 
   // Public key only (api-spec Authentication § 4): a secret key here is 401.
-  app.options('/v1/track', trackPreflight);
+  app.options(
+    '/v1/track',
+    {
+      schema: describe({
+        operationId: 'events.trackPreflight',
+        summary: 'CORS preflight for browsers calling /v1/track',
+        tag: 'Events',
+        access: 'none',
+        responses: { 204: null },
+      }),
+    },
+    trackPreflight,
+  );
   app.post(
     '/v1/track',
-    { onRequest: [trackCors, requireApiKey(ctx, 'public')], preHandler: idem.preHandler, onSend: idem.onSend },
+    {
+      onRequest: [trackCors, requireApiKey(ctx, 'public')],
+      preHandler: idem.preHandler,
+      onSend: idem.onSend,
+      schema: trackDoc('events.track', 'publicKey', 'Track an event (public key; callable from browsers)'),
+    },
     track,
   );
 
   const onRequest = requireProject(ctx);
 
   // The dashboard's alias: same body, same response.
-  app.post('/events/track', { onRequest, preHandler: idem.preHandler, onSend: idem.onSend }, track);
-
-  app.get('/events', { onRequest }, async (req) => listEvents(db, projectOf(req).projectId, parse(listEventsQuery, req.query)));
-
-  app.get('/events/stats', { onRequest }, async (req) =>
-    eventStats(db, projectOf(req).projectId, toTimeRange(parse(rangeQuery, req.query), ctx.clock.now())),
+  app.post(
+    '/events/track',
+    {
+      onRequest,
+      preHandler: idem.preHandler,
+      onSend: idem.onSend,
+      schema: trackDoc('events.trackFromDashboard', 'project', 'Track an event (secret key or session; same body as /v1/track)'),
+    },
+    track,
   );
 
-  app.get('/events/names', { onRequest }, async (req) => ({ names: await distinctEventNames(db, projectOf(req).projectId) }));
-
-  app.get('/events/contact/:contactId', { onRequest }, async (req) => {
-    const { contactId } = parse(contactIdParams, req.params);
-    // The static `contact` segment shadows `/events/:eventName/usage` for an event named "contact";
-    // no contact id is "usage", so that path can only mean the event's usage.
-    if (contactId === 'usage') return eventUsage(db, projectOf(req).projectId, 'contact');
-    return listContactEvents(db, projectOf(req).projectId, contactId, parse(contactEventsQuery, req.query));
-  });
-
-  app.get('/events/:eventName/usage', { onRequest }, async (req) =>
-    eventUsage(db, projectOf(req).projectId, parse(eventNameParams, req.params).eventName),
+  app.get(
+    '/events',
+    {
+      onRequest,
+      schema: doc({
+        operationId: 'events.list',
+        summary: 'List events, newest first',
+        query: listEventsQuery,
+        responses: { 200: cursorList(eventSchema) },
+        errors: [400],
+      }),
+    },
+    async (req) => listEvents(db, projectOf(req).projectId, parse(listEventsQuery, req.query)),
   );
 
-  app.delete('/events/:eventName', { onRequest }, async (req, reply) => {
-    await deleteEventName(ctx, projectOf(req).projectId, parse(eventNameParams, req.params).eventName);
-    return reply.status(204).send();
-  });
+  app.get(
+    '/events/stats',
+    {
+      onRequest,
+      schema: doc({ operationId: 'events.stats', summary: 'Event counts per name over a time range', query: rangeQuery, responses: { 200: eventStatsSchema } }),
+    },
+    async (req) => eventStats(db, projectOf(req).projectId, toTimeRange(parse(rangeQuery, req.query), ctx.clock.now())),
+  );
+
+  app.get(
+    '/events/names',
+    { onRequest, schema: doc({ operationId: 'events.names', summary: 'Distinct event names', responses: { 200: eventNamesSchema } }) },
+    async (req) => ({ names: await distinctEventNames(db, projectOf(req).projectId) }),
+  );
+
+  app.get(
+    '/events/contact/:contactId',
+    {
+      onRequest,
+      schema: doc({
+        operationId: 'events.listForContact',
+        summary: "A contact's events, newest first",
+        params: contactIdParams,
+        query: contactEventsQuery,
+        responses: { 200: z.union([cursorList(eventSchema), eventUsageSchema]) },
+        errors: [400, 404],
+      }),
+    },
+    async (req) => {
+      const { contactId } = parse(contactIdParams, req.params);
+      // The static `contact` segment shadows `/events/:eventName/usage` for an event named "contact";
+      // no contact id is "usage", so that path can only mean the event's usage.
+      if (contactId === 'usage') return eventUsage(db, projectOf(req).projectId, 'contact');
+      return listContactEvents(db, projectOf(req).projectId, contactId, parse(contactEventsQuery, req.query));
+    },
+  );
+
+  app.get(
+    '/events/:eventName/usage',
+    {
+      onRequest,
+      schema: doc({
+        operationId: 'events.usage',
+        summary: 'Segments and workflows that use an event name',
+        params: eventNameParams,
+        responses: { 200: eventUsageSchema },
+      }),
+    },
+    async (req) => eventUsage(db, projectOf(req).projectId, parse(eventNameParams, req.params).eventName),
+  );
+
+  app.delete(
+    '/events/:eventName',
+    {
+      onRequest,
+      schema: doc({
+        operationId: 'events.deleteName',
+        summary: 'Delete every event with this name',
+        params: eventNameParams,
+        responses: { 204: null },
+        errors: [400, 409],
+      }),
+    },
+    async (req, reply) => {
+      await deleteEventName(ctx, projectOf(req).projectId, parse(eventNameParams, req.params).eventName);
+      return reply.status(204).send();
+    },
+  );
 }

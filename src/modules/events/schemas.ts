@@ -1,7 +1,10 @@
 import { z } from 'zod';
 import { type FieldError, fieldErrors, validationError } from '../../http/errors.ts';
+import { component, envelope } from '../../http/openapi.ts';
 import { limitParam } from '../../http/pagination.ts';
-import { customDataSchema, isStorableText } from '../contacts/custom-data.ts';
+import { customDataSchema } from '../contacts/custom-data.ts';
+import { isStorableText } from '../../db/storable-text.ts';
+import { eventNameUsersSchema } from '../usage/schemas.ts';
 import { emailSchema } from '../contacts/schemas.ts';
 import { MAX_EVENT_NAME, isReservedEventName } from './names.ts';
 
@@ -77,3 +80,34 @@ export const listEventsQuery = z.object({
 export type ListEventsQuery = z.output<typeof listEventsQuery>;
 
 export const contactEventsQuery = z.object({ limit: limitParam, cursor, name: listEventsQuery.shape.name });
+
+// Responses (the document and the strict response check: src/http/openapi.ts)
+
+export const eventSchema = component(
+  'Event',
+  z.object({
+    id: z.string().describe('evt_<id>'),
+    name: z.string(),
+    contactId: z.string().nullable(),
+    contactEmail: z.string().nullable(),
+    data: z.record(z.unknown()),
+    createdAt: z.string(),
+  }),
+);
+
+export const trackResultSchema = envelope(
+  z.object({ contact: z.string().describe('The contact id'), event: z.string().describe('The event id'), timestamp: z.string() }),
+);
+
+export const eventStatsSchema = z.object({
+  from: z.string(),
+  to: z.string(),
+  total: z.number().int(),
+  events: z.array(z.object({ name: z.string(), count: z.number().int(), uniqueContacts: z.number().int() })),
+});
+
+export const eventNamesSchema = z.object({
+  names: z.array(z.object({ name: z.string(), reserved: z.boolean(), lastSeenAt: z.string() })),
+});
+
+export const eventUsageSchema = eventNameUsersSchema.extend({ eventCount: z.number().int(), canDelete: z.boolean() });

@@ -1,12 +1,26 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
+import { describer } from '../../http/openapi.ts';
 import { stringsFor } from '../../mail/locales.ts';
-import { type LinkAction, verifyLinkToken } from '../../render/link-tokens.ts';
-import { type ContactRecord, getContact, setSubscribed } from '../contacts/service.ts';
+import type { LinkAction } from '../../render/link-tokens.ts';
+import type { ContactRecord } from '../contacts/service.ts';
 import { PAGE_HEADERS, page } from './page.ts';
+import { type ResolvedLink, changeSubscription, projectOfBrokenLink, requestFreshLink, resolveLink, resubscribeToken } from './service.ts';
 
 const tokenParams = z.object({ token: z.string().min(1).max(2000) });
+const freshLinkBody = z.object({ token: z.string().min(1).max(2000), email: z.string().max(254) });
+
+const doc = describer('Recipient pages', 'none');
+const htmlPage = (description: string) => ({ schema: null, contentType: 'text/html', description });
+const pageDoc = (operationId: string, summary: string, extra: { body?: z.ZodTypeAny; bodyType?: 'form' } = {}) =>
+  doc({
+    operationId,
+    summary,
+    params: tokenParams,
+    ...extra,
+    responses: { 200: htmlPage('The page'), 404: htmlPage('The link does not work: names the project and offers a fresh link when the link is ours') },
+  });
 
 /**
  * The pages behind unsubscribeUrl, subscribeUrl and manageUrl. GET shows a page with a form; POST
@@ -18,62 +32,93 @@ export function preferenceRoutes(app: FastifyInstance, ctx: AppContext): void {
     done(null, Object.fromEntries(new URLSearchParams(String(body)))),
   );
 
-  const resolve = async (req: FastifyRequest, allowed: LinkAction[]) => {
+  // The pages' forms, and mail clients' one-click POST (form-encoded or multipart, RFC 8058).
+  const formPost = { config: { accepts: ['application/x-www-form-urlencoded', 'multipart/form-data'] } };
+  const resolve = async (req: FastifyRequest, allowed: LinkAction[]): Promise<ResolvedLink | null> => {
     const parsed = tokenParams.safeParse(req.params);
-    const token = parsed.success ? verifyLinkToken(ctx.config.jwtSecret, parsed.data.token) : null;
-    if (!token || !allowed.includes(token.action)) return null;
-    const contact = await getContact(ctx.database.db, token.projectId, token.contactId).catch(() => null);
-    return contact ? { token, contact } : null;
+    return parsed.success ? resolveLink(ctx, parsed.data.token, allowed) : null;
   };
-  const invalid = (reply: FastifyReply) =>
-    reply.status(404).headers(PAGE_HEADERS).send(page({ title: stringsFor('en').unsubscribeTitle, message: stringsFor('en').invalidLink }));
+  /** A link that does not work: the project's name and the fresh-link form when the link is ours, nothing otherwise. */
+  const invalid = async (req: FastifyRequest, reply: FastifyReply) => {
+    const raw = tokenParams.safeParse(req.params);
+    const project = raw.success ? await projectOfBrokenLink(ctx, raw.data.token) : null;
+    reply.status(404).headers(PAGE_HEADERS);
+    if (!raw.success || !project) {
+      const s = stringsFor('en');
+      return reply.send(page({ title: s.expiredTitle, message: s.brokenLink }));
+    }
+    const s = stringsFor(project.language);
+    return reply.send(
+      page({
+        title: s.expiredTitle,
+        sender: project.sender,
+        message: s.expiredMessage,
+        form: { action: '/fresh-link', button: s.sendLinkButton, field: ['token', raw.data.token], email: { name: 'email', label: s.emailLabel } },
+      }),
+    );
+  };
   const locale = (c: ContactRecord) => c.data.locale;
-  const change = (c: ContactRecord, projectId: string, subscribed: boolean, source: string) =>
-    setSubscribed(ctx.database.db, projectId, c.id, subscribed, { source });
 
-  app.get('/unsubscribe/:token', async (req, reply) => {
+  app.get('/unsubscribe/:token', { schema: pageDoc('pages.unsubscribe', 'The unsubscribe page (a form that confirms)') }, async (req, reply) => {
     const found = await resolve(req, ['unsubscribe']);
-    if (!found) return invalid(reply);
+    if (!found) return invalid(req, reply);
     const s = stringsFor(locale(found.contact));
     return reply.headers(PAGE_HEADERS).send(
       page({
         title: s.unsubscribeTitle,
+        sender: found.sender,
         message: s.unsubscribeQuestion.replace('{email}', found.contact.email),
         form: { action: req.url, button: s.unsubscribeButton },
       }),
     );
   });
 
-  app.post('/unsubscribe/:token', async (req, reply) => {
-    const found = await resolve(req, ['unsubscribe']);
-    if (!found) return invalid(reply);
-    await change(found.contact, found.token.projectId, false, 'unsubscribe_link');
-    const s = stringsFor(locale(found.contact));
-    return reply.headers(PAGE_HEADERS).send(page({ title: s.unsubscribeTitle, message: s.unsubscribedDone.replace('{email}', found.contact.email) }));
-  });
+  app.post(
+    '/unsubscribe/:token',
+    { ...formPost, schema: pageDoc('pages.unsubscribeConfirm', "Unsubscribes (the page's form, and RFC 8058 one-click POSTs from mail clients)") },
+    async (req, reply) => {
+      const found = await resolve(req, ['unsubscribe']);
+      if (!found) return invalid(req, reply);
+      await changeSubscription(ctx, found, false, 'unsubscribe_link');
+      const s = stringsFor(locale(found.contact));
+      // Unsubscribed by mistake: offer to undo it right here.
+      const again = resubscribeToken(ctx, found);
+      return reply.headers(PAGE_HEADERS).send(
+        page({
+          title: s.unsubscribeTitle,
+          sender: found.sender,
+          message: s.unsubscribedDone.replace('{email}', found.contact.email),
+          form: { action: `/subscribe/${again}`, button: s.resubscribeButton },
+        }),
+      );
+    },
+  );
 
-  app.get('/subscribe/:token', async (req, reply) => {
+  app.get('/subscribe/:token', { schema: pageDoc('pages.subscribe', 'The subscribe-again page (a form that confirms)') }, async (req, reply) => {
     const found = await resolve(req, ['subscribe']);
-    if (!found) return invalid(reply);
+    if (!found) return invalid(req, reply);
     const s = stringsFor(locale(found.contact));
-    return reply.headers(PAGE_HEADERS).send(
-      page({ title: s.subscribeTitle, message: found.contact.email, form: { action: req.url, button: s.subscribeButton } }),
-    );
+    return reply
+      .headers(PAGE_HEADERS)
+      .send(page({ title: s.subscribeTitle, sender: found.sender, message: found.contact.email, form: { action: req.url, button: s.subscribeButton } }));
   });
 
-  app.post('/subscribe/:token', async (req, reply) => {
+  app.post('/subscribe/:token', { ...formPost, schema: pageDoc('pages.subscribeConfirm', 'Subscribes the contact again') }, async (req, reply) => {
     const found = await resolve(req, ['subscribe']);
-    if (!found) return invalid(reply);
-    await change(found.contact, found.token.projectId, true, 'subscribe_link');
+    if (!found) return invalid(req, reply);
+    await changeSubscription(ctx, found, true, 'subscribe_link');
     const s = stringsFor(locale(found.contact));
-    return reply.headers(PAGE_HEADERS).send(page({ title: s.subscribeTitle, message: s.subscribedDone.replace('{email}', found.contact.email) }));
+    return reply
+      .headers(PAGE_HEADERS)
+      .send(page({ title: s.subscribeTitle, sender: found.sender, message: s.subscribedDone.replace('{email}', found.contact.email) }));
   });
 
-  const managePage = (req: FastifyRequest, reply: FastifyReply, c: ContactRecord) => {
+  const managePage = (req: FastifyRequest, reply: FastifyReply, c: ContactRecord, sender: string | null) => {
     const s = stringsFor(locale(c));
     return reply.headers(PAGE_HEADERS).send(
       page({
         title: s.manageTitle,
+        sender,
         message: (c.subscribed ? s.manageSubscribed : s.manageUnsubscribed).replace('{email}', c.email),
         form: c.subscribed
           ? { action: req.url, button: s.unsubscribeButton, field: ['subscribed', 'false'] }
@@ -82,17 +127,63 @@ export function preferenceRoutes(app: FastifyInstance, ctx: AppContext): void {
     );
   };
 
-  app.get('/manage/:token', async (req, reply) => {
+  app.get('/manage/:token', { schema: pageDoc('pages.manage', 'The subscription page: the current state and a button to change it') }, async (req, reply) => {
     const found = await resolve(req, ['manage']);
-    if (!found) return invalid(reply);
-    return managePage(req, reply, found.contact);
+    if (!found) return invalid(req, reply);
+    return managePage(req, reply, found.contact, found.sender);
   });
 
-  app.post('/manage/:token', async (req, reply) => {
-    const found = await resolve(req, ['manage']);
-    if (!found) return invalid(reply);
-    const form = (req.body ?? {}) as Record<string, string>;
-    const updated = await change(found.contact, found.token.projectId, form.subscribed === 'true', 'manage_link');
-    return managePage(req, reply, updated ?? found.contact);
-  });
+  app.post(
+    '/manage/:token',
+    {
+      ...formPost,
+      schema: pageDoc('pages.manageChange', 'Changes the subscription from the manage page', {
+        body: z.object({ subscribed: z.enum(['true', 'false']) }),
+        bodyType: 'form',
+      }),
+    },
+    async (req, reply) => {
+      const found = await resolve(req, ['manage']);
+      if (!found) return invalid(req, reply);
+      const form = (req.body ?? {}) as Record<string, string>;
+      const updated = await changeSubscription(ctx, found, form.subscribed === 'true', 'manage_link');
+      return managePage(req, reply, updated, found.sender);
+    },
+  );
+
+  // The form on a link that no longer works (service.ts: the same answer for every address).
+  app.post(
+    '/fresh-link',
+    {
+      config: { accepts: ['application/x-www-form-urlencoded'] },
+      schema: doc({
+        operationId: 'pages.freshLink',
+        summary: "Mails a fresh manage link to the address if it is a contact of the broken link's project (the same answer either way)",
+        body: freshLinkBody,
+        bodyType: 'form',
+        responses: { 200: htmlPage('The request was taken'), 404: htmlPage('The link is not ours'), 429: htmlPage('Too many requests (Retry-After)') },
+      }),
+    },
+    async (req, reply) => {
+      const body = freshLinkBody.safeParse(req.body ?? {});
+      const outcome = body.success
+        ? await requestFreshLink(ctx, { token: body.data.token, email: body.data.email, ip: req.ip })
+        : ({ kind: 'broken' } as const);
+      if (outcome.kind === 'broken') {
+        const s = stringsFor('en');
+        return reply
+          .status(404)
+          .headers(PAGE_HEADERS)
+          .send(page({ title: s.expiredTitle, message: s.brokenLink }));
+      }
+      const s = stringsFor(outcome.language);
+      if (outcome.kind === 'limited') {
+        return reply
+          .status(429)
+          .headers({ ...PAGE_HEADERS, 'retry-after': String(outcome.retryAfter) })
+          .send(page({ title: s.expiredTitle, sender: outcome.sender, message: s.tooManyRequests }));
+      }
+      return reply.headers(PAGE_HEADERS).send(page({ title: s.expiredTitle, sender: outcome.sender, message: s.freshLinkSent }));
+    },
+  );
 }

@@ -1,27 +1,35 @@
 import { randomBytes } from 'node:crypto';
+import type { PoolClient } from 'pg';
 import { and, desc, eq } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { withTransaction } from '../../db/client.ts';
-import { prefixedId, randomBase62 } from '../../db/ids.ts';
+import { prefixedId } from '../../db/ids.ts';
+import { newProjectKeys } from '../../http/api-keys.ts';
 import { memberships, projects } from '../../db/schema/users.ts';
-import { type Role, assertCanManage } from '../../http/auth.ts';
+import type { Role } from '../../db/schema/users.ts';
 import { ApiError, notFound } from '../../http/errors.ts';
+import { lockProject, stopPendingSends } from './lifecycle.ts';
 import type { ProjectRecord } from './schemas.ts';
 
 type ProjectRow = typeof projects.$inferSelect;
 
-const newKeys = () => ({ publicKey: `pk_${randomBase62(48)}`, secretKey: `sk_${randomBase62(48)}` });
+const newWebhookSecret = () => `whsec_${randomBytes(32).toString('hex')}`;
 
-export function toProjectRecord(p: ProjectRow, role: Role): ProjectRecord {
+/** `secretKey` is the key in clear, known only right after it was created or rotated. */
+export function toProjectRecord(p: ProjectRow, role: Role, secretKey: string | null = null): ProjectRecord {
   return {
     id: p.id,
     name: p.name,
     publicKey: p.publicKey,
-    secretKey: p.secretKey,
+    secretKey,
+    secretKeyPrefix: p.secretKeyPrefix,
     disabled: p.disabled,
     disabledReason: p.disabledReason,
     tracking: p.tracking as ProjectRecord['tracking'],
     language: p.language,
+    webhookSecret: p.webhookSecret,
+    timezone: p.timezone,
+    postalAddress: p.postalAddress,
     role,
     createdAt: p.createdAt.toISOString(),
     updatedAt: p.updatedAt.toISOString(),
@@ -29,14 +37,26 @@ export function toProjectRecord(p: ProjectRow, role: Role): ProjectRecord {
 }
 
 export async function createProject(ctx: AppContext, userId: string, input: { name: string }): Promise<ProjectRecord> {
-  return withTransaction(ctx.database, async ({ tx }) => {
+  const keys = newProjectKeys(ctx.config.jwtSecret);
+  return withTransaction(ctx.database, async ({ tx, client }) => {
+    await assertUnderProjectCap(ctx, client, userId);
     const [project] = await tx
       .insert(projects)
-      .values({ id: prefixedId('prj'), name: input.name, ...newKeys(), webhookSecret: randomBytes(32).toString('hex') })
+      .values({ id: prefixedId('prj'), name: input.name, publicKey: keys.publicKey, ...keys.stored, webhookSecret: newWebhookSecret() })
       .returning();
     await tx.insert(memberships).values({ projectId: project.id, userId, role: 'OWNER' });
-    return toProjectRecord(project, 'OWNER');
+    return toProjectRecord(project, 'OWNER', keys.secretKey);
   });
+}
+
+/** Each project has its own budgets, so one user may own at most MAX_PROJECTS_PER_USER (serialised per user). */
+async function assertUnderProjectCap(ctx: AppContext, client: PoolClient, userId: string): Promise<void> {
+  await client.query(`SELECT pg_advisory_xact_lock(hashtext('project-cap:' || $1))`, [userId]);
+  const { rows } = await client.query<{ owned: number }>(`SELECT count(*)::int AS owned FROM memberships WHERE user_id = $1 AND role = 'OWNER'`, [userId]);
+  const limit = ctx.config.maxProjectsPerUser;
+  if (rows[0].owned >= limit) {
+    throw new ApiError(403, 'FORBIDDEN', `A user can own at most ${limit} projects; delete one first`, { details: { limit } });
+  }
 }
 
 export async function listProjects(ctx: AppContext, userId: string): Promise<ProjectRecord[]> {
@@ -62,15 +82,15 @@ export async function projectForUser(ctx: AppContext, userId: string, projectId:
 
 export async function regenerateKeys(ctx: AppContext, userId: string, projectId: string): Promise<ProjectRecord> {
   const { role } = await projectForUser(ctx, userId, projectId);
-  assertCanManage({ projectId, role, userId, keyType: null });
+  const keys = newProjectKeys(ctx.config.jwtSecret);
   return withTransaction(ctx.database, async ({ tx, client }) => {
     const [project] = await tx
       .update(projects)
-      .set({ ...newKeys(), updatedAt: new Date() })
+      .set({ publicKey: keys.publicKey, ...keys.stored, secretKey: null, updatedAt: new Date() })
       .where(eq(projects.id, projectId))
       .returning();
     await ctx.keys.notifyChanged(projectId, client);
-    return toProjectRecord(project, role);
+    return toProjectRecord(project, role, keys.secretKey);
   });
 }
 
@@ -78,10 +98,9 @@ export async function updateProject(
   ctx: AppContext,
   userId: string,
   projectId: string,
-  input: { name?: string; tracking?: ProjectRecord['tracking']; language?: string },
+  input: { name?: string; tracking?: ProjectRecord['tracking']; language?: string; timezone?: string; postalAddress?: string | null },
 ): Promise<ProjectRecord> {
   const { role } = await projectForUser(ctx, userId, projectId);
-  assertCanManage({ projectId, role, userId, keyType: null });
   const [project] = await ctx.database.db
     .update(projects)
     .set({ ...input, updatedAt: new Date() })
@@ -91,10 +110,22 @@ export async function updateProject(
 }
 
 export async function deleteProject(ctx: AppContext, userId: string, projectId: string): Promise<void> {
-  const { role } = await projectForUser(ctx, userId, projectId);
-  if (role !== 'OWNER') throw new ApiError(403, 'FORBIDDEN', 'Only the project owner can delete it');
+  await projectForUser(ctx, userId, projectId);
   await withTransaction(ctx.database, async ({ tx, client }) => {
+    await lockProject(tx, projectId);
+    await stopPendingSends(tx, projectId);
     await tx.delete(projects).where(eq(projects.id, projectId));
     await ctx.keys.notifyChanged(projectId, client);
   });
+}
+
+/** A new webhook signing secret; the old one stops being used at once (receivers must switch). */
+export async function regenerateWebhookSecret(ctx: AppContext, userId: string, projectId: string): Promise<ProjectRecord> {
+  const { role } = await projectForUser(ctx, userId, projectId);
+  const [project] = await ctx.database.db
+    .update(projects)
+    .set({ webhookSecret: newWebhookSecret(), updatedAt: new Date() })
+    .where(eq(projects.id, projectId))
+    .returning();
+  return toProjectRecord(project, role);
 }

@@ -3,10 +3,10 @@ import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { withTransaction } from '../../db/client.ts';
 import { uuidv7 } from '../../db/ids.ts';
-import { emails } from '../../db/schema/emails.ts';
 import { projectSuspensions } from '../../db/schema/reputation.ts';
 import { projects } from '../../db/schema/users.ts';
 import type { QueueDef } from '../../jobs/boss.ts';
+import { failQueuedOfProject } from '../emails/lifecycle.ts';
 import { type Assessment, WINDOW_DAYS, assess, countsFor } from './rates.ts';
 
 export const REPUTATION_REASON = 'EMAIL_REPUTATION';
@@ -46,13 +46,9 @@ export async function suspendForReputation(ctx: AppContext, projectId: string, a
       sentAllTime: a.sentAllTime,
       createdAt: now,
     });
-    const failed = await tx
-      .update(emails)
-      .set({ status: 'FAILED', error: STOPPED_ERROR, lockedUntil: null, updatedAt: now })
-      .where(and(eq(emails.projectId, projectId), eq(emails.status, 'QUEUED')))
-      .returning({ id: emails.id });
+    const failed = await failQueuedOfProject(tx, projectId, STOPPED_ERROR, now);
     await ctx.keys.notifyChanged(projectId, client);
-    return failed.length;
+    return failed;
   });
   if (stopped === null) return false;
   ctx.log.warn({ projectId, bounceRate: a.bounceRate, complaintRate: a.complaintRate, stoppedEmails: stopped }, 'project disabled: email reputation');
@@ -61,10 +57,7 @@ export async function suspendForReputation(ctx: AppContext, projectId: string, a
 
 /** Why the delivery worker must not send for this project now (it is disabled), or null. */
 export async function sendingBlocked(ctx: AppContext, projectId: string): Promise<string | null> {
-  const [row] = await ctx.database.db
-    .select({ disabled: projects.disabled, reason: projects.disabledReason })
-    .from(projects)
-    .where(eq(projects.id, projectId));
+  const [row] = await ctx.database.db.select({ disabled: projects.disabled, reason: projects.disabledReason }).from(projects).where(eq(projects.id, projectId));
   if (!row) return 'The project no longer exists';
   if (!row.disabled) return null;
   return row.reason === REPUTATION_REASON ? STOPPED_ERROR : `Not sent: the project is disabled (${row.reason ?? 'disabled'})`;
@@ -77,10 +70,7 @@ export async function evaluateActiveProjects(ctx: AppContext): Promise<void> {
     .select({ id: projects.id })
     .from(projects)
     .where(
-      and(
-        eq(projects.disabled, false),
-        sql`EXISTS (SELECT 1 FROM emails e WHERE e.project_id = ${projects.id} AND e.created_at > ${since}::timestamptz)`,
-      ),
+      and(eq(projects.disabled, false), sql`EXISTS (SELECT 1 FROM emails e WHERE e.project_id = ${projects.id} AND e.created_at > ${since}::timestamptz)`),
     );
   for (const { id } of rows) {
     await evaluateReputation(ctx, id).catch((err) => ctx.log.error({ err, projectId: id }, 'reputation check failed'));

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
+import { countedAs } from '../emails/lifecycle.ts';
 
 /**
  * Bounce and complaint rates of a project (decisions.md § 10), from its stored emails. An email
@@ -39,18 +40,18 @@ export type Assessment = {
   status: Level;
 };
 
-const SENT = sql`status IN ('SENT', 'DELIVERED', 'BOUNCED', 'COMPLAINED')`;
+const is = countedAs();
 
 export async function countsFor(db: Db, projectId: string, now: Date): Promise<Counts> {
   const since = new Date(now.getTime() - WINDOW_DAYS * 86_400_000).toISOString();
   const recent = sql`created_at > ${since}::timestamptz`;
   const { rows } = await db.execute<Counts>(sql`
-    SELECT count(*) FILTER (WHERE ${SENT} AND ${recent})::int AS "sentLast7Days",
-           count(*) FILTER (WHERE ${SENT})::int AS "sentAllTime",
-           count(*) FILTER (WHERE status = 'BOUNCED' AND ${recent})::int AS "bouncedLast7Days",
-           count(*) FILTER (WHERE status = 'BOUNCED')::int AS "bouncedAllTime",
-           count(*) FILTER (WHERE complained_at IS NOT NULL AND ${recent})::int AS "complainedLast7Days",
-           count(*) FILTER (WHERE complained_at IS NOT NULL)::int AS "complainedAllTime"
+    SELECT count(*) FILTER (WHERE ${is.sent} AND ${recent})::int AS "sentLast7Days",
+           count(*) FILTER (WHERE ${is.sent})::int AS "sentAllTime",
+           count(*) FILTER (WHERE ${is.bounced} AND ${recent})::int AS "bouncedLast7Days",
+           count(*) FILTER (WHERE ${is.bounced})::int AS "bouncedAllTime",
+           count(*) FILTER (WHERE ${is.complained} AND ${recent})::int AS "complainedLast7Days",
+           count(*) FILTER (WHERE ${is.complained})::int AS "complainedAllTime"
       FROM emails WHERE project_id = ${projectId}`);
   return rows[0];
 }
@@ -58,8 +59,7 @@ export async function countsFor(db: Db, projectId: string, now: Date): Promise<C
 const percent = (count: number, sent: number) => (sent === 0 ? 0 : Math.round((count / sent) * 100 * 10_000) / 10_000);
 
 /** Exact comparison in integers: count / sent ≥ threshold % (thresholds have at most three decimals). */
-const atLeast = (count: number, sent: number, thresholdPercent: number) =>
-  count * 100_000 >= Math.round(thresholdPercent * 1000) * sent;
+const atLeast = (count: number, sent: number, thresholdPercent: number) => count * 100_000 >= Math.round(thresholdPercent * 1000) * sent;
 
 function levelOf(count: number, sent: number, t: { warning: number; critical: number }): Level {
   if (sent < MIN_VOLUME) return 'ok';

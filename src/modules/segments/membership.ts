@@ -4,7 +4,7 @@ import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
 import type { segments } from '../../db/schema/segments.ts';
 import { badRequest, notFound } from '../../http/errors.ts';
-import { recordEvent } from '../events/record.ts';
+import { recordEvents } from '../events/record.ts';
 import { countMembers, findSegmentRow, membershipSqlOf, storeMemberCount } from './service.ts';
 
 /**
@@ -40,10 +40,16 @@ export async function recordMembershipEvents(
   now: Date,
 ): Promise<void> {
   const data = { segmentId: segment.id, segmentName: segment.name };
-  for (const [change, ids] of [['entry', changes.entered], ['exit', changes.exited]] as const) {
-    const name = membershipEventName(segment, change);
-    for (const contactId of ids) await recordEvent(db, { projectId: segment.projectId, contactId, name, data, createdAt: now });
-  }
+  const rows = (['entry', 'exit'] as const).flatMap((change) =>
+    (change === 'entry' ? changes.entered : changes.exited).map((contactId) => ({
+      projectId: segment.projectId,
+      contactId,
+      name: membershipEventName(segment, change),
+      data,
+      createdAt: now,
+    })),
+  );
+  await recordEvents(db, rows);
 }
 
 /**
@@ -84,20 +90,13 @@ async function syncMembers(tx: Db, row: SegmentRow, contactId: string | null, no
  * fires entry/exit events. A STATIC segment's members change only through its members endpoints,
  * so it has nothing to recompute. 400 when the segment does not track membership.
  */
-export async function computeSegment(
-  ctx: AppContext,
-  projectId: string,
-  id: string,
-): Promise<{ added: number; removed: number; total: number }> {
+export async function computeSegment(ctx: AppContext, projectId: string, id: string): Promise<{ added: number; removed: number; total: number }> {
   const now = ctx.clock.now();
   return withTransaction(ctx.database, async ({ tx }) => {
     const row = await findSegmentRow(tx, projectId, id, { lock: true });
     if (!row) throw notFound('segment', id);
     if (!row.trackMembership) throw badRequest('compute needs a segment with trackMembership enabled; use refresh to recount', { segmentId: id });
-    const changes =
-      row.type === 'DYNAMIC'
-        ? await syncMembers(tx, row, null, now)
-        : { entered: [] as string[], exited: [] as string[] };
+    const changes = row.type === 'DYNAMIC' ? await syncMembers(tx, row, null, now) : { entered: [] as string[], exited: [] as string[] };
     const total = await countMembers(tx, row, now);
     await storeMemberCount(tx, row.id, total, now);
     return { added: changes.entered.length, removed: changes.exited.length, total };
@@ -134,31 +133,22 @@ const DEBOUNCE_MS = 500;
  * waiting fold into it). Pass the transaction's `client` so it is enqueued only if the change
  * commits. Nothing is enqueued when the project has no tracked DYNAMIC segment.
  */
-// Whether a project has tracked dynamic segments, briefly cached: every contact write asks.
-const TRACKED_CACHE_MS = 5_000;
-const trackedCache = new Map<string, { tracked: boolean; until: number }>();
 
 async function hasTrackedSegments(ctx: AppContext, projectId: string, client?: pg.PoolClient): Promise<boolean> {
-  const hit = trackedCache.get(projectId);
-  if (hit && hit.until > Date.now()) return hit.tracked;
+  const hit = ctx.caches.trackedSegments.get(projectId, 'tracked');
+  if (hit !== undefined) return hit;
   const q = 'SELECT EXISTS (SELECT 1 FROM segments WHERE project_id = $1 AND track_membership AND type = $2) AS tracked';
   const { rows } = await (client ?? ctx.database.pool).query<{ tracked: boolean }>(q, [projectId, 'DYNAMIC']);
-  if (trackedCache.size > 10_000) trackedCache.clear();
-  trackedCache.set(projectId, { tracked: rows[0].tracked, until: Date.now() + TRACKED_CACHE_MS });
+  ctx.caches.trackedSegments.set(projectId, 'tracked', rows[0].tracked);
   return rows[0].tracked;
 }
 
-/** Forget the cached answer (a segment was created or changed in this process). */
-export function forgetTrackedSegments(projectId: string): void {
-  trackedCache.delete(projectId);
+/** Forget the cached answer in every process (a tracked segment was created or changed). */
+export async function forgetTrackedSegments(ctx: AppContext, projectId: string): Promise<void> {
+  await ctx.keys.notifyChanged(projectId);
 }
 
-export async function scheduleSegmentReevaluation(
-  ctx: AppContext,
-  projectId: string,
-  contactId: string,
-  client?: pg.PoolClient,
-): Promise<void> {
+export async function scheduleSegmentReevaluation(ctx: AppContext, projectId: string, contactId: string, client?: pg.PoolClient): Promise<void> {
   if (!(await hasTrackedSegments(ctx, projectId, client))) return;
   await ctx.jobs.send(
     REEVALUATE_QUEUE,

@@ -1,56 +1,190 @@
 import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { projectOf, requireProject } from '../../http/auth.ts';
+import { describer, simpleOrErrorSchema } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { addMembers, removeMembers } from './members.ts';
 import { computeSegment } from './membership.ts';
 import {
   addMembersBody,
+  computedSchema,
+  createSegmentBody,
+  membersAddedSchema,
+  membersRemovedSchema,
   parseCreateSegment,
+  refreshedSchema,
   removeMembersBody,
   segmentContactsQuery,
+  segmentContactsSchema,
   segmentIdParams,
+  segmentSchema,
   updateSegmentBody,
 } from './schemas.ts';
-import { createSegment, deleteSegment, getSegment, listSegmentContacts, listSegments, refreshSegment, updateSegment } from './service.ts';
-import './usage.ts';
+import { countCondition, createSegment, deleteSegment, getSegment, listSegmentContacts, listSegments, refreshSegment, updateSegment } from './service.ts';
 
 export function segmentRoutes(app: FastifyInstance, ctx: AppContext): void {
   const onRequest = requireProject(ctx);
+  const doc = describer('Segments', 'project');
   const db = ctx.database.db;
   const idOf = (params: unknown) => parse(segmentIdParams, params).id;
 
-  app.get('/segments', { onRequest }, async (req) => listSegments(db, projectOf(req).projectId));
-
-  app.post('/segments', { onRequest }, async (req, reply) => {
-    const segment = await createSegment(ctx, projectOf(req).projectId, parseCreateSegment(req.body));
-    return reply.status(201).send(segment);
-  });
-
-  app.get('/segments/:id', { onRequest }, async (req) => getSegment(db, projectOf(req).projectId, idOf(req.params)));
-
-  app.patch('/segments/:id', { onRequest }, async (req) =>
-    updateSegment(ctx, projectOf(req).projectId, idOf(req.params), parse(updateSegmentBody, req.body ?? {})),
+  app.get(
+    '/segments',
+    {
+      schema: doc({ operationId: 'segments.list', summary: 'Every segment, newest first (not paginated)', responses: { 200: z.array(segmentSchema) } }),
+      onRequest,
+    },
+    async (req) => listSegments(db, projectOf(req).projectId),
   );
 
-  app.delete('/segments/:id', { onRequest }, async (req, reply) => {
-    await deleteSegment(ctx, projectOf(req).projectId, idOf(req.params));
-    return reply.status(204).send();
-  });
-
-  app.get('/segments/:id/contacts', { onRequest }, async (req) =>
-    listSegmentContacts(ctx, projectOf(req).projectId, idOf(req.params), parse(segmentContactsQuery, req.query)),
+  app.post(
+    '/segments',
+    {
+      schema: doc({
+        operationId: 'segments.create',
+        summary: 'Create a DYNAMIC (condition) or STATIC (member list) segment',
+        body: createSegmentBody,
+        bodyExample: { name: 'Pro users', condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] } },
+        responses: {
+          201: segmentSchema,
+          400: {
+            schema: simpleOrErrorSchema,
+            description: 'Missing name or condition: the simple body `{ error }`; an invalid condition: the full error body',
+          },
+        },
+      }),
+      onRequest,
+    },
+    async (req, reply) => {
+      const segment = await createSegment(ctx, projectOf(req).projectId, parseCreateSegment(req.body));
+      return reply.status(201).send(segment);
+    },
   );
 
-  app.post('/segments/:id/members', { onRequest }, async (req) =>
-    addMembers(ctx, projectOf(req).projectId, idOf(req.params), parse(addMembersBody, req.body)),
+  const countBody = z.object({ condition: z.unknown() });
+  app.post(
+    '/segments/count',
+    {
+      schema: doc({
+        operationId: 'segments.count',
+        summary: 'Count the contacts a condition matches now, without saving a segment',
+        body: countBody,
+        bodyExample: { condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] } },
+        responses: { 200: z.object({ count: z.number().int() }) },
+        errors: [400],
+      }),
+      onRequest,
+    },
+    async (req) => countCondition(ctx, projectOf(req).projectId, parse(countBody, req.body ?? {}).condition),
   );
 
-  app.delete('/segments/:id/members', { onRequest }, async (req) =>
-    removeMembers(ctx, projectOf(req).projectId, idOf(req.params), parse(removeMembersBody, req.body).emails),
+  app.get(
+    '/segments/:id',
+    {
+      schema: doc({ operationId: 'segments.get', summary: 'Get a segment', params: segmentIdParams, responses: { 200: segmentSchema }, errors: [404] }),
+      onRequest,
+    },
+    async (req) => getSegment(db, projectOf(req).projectId, idOf(req.params)),
   );
 
-  app.post('/segments/:id/compute', { onRequest }, async (req) => computeSegment(ctx, projectOf(req).projectId, idOf(req.params)));
+  app.patch(
+    '/segments/:id',
+    {
+      schema: doc({
+        operationId: 'segments.update',
+        summary: 'Update a segment',
+        params: segmentIdParams,
+        body: updateSegmentBody,
+        responses: { 200: segmentSchema },
+        errors: [400, 404],
+      }),
+      onRequest,
+    },
+    async (req) => updateSegment(ctx, projectOf(req).projectId, idOf(req.params), parse(updateSegmentBody, req.body ?? {})),
+  );
 
-  app.post('/segments/:id/refresh', { onRequest }, async (req) => refreshSegment(ctx, projectOf(req).projectId, idOf(req.params)));
+  app.delete(
+    '/segments/:id',
+    {
+      schema: doc({ operationId: 'segments.delete', summary: 'Delete a segment', params: segmentIdParams, responses: { 204: null }, errors: [404, 409] }),
+      onRequest,
+    },
+    async (req, reply) => {
+      await deleteSegment(ctx, projectOf(req).projectId, idOf(req.params));
+      return reply.status(204).send();
+    },
+  );
+
+  app.get(
+    '/segments/:id/contacts',
+    {
+      schema: doc({
+        operationId: 'segments.contacts',
+        summary: 'Contacts in a segment',
+        params: segmentIdParams,
+        query: segmentContactsQuery,
+        responses: { 200: segmentContactsSchema },
+        errors: [404],
+      }),
+      onRequest,
+    },
+    async (req) => listSegmentContacts(ctx, projectOf(req).projectId, idOf(req.params), parse(segmentContactsQuery, req.query)),
+  );
+
+  app.post(
+    '/segments/:id/members',
+    {
+      schema: doc({
+        operationId: 'segments.addMembers',
+        summary: 'Add emails to a STATIC segment',
+        params: segmentIdParams,
+        body: addMembersBody,
+        responses: { 200: membersAddedSchema },
+        errors: [400, 402, 404],
+      }),
+      onRequest,
+    },
+    async (req) => addMembers(ctx, projectOf(req).projectId, idOf(req.params), parse(addMembersBody, req.body)),
+  );
+
+  app.delete(
+    '/segments/:id/members',
+    {
+      schema: doc({
+        operationId: 'segments.removeMembers',
+        summary: 'Remove emails from a STATIC segment',
+        params: segmentIdParams,
+        body: removeMembersBody,
+        responses: { 200: membersRemovedSchema },
+        errors: [400, 404],
+      }),
+      onRequest,
+    },
+    async (req) => removeMembers(ctx, projectOf(req).projectId, idOf(req.params), parse(removeMembersBody, req.body).emails),
+  );
+
+  app.post(
+    '/segments/:id/compute',
+    {
+      schema: doc({
+        operationId: 'segments.compute',
+        summary: 'Recompute membership now',
+        params: segmentIdParams,
+        responses: { 200: computedSchema },
+        errors: [400, 404],
+      }),
+      onRequest,
+    },
+    async (req) => computeSegment(ctx, projectOf(req).projectId, idOf(req.params)),
+  );
+
+  app.post(
+    '/segments/:id/refresh',
+    {
+      schema: doc({ operationId: 'segments.refresh', summary: 'Recount members', params: segmentIdParams, responses: { 200: refreshedSchema }, errors: [404] }),
+      onRequest,
+    },
+    async (req) => refreshSegment(ctx, projectOf(req).projectId, idOf(req.params)),
+  );
 }

@@ -1,9 +1,11 @@
 import { z } from 'zod';
 import type { SegmentType } from '../../db/schema/segments.ts';
 import { SimpleError } from '../../http/errors.ts';
+import { component } from '../../http/openapi.ts';
 import { pageParams } from '../../http/pagination.ts';
 import { parse } from '../../http/validate.ts';
-import { isStorableText } from '../contacts/custom-data.ts';
+import { isStorableText } from '../../db/storable-text.ts';
+import { contactSchema } from '../contacts/schemas.ts';
 
 export type SegmentRecord = {
   id: string;
@@ -19,7 +21,12 @@ export type SegmentRecord = {
   updatedAt: string;
 };
 
-const name = z.string().trim().min(1, 'name must not be empty').max(100, 'name must be at most 100 characters').refine(isStorableText, 'name must not contain NUL characters');
+const name = z
+  .string()
+  .trim()
+  .min(1, 'name must not be empty')
+  .max(100, 'name must be at most 100 characters')
+  .refine(isStorableText, 'name must not contain NUL characters');
 const description = z.string().max(500, 'description must be at most 500 characters').refine(isStorableText, 'description must not contain NUL characters');
 
 /** The tree itself is checked by the condition engine (400 BAD_REQUEST with its place), not by zod. */
@@ -85,3 +92,33 @@ export type AddMembersInput = z.output<typeof addMembersBody>;
 export const removeMembersBody = z
   .object({ emails: z.array(email).min(1, 'At least one email is required').max(1000, 'At most 1000 emails per call') })
   .strict();
+
+// Responses (the document and the strict response check: src/http/openapi.ts)
+
+export const segmentSchema = component(
+  'Segment',
+  z.object({
+    id: z.string(),
+    name: z.string(),
+    description: z.string().nullable(),
+    type: z.enum(['DYNAMIC', 'STATIC']),
+    condition: z.unknown().describe('The condition tree (DYNAMIC); null for STATIC'),
+    trackMembership: z.boolean(),
+    memberCount: z.number().int(),
+    projectId: z.string(),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  }),
+);
+
+export const segmentContactsSchema = z.object({
+  data: z.array(contactSchema),
+  total: z.number().int(),
+  page: z.number().int(),
+  pageSize: z.number().int(),
+});
+
+export const membersAddedSchema = z.object({ added: z.number().int(), created: z.number().int(), notFound: z.array(z.string()) });
+export const membersRemovedSchema = z.object({ removed: z.number().int() });
+export const computedSchema = z.object({ added: z.number().int(), removed: z.number().int(), total: z.number().int() });
+export const refreshedSchema = z.object({ memberCount: z.number().int() });

@@ -7,8 +7,10 @@ import { type SegmentType, segments } from '../../db/schema/segments.ts';
 import { badRequest, conflict, notFound } from '../../http/errors.ts';
 import type { ContactRecord } from '../contacts/service.ts';
 import { type ContactRow, contactColumns, toContactRecord } from '../contacts/sql.ts';
+import { usage } from '../usage/service.ts';
 import { forgetTrackedSegments } from './membership.ts';
 import type { CreateSegmentInput, SegmentRecord, UpdateSegmentInput } from './schemas.ts';
+import { customFieldTypes } from '../contacts/fields.ts';
 
 type SegmentRow = typeof segments.$inferSelect;
 
@@ -32,7 +34,11 @@ export function toSegmentRecord(s: SegmentRow): SegmentRecord {
 const SEGMENT_COLUMNS = sql`id, project_id AS "projectId", name, description, type, condition, track_membership AS "trackMembership",
   member_count AS "memberCount", member_count_at AS "memberCountAt", created_at AS "createdAt", updated_at AS "updatedAt"`;
 
-type RawRow = Omit<SegmentRow, 'createdAt' | 'updatedAt' | 'memberCountAt'> & { createdAt: string | Date; updatedAt: string | Date; memberCountAt: string | Date | null };
+type RawRow = Omit<SegmentRow, 'createdAt' | 'updatedAt' | 'memberCountAt'> & {
+  createdAt: string | Date;
+  updatedAt: string | Date;
+  memberCountAt: string | Date | null;
+};
 
 const fromRaw = (r: RawRow): SegmentRow => ({
   ...r,
@@ -63,9 +69,7 @@ export async function getSegment(db: Db, projectId: string, id: string): Promise
 
 /** Every segment of the project, newest first (GET /segments is unpaginated). */
 export async function listSegments(db: Db, projectId: string): Promise<SegmentRecord[]> {
-  const { rows } = await db.execute<RawRow>(
-    sql`SELECT ${SEGMENT_COLUMNS} FROM segments WHERE project_id = ${projectId} ORDER BY created_at DESC, id DESC`,
-  );
+  const { rows } = await db.execute<RawRow>(sql`SELECT ${SEGMENT_COLUMNS} FROM segments WHERE project_id = ${projectId} ORDER BY created_at DESC, id DESC`);
   return rows.map((r) => toSegmentRecord(fromRaw(r)));
 }
 
@@ -80,7 +84,7 @@ const staticMembership = (segmentId: string): SQL =>
 /** Membership of a segment row as SQL over `contacts AS c`. */
 export async function membershipSqlOf(db: Db, row: SegmentRow, now: Date): Promise<SQL> {
   if (row.type === 'STATIC') return staticMembership(row.id);
-  return compileCondition(db, row.projectId, conditionOf(row), now, { selfSegmentId: row.id });
+  return compileCondition(db, row.projectId, conditionOf(row), { types: await customFieldTypes(db, row.projectId), now, selfSegmentId: row.id });
 }
 
 /** SQL boolean over contacts aliased `c`: membership of the segment (dynamic: its compiled condition; static: the member table). */
@@ -90,23 +94,37 @@ export async function segmentMembershipSql(db: Db, projectId: string, segmentId:
 
 /** How many contacts of the project are in the segment now. */
 export async function countMembers(db: Db, row: SegmentRow, now: Date): Promise<number> {
-  const where = await membershipSqlOf(db, row, now);
-  const { rows } = await db.execute<{ n: number }>(
-    sql`SELECT count(*)::int AS n FROM contacts AS c WHERE c.project_id = ${row.projectId} AND ${where}`,
-  );
+  return countContactsWhere(db, row.projectId, await membershipSqlOf(db, row, now));
+}
+
+/** How many of the project's contacts satisfy `where` (SQL over `contacts AS c`). */
+async function countContactsWhere(db: Db, projectId: string, where: SQL): Promise<number> {
+  const { rows } = await db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM contacts AS c WHERE c.project_id = ${projectId} AND ${where}`);
   return rows[0].n;
 }
 
 export async function storeMemberCount(db: Db, segmentId: string, count: number, now: Date): Promise<void> {
-  await db.execute(
-    sql`UPDATE segments SET member_count = ${count}, member_count_at = ${now.toISOString()}::timestamptz WHERE id = ${segmentId}::uuid`,
-  );
+  await db.execute(sql`UPDATE segments SET member_count = ${count}, member_count_at = ${now.toISOString()}::timestamptz WHERE id = ${segmentId}::uuid`);
 }
 
 async function checkedCondition(db: Db, projectId: string, raw: unknown, selfSegmentId?: string): Promise<Condition> {
   const condition = parseCondition(raw);
-  await validateCondition(db, projectId, condition, { selfSegmentId });
+  await validateCondition(db, projectId, condition, { types: await customFieldTypes(db, projectId), selfSegmentId });
   return condition;
+}
+
+/**
+ * How many contacts of the project a condition matches now, without saving anything: the
+ * dashboard's builder shows it as the tree changes. The same validation (400 naming the place)
+ * and the same compiled SQL as a saved DYNAMIC segment.
+ */
+export async function countCondition(ctx: AppContext, projectId: string, raw: unknown): Promise<{ count: number }> {
+  const db = ctx.database.db;
+  const condition = parseCondition(raw);
+  const types = await customFieldTypes(db, projectId); // read once, for the check and the compile
+  await validateCondition(db, projectId, condition, { types });
+  const where = await compileCondition(db, projectId, condition, { types, now: ctx.clock.now() });
+  return { count: await countContactsWhere(db, projectId, where) };
 }
 
 export async function createSegment(ctx: AppContext, projectId: string, input: CreateSegmentInput): Promise<SegmentRecord> {
@@ -128,7 +146,7 @@ export async function createSegment(ctx: AppContext, projectId: string, input: C
   };
   values.memberCount = await countMembers(db, values, now);
   const [row] = await db.insert(segments).values(values).returning();
-  if (row.trackMembership) forgetTrackedSegments(projectId);
+  if (row.trackMembership) await forgetTrackedSegments(ctx, projectId);
   return toSegmentRecord(row);
 }
 
@@ -168,37 +186,16 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
              track_membership = ${next.trackMembership}, member_count = ${next.memberCount},
              member_count_at = ${now.toISOString()}::timestamptz, updated_at = ${next.updatedAt.toISOString()}::timestamptz
        WHERE id = ${row.id}::uuid`);
-    if (next.trackMembership !== row.trackMembership) forgetTrackedSegments(projectId);
+    if (next.trackMembership !== row.trackMembership) await forgetTrackedSegments(ctx, projectId);
     return toSegmentRecord(next);
   });
 }
 
-/**
- * Reasons a segment cannot be deleted. Campaigns register a check here ("used by active campaign
- * 'X'"); each returns a message, or null when it does not hold the segment.
- */
-export const segmentInUseChecks: Array<(db: Db, projectId: string, segmentId: string) => Promise<string | null>> = [];
-
-/** Other segments whose condition references this one (`segment.<id>`). */
-export async function segmentsReferencing(db: Db, projectId: string, segmentId: string): Promise<{ id: string; name: string }[]> {
-  const { rows } = await db.execute<{ id: string; name: string }>(sql`
-    SELECT id, name FROM segments
-     WHERE project_id = ${projectId} AND condition IS NOT NULL AND id <> ${segmentId}::uuid
-       AND jsonb_path_exists(condition, 'strict $.**.field ? (@ == $f)', jsonb_build_object('f', ${`segment.${segmentId}`}::text))
-     ORDER BY created_at, id`);
-  return rows;
-}
-
-segmentInUseChecks.push(async (db, projectId, segmentId) => {
-  const users = await segmentsReferencing(db, projectId, segmentId);
-  return users.length === 0 ? null : `Segment is referenced by segment ${users.map((u) => `'${u.name}'`).join(', ')}`;
-});
-
-/** 409 while anything registered in segmentInUseChecks holds the segment. Members and membership rows go with it. */
+/** 409 while anything holds the segment (see usage.segmentHolders). Members and membership rows go with it. */
 export async function deleteSegment(ctx: AppContext, projectId: string, id: string): Promise<void> {
   await withTransaction(ctx.database, async ({ tx }) => {
     const row = await getSegmentRow(tx, projectId, id, { lock: true });
-    const reasons = (await Promise.all(segmentInUseChecks.map((check) => check(tx, projectId, row.id)))).filter((r): r is string => r !== null);
+    const reasons = await usage.segmentHolders(tx, projectId, row.id);
     if (reasons.length > 0) throw conflict(`Segment is in use and cannot be deleted: ${reasons.join('; ')}`, { segmentId: row.id, reasons });
     await tx.execute(sql`DELETE FROM segments WHERE id = ${row.id}::uuid`);
   });
@@ -207,12 +204,7 @@ export async function deleteSegment(ctx: AppContext, projectId: string, id: stri
 export type SegmentContacts = { data: ContactRecord[]; total: number; page: number; pageSize: number };
 
 /** GET /segments/:id/contacts: the members now (live for DYNAMIC), newest contacts first. */
-export async function listSegmentContacts(
-  ctx: AppContext,
-  projectId: string,
-  id: string,
-  q: { page: number; pageSize: number },
-): Promise<SegmentContacts> {
+export async function listSegmentContacts(ctx: AppContext, projectId: string, id: string, q: { page: number; pageSize: number }): Promise<SegmentContacts> {
   const db = ctx.database.db;
   const row = await getSegmentRow(db, projectId, id);
   const where = sql`c.project_id = ${projectId} AND ${await membershipSqlOf(db, row, ctx.clock.now())}`;

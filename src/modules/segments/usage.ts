@@ -1,18 +1,10 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
-import { fieldUsageProviders } from '../contacts/fields.ts';
-import { afterTrackListeners } from '../events/service.ts';
-import { eventUsageProviders } from '../events/usage.ts';
-import { scheduleSegmentReevaluation } from './membership.ts';
 
-/**
- * What segments register with other modules, once, when the segments module is loaded: their
- * references to fields and event names (usage endpoints, and the 409 on deleting a used one), and
- * the re-evaluation of tracked segments after every tracked event.
- */
+/** What segments reference (fields, event names, other segments), for the usage module (src/modules/usage). */
 
 /** Segments with a filter whose field is `field`, or (for `data.*`) a field nested under it. */
-async function segmentsUsingField(db: Db, projectId: string, field: string, nested: boolean): Promise<{ id: string; name: string }[]> {
+export async function segmentsUsingField(db: Db, projectId: string, field: string, nested: boolean): Promise<{ id: string; name: string }[]> {
   const path = nested ? 'strict $.**.field ? (@ == $f || @ starts with $p)' : 'strict $.**.field ? (@ == $f)';
   const { rows } = await db.execute<{ id: string; name: string }>(sql`
     SELECT id, name FROM segments
@@ -22,12 +14,12 @@ async function segmentsUsingField(db: Db, projectId: string, field: string, nest
   return rows;
 }
 
-fieldUsageProviders.push(async (db, projectId, field) => ({
-  segments: await segmentsUsingField(db, projectId, field, field.startsWith('data.')),
-}));
-
-eventUsageProviders.push(async (db, projectId, eventName) => ({
-  segments: await segmentsUsingField(db, projectId, `event.${eventName}`, false),
-}));
-
-afterTrackListeners.push((ctx, t, event) => scheduleSegmentReevaluation(ctx, event.projectId, event.contact.id, t.client));
+/** Other segments whose condition references this one (`segment.<id>`). */
+export async function segmentsReferencing(db: Db, projectId: string, segmentId: string): Promise<{ id: string; name: string }[]> {
+  const { rows } = await db.execute<{ id: string; name: string }>(sql`
+    SELECT id, name FROM segments
+     WHERE project_id = ${projectId} AND condition IS NOT NULL AND id <> ${segmentId}::uuid
+       AND jsonb_path_exists(condition, 'strict $.**.field ? (@ == $f)', jsonb_build_object('f', ${`segment.${segmentId}`}::text))
+     ORDER BY created_at, id`);
+  return rows;
+}

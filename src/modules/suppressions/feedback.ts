@@ -1,11 +1,7 @@
-import { and, eq, isNull, notInArray, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { withTransaction } from '../../db/client.ts';
-import { emails } from '../../db/schema/emails.ts';
 import { setSubscribed } from '../contacts/service.ts';
-import type { ClaimedEmail } from '../emails/delivery/claim.ts';
-import { emailEventData } from '../emails/delivery/record.ts';
-import { recordEvent } from '../events/record.ts';
+import { type EmailRow as ClaimedEmail, emailEventData, markBounced, markComplained, noteTransientBounce } from '../emails/lifecycle.ts';
 import { evaluateReputation } from '../reputation/guard.ts';
 import { suppressAddress } from './service.ts';
 
@@ -37,30 +33,14 @@ export async function recordBounce(ctx: AppContext, email: EmailRow, b: Bounce):
   const data = (subject: string | null) =>
     emailEventData(email, subject, { bounceType: b.type, ...(b.diagnostic ? { error: b.diagnostic } : {}), ...b.details });
   if (!permanent) {
-    if (email.contactId) {
-      await recordEvent(ctx.database.db, { projectId: email.projectId, contactId: email.contactId, name: 'email.bounced', data: data(null), createdAt: at });
-    }
+    await noteTransientBounce(ctx.database.db, email, at, data(null));
     return;
   }
   const changed = await withTransaction(ctx.database, async ({ tx }) => {
-    const [row] = await tx
-      .update(emails)
-      .set({
-        status: 'BOUNCED',
-        error: b.diagnostic,
-        bouncedAt: at,
-        lockedUntil: null,
-        subject: b.subject !== undefined ? b.subject : sql`${emails.subject}`,
-        updatedAt: ctx.clock.now(),
-      })
-      .where(and(eq(emails.id, email.id), notInArray(emails.status, ['BOUNCED', 'COMPLAINED'])))
-      .returning({ subject: emails.subject });
-    if (!row) return false;
+    const bounced = await markBounced(tx, email, { at, now: ctx.clock.now(), diagnostic: b.diagnostic, subject: b.subject, data });
+    if (!bounced) return false;
     await suppressAddress(tx, email.projectId, email.toEmail, 'bounce', email.id, at);
-    if (email.contactId) {
-      await recordEvent(tx, { projectId: email.projectId, contactId: email.contactId, name: 'email.bounced', data: data(row.subject), createdAt: at });
-      await setSubscribed(tx, email.projectId, email.contactId, false, { reason: 'bounce' }, { now: at });
-    }
+    if (email.contactId) await setSubscribed(tx, email.projectId, email.contactId, false, { reason: 'bounce' }, { now: at });
     return true;
   });
   if (changed) await evaluateReputation(ctx, email.projectId);
@@ -71,34 +51,12 @@ export async function recordBounce(ctx: AppContext, email: EmailRow, b: Bounce):
  * suppressed, the contact unsubscribed with `{ reason: 'complaint' }`, and the project's reputation
  * re-evaluated. Counted once per email.
  */
-export async function recordComplaint(
-  ctx: AppContext,
-  email: EmailRow,
-  c: { at?: Date; details?: Record<string, unknown> } = {},
-): Promise<void> {
+export async function recordComplaint(ctx: AppContext, email: EmailRow, c: { at?: Date; details?: Record<string, unknown> } = {}): Promise<void> {
   const at = c.at ?? ctx.clock.now();
   const changed = await withTransaction(ctx.database, async ({ tx }) => {
-    const [row] = await tx
-      .update(emails)
-      .set({
-        status: sql`CASE WHEN ${emails.status} IN ('SENT', 'DELIVERED') THEN 'COMPLAINED' ELSE ${emails.status} END`,
-        complainedAt: at,
-        updatedAt: ctx.clock.now(),
-      })
-      .where(and(eq(emails.id, email.id), isNull(emails.complainedAt)))
-      .returning({ id: emails.id });
-    if (!row) return false;
+    if (!(await markComplained(tx, email, { at, now: ctx.clock.now(), details: c.details }))) return false;
     await suppressAddress(tx, email.projectId, email.toEmail, 'complaint', email.id, at);
-    if (email.contactId) {
-      await recordEvent(tx, {
-        projectId: email.projectId,
-        contactId: email.contactId,
-        name: 'email.complained',
-        data: emailEventData(email, null, { ...c.details }),
-        createdAt: at,
-      });
-      await setSubscribed(tx, email.projectId, email.contactId, false, { reason: 'complaint' }, { now: at });
-    }
+    if (email.contactId) await setSubscribed(tx, email.projectId, email.contactId, false, { reason: 'complaint' }, { now: at });
     return true;
   });
   if (changed) await evaluateReputation(ctx, email.projectId);

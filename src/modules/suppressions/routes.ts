@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { projectOf, requireProject } from '../../http/auth.ts';
 import { limitParam } from '../../http/pagination.ts';
+import { cursorList, describer } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { deleteSuppression, listSuppressions } from './service.ts';
 
@@ -13,15 +14,49 @@ const listQuery = z.object({
   reason: z.enum(['bounce', 'complaint', 'manual']).optional(),
 });
 
+const suppressionSchema = z.object({
+  email: z.string(),
+  reason: z.enum(['bounce', 'complaint', 'manual']),
+  emailId: z.string().nullable(),
+  createdAt: z.string(),
+});
+
 const emailParams = z.object({ email: z.string().trim().min(1).max(254) });
 
 export function suppressionRoutes(app: FastifyInstance, ctx: AppContext): void {
   const onRequest = requireProject(ctx);
+  const doc = describer('Suppressions', 'project');
 
-  app.get('/suppressions', { onRequest }, async (req) => listSuppressions(ctx, projectOf(req).projectId, parse(listQuery, req.query)));
+  app.get(
+    '/suppressions',
+    {
+      schema: doc({
+        operationId: 'suppressions.list',
+        summary: 'Suppressed addresses (bounces, complaints, manual)',
+        query: listQuery,
+        responses: { 200: cursorList(suppressionSchema) },
+        errors: [400],
+      }),
+      onRequest,
+    },
+    async (req) => listSuppressions(ctx, projectOf(req).projectId, parse(listQuery, req.query)),
+  );
 
-  app.delete('/suppressions/:email', { onRequest }, async (req, reply) => {
-    await deleteSuppression(ctx, projectOf(req).projectId, parse(emailParams, req.params).email);
-    return reply.status(204).send();
-  });
+  app.delete(
+    '/suppressions/:email',
+    {
+      schema: doc({
+        operationId: 'suppressions.delete',
+        summary: 'Allow sending to an address again',
+        params: emailParams,
+        responses: { 204: null },
+        errors: [404],
+      }),
+      onRequest,
+    },
+    async (req, reply) => {
+      await deleteSuppression(ctx, projectOf(req).projectId, parse(emailParams, req.params).email);
+      return reply.status(204).send();
+    },
+  );
 }

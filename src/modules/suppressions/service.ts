@@ -4,6 +4,7 @@ import type { Db } from '../../db/client.ts';
 import { suppressions } from '../../db/schema/emails.ts';
 import { afterCursor, cursorPage } from '../../http/keyset.ts';
 import { notFound } from '../../http/errors.ts';
+import { containsPattern } from '../../db/like.ts';
 
 export type SuppressionReason = 'bounce' | 'complaint' | 'manual';
 
@@ -11,24 +12,8 @@ export type SuppressionRecord = { email: string; reason: SuppressionReason; emai
 
 const normalise = (email: string) => email.trim().toLowerCase();
 
-export async function isSuppressed(db: Db, projectId: string, email: string): Promise<boolean> {
-  const rows = await db
-    .select({ one: sql`1` })
-    .from(suppressions)
-    .where(and(eq(suppressions.projectId, projectId), eq(suppressions.email, normalise(email))))
-    .limit(1);
-  return rows.length > 0;
-}
-
 /** Suppresses an address in the project; the first reason recorded is kept. */
-export async function suppressAddress(
-  db: Db,
-  projectId: string,
-  email: string,
-  reason: SuppressionReason,
-  emailId: string | null,
-  now: Date,
-): Promise<void> {
+export async function suppressAddress(db: Db, projectId: string, email: string, reason: SuppressionReason, emailId: string | null, now: Date): Promise<void> {
   await db
     .insert(suppressions)
     .values({ projectId, email: normalise(email), reason, emailId, createdAt: now })
@@ -46,13 +31,11 @@ const toRecord = (r: Row): SuppressionRecord => ({
 
 export type SuppressionListQuery = { limit: number; cursor?: string; search?: string; reason?: SuppressionReason };
 
-const escapeLike = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
-
 /** Newest first, keyset-paginated on (created_at, email). */
 export async function listSuppressions(ctx: AppContext, projectId: string, q: SuppressionListQuery) {
   const filters: SQL[] = [eq(suppressions.projectId, projectId)];
   if (q.reason) filters.push(eq(suppressions.reason, q.reason));
-  if (q.search) filters.push(ilike(suppressions.email, `%${escapeLike(q.search.trim().toLowerCase())}%`));
+  if (q.search) filters.push(ilike(suppressions.email, containsPattern(q.search.trim().toLowerCase())));
   const where = and(...filters)!;
   const rows = await ctx.database.db
     .select()
@@ -62,7 +45,12 @@ export async function listSuppressions(ctx: AppContext, projectId: string, q: Su
     .limit(q.limit + 1);
   const total = q.cursor
     ? 0
-    : (await ctx.database.db.select({ n: sql<number>`count(*)::int` }).from(suppressions).where(where))[0].n;
+    : (
+        await ctx.database.db
+          .select({ n: sql<number>`count(*)::int` })
+          .from(suppressions)
+          .where(where)
+      )[0].n;
   return { ...cursorPage(rows, q.limit, (r) => [r.createdAt, r.email], toRecord), total };
 }
 
@@ -81,6 +69,14 @@ export async function suppressedAmong(db: Db, projectId: string, addresses: stri
   const rows = await db
     .select({ email: suppressions.email })
     .from(suppressions)
-    .where(and(eq(suppressions.projectId, projectId), inArray(suppressions.email, addresses.map((a) => a.toLowerCase()))));
+    .where(
+      and(
+        eq(suppressions.projectId, projectId),
+        inArray(
+          suppressions.email,
+          addresses.map((a) => a.toLowerCase()),
+        ),
+      ),
+    );
   return new Set(rows.map((r) => r.email));
 }

@@ -1,21 +1,65 @@
 import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
+import { type SecretCheck, currentSecretCheck } from './secret-check.ts';
+import { describe } from '../../http/openapi.ts';
+
+const checks = z.object({ database: z.enum(['ok', 'unavailable']), secrets: z.enum(['ok', 'mismatch', 'unknown']) });
 
 export function systemRoutes(app: FastifyInstance, ctx: AppContext): void {
-  app.get('/health', async (_req, reply) => {
-    try {
-      await ctx.database.pool.query('SELECT 1');
-      return { status: 'ok' };
-    } catch {
-      return reply.status(503).send({ status: 'unavailable' });
-    }
-  });
+  // 200 when the database answers (as the spec says): `ok`, or `degraded` when this process's
+  // JWT_SECRET is not the installation's (secret-check.ts); 503 `unavailable` without a database.
+  app.get(
+    '/health',
+    {
+      schema: describe({
+        operationId: 'meta.health',
+        summary: "Liveness, database reachability and whether this process shares the installation's JWT_SECRET",
+        tag: 'Meta',
+        access: 'none',
+        responses: {
+          200: z.object({ status: z.enum(['ok', 'degraded']), checks }),
+          503: { schema: z.object({ status: z.literal('unavailable'), checks }), description: 'The database is unreachable' },
+        },
+      }),
+    },
+    async (_req, reply) => {
+      let secrets: SecretCheck;
+      try {
+        secrets = await currentSecretCheck(ctx.database, ctx.config.jwtSecret);
+      } catch {
+        return reply.status(503).send({ status: 'unavailable', checks: { database: 'unavailable', secrets: 'unknown' } });
+      }
+      if (secrets === 'mismatch') return { status: 'degraded', checks: { database: 'ok', secrets } };
+      return { status: 'ok', checks: { database: 'ok', secrets } };
+    },
+  );
 
-  app.get('/config', async () => ({
-    signupEnabled: !ctx.config.disableSignup,
-    smtpConfigured: Boolean(ctx.config.smtpUrl),
-    billingEnabled: Boolean(ctx.config.stripeSecretKey),
-    oauth: { github: false, google: false },
-    publicUrl: ctx.config.publicUrl,
-  }));
+  app.get(
+    '/config',
+    {
+      schema: describe({
+        operationId: 'meta.config',
+        summary: 'Public server configuration for the dashboard',
+        tag: 'Meta',
+        access: 'none',
+        responses: {
+          200: z.object({
+            signupEnabled: z.boolean(),
+            smtpConfigured: z.boolean(),
+            billingEnabled: z.boolean(),
+            oauth: z.object({ github: z.boolean(), google: z.boolean() }),
+            publicUrl: z.string(),
+          }),
+        },
+      }),
+    },
+    async () => ({
+      signupEnabled: !ctx.config.disableSignup,
+      smtpConfigured: Boolean(ctx.config.smtpUrl),
+      billingEnabled: Boolean(ctx.config.stripeSecretKey),
+      oauth: { github: false, google: false },
+      publicUrl: ctx.config.publicUrl,
+    }),
+  );
 }

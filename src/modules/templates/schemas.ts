@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import type { TemplateType } from '../../db/schema/templates.ts';
 import { SimpleError } from '../../http/errors.ts';
+import { component } from '../../http/openapi.ts';
 import { dirParam, fallbackEnum, pageParams, searchParam } from '../../http/pagination.ts';
+import { messageContentFields } from './message-content.ts';
 
 export const TEMPLATE_TYPES = ['TRANSACTIONAL', 'MARKETING', 'HEADLESS'] as const satisfies readonly TemplateType[];
 
@@ -10,22 +12,15 @@ const noLineBreak = (v: string) => !/[\r\n]/.test(v);
 const email = z.string().trim().toLowerCase().email().max(320);
 
 /** An optional text field: null, absent or blank clears it. */
-const optionalText = <T extends z.ZodTypeAny>(schema: T) =>
-  z.preprocess((v) => (typeof v === 'string' && v.trim() === '' ? null : v), schema.nullable());
+const optionalText = <T extends z.ZodTypeAny>(schema: T) => z.preprocess((v) => (typeof v === 'string' && v.trim() === '' ? null : v), schema.nullable());
 
 const fields = {
   name: z.string().trim().min(1).max(200),
   description: optionalText(z.string().trim().max(2000)),
-  subject: z
-    .string()
-    .min(1)
-    .max(998)
-    .refine(noLineBreak, { message: 'subject must be a single line' }),
+  subject: z.string().min(1).max(998).refine(noLineBreak, { message: 'subject must be a single line' }),
   body: z.string().min(1).max(1_000_000),
   from: email,
-  fromName: optionalText(
-    z.string().trim().max(200).refine(noLineBreak, { message: 'fromName must be a single line' }),
-  ),
+  fromName: optionalText(z.string().trim().max(200).refine(noLineBreak, { message: 'fromName must be a single line' })),
   replyTo: optionalText(email),
   type: z.enum(TEMPLATE_TYPES),
 };
@@ -64,10 +59,7 @@ export function assertRequiredFields(body: unknown): void {
 export const TEMPLATE_SORTS = ['name', 'createdAt', 'updatedAt'] as const;
 
 export const listTemplatesQuery = pageParams(100).extend({
-  type: z.preprocess(
-    (v) => (typeof v === 'string' ? (v.trim() === '' ? undefined : v.trim().toUpperCase()) : v),
-    z.enum(TEMPLATE_TYPES).optional(),
-  ),
+  type: z.preprocess((v) => (typeof v === 'string' ? (v.trim() === '' ? undefined : v.trim().toUpperCase()) : v), z.enum(TEMPLATE_TYPES).optional()),
   search: searchParam,
   sort: fallbackEnum(TEMPLATE_SORTS, 'createdAt'),
   dir: dirParam,
@@ -91,3 +83,17 @@ export type TemplateRecord = {
   createdAt: string;
   updatedAt: string;
 };
+
+// Responses (the document and the strict response check: src/http/openapi.ts)
+
+export const templateSchema = component(
+  'Template',
+  z.object({
+    ...messageContentFields,
+    type: z.enum(TEMPLATE_TYPES),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  }),
+);
+
+export const previewSchema = z.object({ subject: z.string(), html: z.string(), text: z.string() });

@@ -3,12 +3,13 @@ import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
 import { templates } from '../../db/schema/templates.ts';
-import { conflict, notFound, validationError } from '../../http/errors.ts';
+import { conflict, notFound } from '../../http/errors.ts';
 import { type PageList, pageList } from '../../http/pagination.ts';
-import { checkTemplates } from '../../render/engine.ts';
-import { fromDomainMatchesSql, senderDomainFor, senderUsageChecks } from '../domains/sender.ts';
+import { senderDomainFor } from '../domains/sender.ts';
+import { type TemplateUsers, usage } from '../usage/service.ts';
 import type { CreateTemplateInput, ListTemplatesQuery, TemplateRecord, UpdateTemplateInput } from './schemas.ts';
-import { type TemplateUsage, collectTemplateUsage, isUsed } from './usage.ts';
+import { containsPattern } from '../../db/like.ts';
+import { assertTemplatesParse, messageContentValues } from './message-content.ts';
 
 type TemplateRow = typeof templates.$inferSelect;
 
@@ -46,17 +47,7 @@ export async function getTemplate(db: Db, projectId: string, id: string): Promis
   return template;
 }
 
-/** Liquid that does not parse is refused when saved (422), so it never fails at send time. */
-function assertTemplatesParse(input: { subject?: string; body?: string }): void {
-  const errors = checkTemplates({ subject: input.subject, body: input.body });
-  if (errors.length > 0) throw validationError(errors);
-}
-
-export async function createTemplate(
-  ctx: AppContext,
-  projectId: string,
-  input: CreateTemplateInput,
-): Promise<TemplateRecord> {
+export async function createTemplate(ctx: AppContext, projectId: string, input: CreateTemplateInput): Promise<TemplateRecord> {
   assertTemplatesParse(input);
   await senderDomainFor(ctx, projectId, input.from);
   const now = ctx.clock.now();
@@ -65,14 +56,7 @@ export async function createTemplate(
     .values({
       id: uuidv7(now.getTime()),
       projectId,
-      name: input.name,
-      description: input.description ?? null,
-      subject: input.subject,
-      body: input.body,
-      fromEmail: input.from,
-      fromName: input.fromName ?? null,
-      replyTo: input.replyTo ?? null,
-      type: input.type,
+      ...messageContentValues(input),
       createdAt: now,
       updatedAt: now,
     })
@@ -82,17 +66,11 @@ export async function createTemplate(
 
 const SORT_COLUMNS = { name: sql`lower(${templates.name})`, createdAt: templates.createdAt, updatedAt: templates.updatedAt };
 
-const likePattern = (s: string) => `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-
-export async function listTemplates(
-  ctx: AppContext,
-  projectId: string,
-  q: ListTemplatesQuery,
-): Promise<PageList<TemplateRecord>> {
+export async function listTemplates(ctx: AppContext, projectId: string, q: ListTemplatesQuery): Promise<PageList<TemplateRecord>> {
   const conditions: SQL[] = [eq(templates.projectId, projectId)];
   if (q.type) conditions.push(eq(templates.type, q.type));
   if (q.search) {
-    const pattern = likePattern(q.search);
+    const pattern = containsPattern(q.search);
     const match = or(ilike(templates.name, pattern), ilike(templates.description, pattern), ilike(templates.subject, pattern));
     if (match) conditions.push(match);
   }
@@ -111,12 +89,7 @@ export async function listTemplates(
   return pageList(rows.map(toTemplateRecord), total, q.page, q.pageSize);
 }
 
-export async function updateTemplate(
-  ctx: AppContext,
-  projectId: string,
-  id: string,
-  input: UpdateTemplateInput,
-): Promise<TemplateRecord> {
+export async function updateTemplate(ctx: AppContext, projectId: string, id: string, input: UpdateTemplateInput): Promise<TemplateRecord> {
   const current = await getTemplate(ctx.database.db, projectId, id);
   assertTemplatesParse(input);
   // A sender is checked when it changes: an unrelated edit is not refused because a domain turned pending.
@@ -164,9 +137,9 @@ export async function duplicateTemplate(ctx: AppContext, projectId: string, id: 
   return toTemplateRecord(row);
 }
 
-export async function templateUsage(ctx: AppContext, projectId: string, id: string): Promise<TemplateUsage> {
+export async function templateUsage(ctx: AppContext, projectId: string, id: string): Promise<TemplateUsers> {
   await getTemplate(ctx.database.db, projectId, id);
-  return collectTemplateUsage(ctx.database.db, projectId, id);
+  return usage.templateUsers(ctx.database.db, projectId, id);
 }
 
 /** Deletes the template; 409 while a campaign or workflow step references it. */
@@ -179,27 +152,11 @@ export async function deleteTemplate(ctx: AppContext, projectId: string, id: str
       .where(and(eq(templates.projectId, projectId), eq(templates.id, id)))
       .for('update');
     if (!row) throw notFound('template', id);
-    const usage = await collectTemplateUsage(tx, projectId, id);
-    if (isUsed(usage)) {
-      const where = [
-        ...usage.campaigns.map((c) => `campaign "${c.name}"`),
-        ...usage.workflows.map((w) => `workflow "${w.name}"`),
-      ];
-      throw conflict(`Template "${row.name}" is used by ${where.join(', ')}`, { ...usage });
+    const users = await usage.templateUsers(tx, projectId, id);
+    if (users.campaigns.length + users.workflows.length > 0) {
+      const where = [...users.campaigns.map((c) => `campaign "${c.name}"`), ...users.workflows.map((w) => `workflow "${w.name}"`)];
+      throw conflict(`Template "${row.name}" is used by ${where.join(', ')}`, { ...users });
     }
     await tx.delete(templates).where(eq(templates.id, id));
   });
 }
-
-/** Domain DELETE is refused while a template sends from the domain or a subdomain of it. */
-async function templateUsingDomain(db: Db, projectId: string, domain: string): Promise<string | null> {
-  const [row] = await db
-    .select({ name: templates.name })
-    .from(templates)
-    .where(and(eq(templates.projectId, projectId), fromDomainMatchesSql(templates.fromEmail, domain)))
-    .orderBy(asc(templates.createdAt))
-    .limit(1);
-  return row ? `template "${row.name}"` : null;
-}
-
-senderUsageChecks.push(templateUsingDomain);

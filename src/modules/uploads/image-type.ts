@@ -9,8 +9,7 @@ export const CONTENT_TYPE_BY_EXT: Record<ImageExt, ImageType['contentType']> = {
   webp: 'image/webp',
 };
 
-const startsWith = (buf: Buffer, bytes: number[], offset = 0) =>
-  buf.length >= offset + bytes.length && bytes.every((b, i) => buf[offset + i] === b);
+const startsWith = (buf: Buffer, bytes: number[], offset = 0) => buf.length >= offset + bytes.length && bytes.every((b, i) => buf[offset + i] === b);
 
 const ascii = (s: string) => [...s].map((c) => c.charCodeAt(0));
 
@@ -24,6 +23,11 @@ export function detectImageType(buf: Buffer): ImageType | null {
 
 /** SVG is refused (it can carry scripts); recognising it lets the error say why. */
 export function looksLikeSvg(buf: Buffer): boolean {
-  const head = buf.subarray(0, 1024).toString('utf8').replace(/^\uFEFF/, '').trimStart().toLowerCase();
+  const head = buf
+    .subarray(0, 1024)
+    .toString('utf8')
+    .replace(/^\uFEFF/, '')
+    .trimStart()
+    .toLowerCase();
   return head.startsWith('<svg') || (head.startsWith('<?xml') && head.includes('<svg')) || /^<!doctype svg/.test(head);
 }

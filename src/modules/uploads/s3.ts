@@ -27,7 +27,10 @@ export type SignInput = {
 
 /** Returns the headers to send: the given ones plus x-amz-content-sha256, x-amz-date and Authorization. */
 export function signV4(cfg: Pick<S3Config, 'region' | 'accessKeyId' | 'secretAccessKey'>, req: SignInput): Record<string, string> {
-  const amzDate = req.now.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, ''); // 20250101T000000Z
+  const amzDate = req.now
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}/, ''); // 20250101T000000Z
   const date = amzDate.slice(0, 8);
   const headers: Record<string, string> = {
     ...req.headers,

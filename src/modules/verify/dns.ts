@@ -112,11 +112,7 @@ function mergeAddress(a: Outcome, aaaa: Outcome): Outcome {
   return rank[Math.min(rank.indexOf(a), rank.indexOf(aaaa))];
 }
 
-function summarise(
-  mx: { outcome: Outcome; records: { exchange: string; priority: number }[] },
-  address: Outcome,
-  ns: Outcome,
-): DomainDns {
+function summarise(mx: { outcome: Outcome; records: { exchange: string; priority: number }[] }, address: Outcome, ns: Outcome): DomainDns {
   const outcomes = [mx.outcome, address, ns];
   const exists = outcomes.some((o) => o === 'found' || o === 'empty');
   let missing: DomainDns['missing'] = null;
@@ -125,9 +121,7 @@ function summarise(
     else if (outcomes.includes('timeout')) missing = 'timeout';
     else missing = 'error';
   }
-  const exchanges = mx.records
-    .toSorted((x, y) => x.priority - y.priority)
-    .map((r) => r.exchange.replace(/\.$/, ''));
+  const exchanges = mx.records.toSorted((x, y) => x.priority - y.priority).map((r) => r.exchange.replace(/\.$/, ''));
   // RFC 7505 null MX: a single record with an empty exchange says "this domain takes no mail".
   const nullMx = exchanges.length === 1 && exchanges[0] === '';
   return { exists, missing, mx: { outcome: mx.outcome, exchanges, nullMx }, address, ns };

@@ -66,11 +66,7 @@ export async function verifyEmail(dns: DnsChecker, input: string): Promise<Verif
   };
 }
 
-function dnsReasons(
-  domain: string,
-  dns: DomainDns | null,
-  found: { hasMxRecords: boolean; hasWebsite: boolean },
-): string[] {
+function dnsReasons(domain: string, dns: DomainDns | null, found: { hasMxRecords: boolean; hasWebsite: boolean }): string[] {
   if (!dns) return ['Domain was not looked up because it is not a valid domain name'];
   // When the domain itself cannot be confirmed, that one reason also explains the missing MX and website.
   switch (dns.missing) {
@@ -84,11 +80,7 @@ function dnsReasons(
   const out: string[] = [];
   if (!found.hasMxRecords) out.push(mxReason(domain, dns));
   if (!found.hasWebsite) {
-    out.push(
-      dns.address === 'timeout'
-        ? `Website lookup (A/AAAA) for ${domain} timed out`
-        : `Domain ${domain} has no website (no A or AAAA record)`,
-    );
+    out.push(dns.address === 'timeout' ? `Website lookup (A/AAAA) for ${domain} timed out` : `Domain ${domain} has no website (no A or AAAA record)`);
   }
   return out;
 }

@@ -21,12 +21,19 @@ function bodyObject(body: unknown): unknown {
 }
 
 /**
- * POST /webhooks/notifications: verify the SNS signature (403 otherwise, nothing changes), confirm
- * subscriptions, and apply SES notifications exactly once per SNS MessageId. The MessageId is
+ * POST /webhooks/notifications: accept only the topics in SNS_TOPIC_ARNS and verify the SNS
+ * signature (403 otherwise, nothing changes), confirm subscriptions to those topics, and apply SES notifications exactly once per SNS MessageId. The MessageId is
  * claimed before the work and released if the work fails, so SNS's retry can do it again.
  */
 export async function handleNotification(ctx: AppContext, certs: CertificateSource, body: unknown): Promise<NotificationResult> {
+  if (ctx.config.snsTopicArns.length === 0) {
+    throw new ApiError(403, 'FORBIDDEN', 'SNS notifications are not accepted: set SNS_TOPIC_ARNS to the topics Herald may receive');
+  }
   const message = parse(snsMessageSchema, bodyObject(body));
+  // Before the signature: anyone can get a validly signed message from a topic of their own.
+  if (!ctx.config.snsTopicArns.includes(message.TopicArn)) {
+    throw new ApiError(403, 'FORBIDDEN', 'This SNS topic is not listed in SNS_TOPIC_ARNS');
+  }
   await verifySnsMessage(message, certs);
 
   if (message.Type === 'SubscriptionConfirmation') {
@@ -54,7 +61,10 @@ export async function handleNotification(ctx: AppContext, certs: CertificateSour
     if (!ses.success) return { status: 'ignored' };
     return { status: await applySesEvent(ctx, ses.data) };
   } catch (err) {
-    await ctx.database.db.delete(snsMessages).where(eq(snsMessages.messageId, message.MessageId)).catch(() => {});
+    await ctx.database.db
+      .delete(snsMessages)
+      .where(eq(snsMessages.messageId, message.MessageId))
+      .catch(() => {});
     throw err;
   }
 }

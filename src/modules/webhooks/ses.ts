@@ -1,18 +1,17 @@
-import { and, eq } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
-import { withTransaction } from '../../db/client.ts';
 import { emails } from '../../db/schema/emails.ts';
-import type { ClaimedEmail } from '../emails/delivery/claim.ts';
-import { emailEventData } from '../emails/delivery/record.ts';
-import { recordEvent } from '../events/record.ts';
+import { markDelivered } from '../emails/lifecycle.ts';
 import { recordBounce, recordComplaint } from '../suppressions/feedback.ts';
 import { recordClick, recordOpen } from '../tracking/service.ts';
 
 /**
  * Amazon SES event notifications (the Message of an SNS Notification), both the identity
  * notifications (`notificationType`) and configuration-set event publishing (`eventType`).
- * The email is found by the Message-ID header we set (`<uuid@domain>`, emails.message_id).
+ * The email is found by the Message-ID header we set (`<uuid@domain>`, emails.message_id), and only
+ * when the event also names that email's sender (`mail.source`, the project's from address) and its
+ * recipient: a Message-ID alone is visible to every recipient and proves nothing.
  */
 
 const timestamp = z.string().max(100).optional();
@@ -25,31 +24,42 @@ export const sesEventSchema = z
     mail: z
       .object({
         timestamp,
+        source: z.string().max(1000).optional(),
+        destination: z.array(z.string().max(1000)).max(100).optional(),
         messageId: z.string().max(500).optional(),
         headers: z.array(z.object({ name: z.string(), value: z.string() }).passthrough()).optional(),
-        commonHeaders: z.object({ messageId: z.string().max(1000).optional() }).passthrough().optional(),
+        commonHeaders: z
+          .object({ messageId: z.string().max(1000).optional() })
+          .passthrough()
+          .optional(),
       })
       .passthrough(),
     bounce: z
       .object({
         bounceType: z.string().max(50),
         bounceSubType: z.string().max(100).optional(),
-        bouncedRecipients: z.array(recipient).default([]),
+        bouncedRecipients: z.array(recipient).max(100).default([]),
         timestamp,
       })
       .passthrough()
       .optional(),
     complaint: z
       .object({
-        complainedRecipients: z.array(recipient).default([]),
+        complainedRecipients: z.array(recipient).max(100).default([]),
         complaintFeedbackType: z.string().max(100).optional(),
         timestamp,
       })
       .passthrough()
       .optional(),
-    delivery: z.object({ timestamp, smtpResponse: z.string().max(2000).optional() }).passthrough().optional(),
+    delivery: z
+      .object({ timestamp, smtpResponse: z.string().max(2000).optional(), recipients: z.array(z.string().max(1000)).max(100).optional() })
+      .passthrough()
+      .optional(),
     open: z.object({ timestamp }).passthrough().optional(),
-    click: z.object({ timestamp, link: z.string().max(8192) }).passthrough().optional(),
+    click: z
+      .object({ timestamp, link: z.string().max(8192) })
+      .passthrough()
+      .optional(),
   })
   .passthrough();
 
@@ -71,19 +81,35 @@ function timeOf(ctx: AppContext, value: string | undefined): Date {
   return t && !Number.isNaN(t.getTime()) ? t : ctx.clock.now();
 }
 
+/** The bare, lower-cased address of `a@b` or `Name <a@b>`. */
+function address(value: string): string {
+  const m = /<([^<>]*)>\s*$/.exec(value);
+  return (m ? m[1] : value).trim().toLowerCase();
+}
+
+/** The addresses the event is about: the reported recipients of a bounce or complaint, else the message's destination. */
+function recipientsOf(e: SesEvent, type: string | undefined): string[] {
+  if (type === 'Bounce') return (e.bounce?.bouncedRecipients ?? []).map((r) => address(r.emailAddress));
+  if (type === 'Complaint') return (e.complaint?.complainedRecipients ?? []).map((r) => address(r.emailAddress));
+  return (e.delivery?.recipients ?? e.mail.destination ?? []).map(address);
+}
+
 export async function applySesEvent(ctx: AppContext, e: SesEvent): Promise<SesOutcome> {
   const messageId = messageIdOf(e);
-  if (!messageId) return 'ignored';
+  if (!messageId || !e.mail.source) return 'ignored';
+  const type = e.eventType ?? e.notificationType;
   const [email] = await ctx.database.db.select().from(emails).where(eq(emails.messageId, messageId)).limit(1);
   if (!email) return 'ignored';
-  switch (e.eventType ?? e.notificationType) {
+  if (address(e.mail.source) !== email.fromEmail.toLowerCase()) return 'ignored';
+  if (!recipientsOf(e, type).includes(email.toEmail.toLowerCase())) return 'ignored';
+  switch (type) {
     case 'Delivery':
-      await recordDelivered(ctx, email, timeOf(ctx, e.delivery?.timestamp));
+      await markDelivered(ctx, email, timeOf(ctx, e.delivery?.timestamp));
       return 'processed';
     case 'Bounce': {
       if (!e.bounce) return 'ignored';
       const type = e.bounce.bounceType === 'Permanent' ? 'Permanent' : e.bounce.bounceType === 'Transient' ? 'Transient' : 'Undetermined';
-      const mine = e.bounce.bouncedRecipients.find((r) => r.emailAddress.toLowerCase() === email.toEmail) ?? e.bounce.bouncedRecipients[0];
+      const mine = e.bounce.bouncedRecipients.find((r) => address(r.emailAddress) === email.toEmail.toLowerCase());
       await recordBounce(ctx, email, {
         type,
         diagnostic: mine?.diagnosticCode ?? `${e.bounce.bounceType}${e.bounce.bounceSubType ? ` (${e.bounce.bounceSubType})` : ''}`,
@@ -108,18 +134,4 @@ export async function applySesEvent(ctx: AppContext, e: SesEvent): Promise<SesOu
     default:
       return 'ignored';
   }
-}
-
-/** SENT → DELIVERED with `email.delivered`, once (an email still SENDING is left to its worker). */
-async function recordDelivered(ctx: AppContext, email: ClaimedEmail, at: Date): Promise<void> {
-  await withTransaction(ctx.database, async ({ tx }) => {
-    const changed = await tx
-      .update(emails)
-      .set({ status: 'DELIVERED', deliveredAt: at, updatedAt: ctx.clock.now() })
-      .where(and(eq(emails.id, email.id), eq(emails.status, 'SENT')))
-      .returning({ id: emails.id });
-    if (changed.length > 0 && email.contactId) {
-      await recordEvent(tx, { projectId: email.projectId, contactId: email.contactId, name: 'email.delivered', data: emailEventData(email, null), createdAt: at });
-    }
-  });
 }

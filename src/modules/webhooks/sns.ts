@@ -14,7 +14,10 @@ import { ApiError } from '../../http/errors.ts';
 
 const SNS_HOST = /^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$/;
 
-const optionalString = z.string().nullish().transform((v) => v ?? undefined);
+const optionalString = z
+  .string()
+  .nullish()
+  .transform((v) => v ?? undefined);
 
 export const snsMessageSchema = z.preprocess(
   (v) => {

@@ -1,21 +1,69 @@
 import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import type { AppContext } from '../../../context.ts';
 import { projectOf, requireProject } from '../../../http/auth.ts';
+import { describer } from '../../../http/openapi.ts';
 import { parse } from '../../../http/validate.ts';
 import { BULK_TYPES, bulkBody, bulkJobParams } from './schemas.ts';
 import { createBulkJob, getBulkJob } from './service.ts';
 
+const BULK_OPERATIONS = {
+  'bulk-subscribe': 'contacts.bulkSubscribe',
+  'bulk-unsubscribe': 'contacts.bulkUnsubscribe',
+  'bulk-delete': 'contacts.bulkDelete',
+} as const;
+
+const queuedSchema = z.object({ jobId: z.string(), status: z.literal('queued') });
+
+const jobStatus = z.enum(['queued', 'processing', 'completed', 'failed']).or(z.string());
+
+const bulkJobSchema = z
+  .object({
+    jobId: z.string(),
+    type: z.enum(BULK_TYPES),
+    status: jobStatus,
+    total: z.number().int(),
+    processed: z.number().int(),
+    succeeded: z.number().int(),
+    unchanged: z.number().int(),
+    failed: z.number().int(),
+    errors: z.array(z.record(z.unknown())),
+    failureReason: z.string().optional(),
+    createdAt: z.string(),
+    completedAt: z.string().nullable(),
+  })
+  .passthrough();
+
 export function bulkRoutes(app: FastifyInstance, ctx: AppContext): void {
   const onRequest = requireProject(ctx);
+  const doc = describer('Contacts', 'project');
 
   for (const type of BULK_TYPES) {
-    app.post(`/contacts/${type}`, { onRequest }, async (req, reply) => {
+    const schema = doc({
+      operationId: BULK_OPERATIONS[type],
+      summary: `Queue a ${type.replace('bulk-', '')} of up to 10,000 contacts (answers the job)`,
+      body: bulkBody,
+      responses: { 202: queuedSchema },
+      errors: [400],
+    });
+    app.post(`/contacts/${type}`, { onRequest, schema }, async (req, reply) => {
       const { contactIds } = parse(bulkBody, req.body);
       return reply.status(202).send(await createBulkJob(ctx, projectOf(req).projectId, type, contactIds));
     });
   }
 
-  app.get('/contacts/bulk/:jobId', { onRequest }, async (req) =>
-    getBulkJob(ctx.database.db, projectOf(req).projectId, parse(bulkJobParams, req.params).jobId),
+  app.get(
+    '/contacts/bulk/:jobId',
+    {
+      schema: doc({
+        operationId: 'contacts.bulkJob',
+        summary: 'A bulk job and its progress',
+        params: bulkJobParams,
+        responses: { 200: bulkJobSchema },
+        errors: [404],
+      }),
+      onRequest,
+    },
+    async (req) => getBulkJob(ctx.database.db, projectOf(req).projectId, parse(bulkJobParams, req.params).jobId),
   );
 }

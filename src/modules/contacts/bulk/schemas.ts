@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { PREFIXED_ID } from '../../../db/ids.ts';
 import type { BulkError, BulkType, JobStatus } from '../../../db/schema/jobs.ts';
-import { isStorableText } from '../custom-data.ts';
+import { isStorableText } from '../../../db/storable-text.ts';
 
 /** api-spec § Limits: at most 1,000 contacts per bulk call. */
 export const MAX_BULK_IDS = 1000;

@@ -2,21 +2,17 @@ import { sql } from 'drizzle-orm';
 import type { AppContext } from '../../../context.ts';
 import { type Db, withTransaction } from '../../../db/client.ts';
 import { prefixedId } from '../../../db/ids.ts';
-import { events } from '../../../db/schema/events.ts';
+import { recordEvents } from '../../events/record.ts';
 import type { BulkError, BulkType, JobStatus } from '../../../db/schema/jobs.ts';
 import { notFound } from '../../../http/errors.ts';
 import { isoMs, textArray } from '../sql.ts';
 import { BULK_JOB_ID, type BulkJobRecord } from './schemas.ts';
+import { forgetContactsEvents } from '../../analytics/rollups.ts';
 
 export const BULK_QUEUE = 'contacts-bulk';
 
 /** Stores the job (each distinct id once, in the order given) and enqueues it in the same transaction. */
-export async function createBulkJob(
-  ctx: AppContext,
-  projectId: string,
-  type: BulkType,
-  contactIds: string[],
-): Promise<{ jobId: string; status: 'queued' }> {
+export async function createBulkJob(ctx: AppContext, projectId: string, type: BulkType, contactIds: string[]): Promise<{ jobId: string; status: 'queued' }> {
   const ids = [...new Set(contactIds)];
   const jobId = prefixedId('blk');
   const now = ctx.clock.now().toISOString();
@@ -54,9 +50,10 @@ export async function setSubscribedMany(
   const changed = rows.filter((r) => r.changed).map((r) => r.id);
   if (changed.length > 0) {
     const name = subscribed ? 'contact.subscribed' : 'contact.unsubscribed';
-    await db
-      .insert(events)
-      .values(changed.map((contactId) => ({ id: prefixedId('evt'), projectId, contactId, name, data: null, createdAt: now })));
+    await recordEvents(
+      db,
+      changed.map((contactId) => ({ projectId, contactId, name, data: null, createdAt: now })),
+    );
   }
   return { changed, found: rows.map((r) => r.id) };
 }
@@ -64,7 +61,8 @@ export async function setSubscribedMany(
 /** Deletes many contacts of the project (their events go with them); returns the ids deleted. */
 export async function deleteContactsMany(db: Db, projectId: string, contactIds: string[]): Promise<string[]> {
   const { rows } = await db.execute<{ id: string }>(
-    sql`DELETE FROM contacts WHERE project_id = ${projectId} AND id = ANY(${textArray(contactIds)}) RETURNING id`,
+    sql`WITH forgotten AS (${forgetContactsEvents(projectId, textArray(contactIds))})
+        DELETE FROM contacts WHERE project_id = ${projectId} AND id = ANY(${textArray(contactIds)}) RETURNING id`,
   );
   return rows.map((r) => r.id);
 }

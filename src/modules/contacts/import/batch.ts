@@ -2,6 +2,8 @@ import { sql } from 'drizzle-orm';
 import type { Db } from '../../../db/client.ts';
 import { fieldTypesOf } from '../custom-data.ts';
 import { textArray } from '../sql.ts';
+import { checkFieldCapacity } from '../field-cap.ts';
+import { mergedData, recordFieldTypesOf } from '../data-sql.ts';
 
 /** One import batch as set-based SQL: hundreds of contacts per statement, never a query per row. */
 
@@ -22,15 +24,9 @@ export async function upsertBatch(
   now: Date,
 ): Promise<{ imported: number; updated: number }> {
   const iso = now.toISOString();
-  const { keys, types } = fieldTypesOf(firstValues);
-  const fields =
-    keys.length === 0
-      ? sql``
-      : sql`, fields AS (
-          INSERT INTO contact_fields (project_id, key, type, created_at)
-          SELECT ${projectId}, u.k, u.t, ${iso}::timestamptz
-            FROM unnest(${textArray(keys)}, ${textArray(types)}) AS u(k, t)
-          ON CONFLICT DO NOTHING)`;
+  await checkFieldCapacity(db, projectId, fieldTypesOf(firstValues).keys);
+  // An import row sets columns and unsets none.
+  const merged = mergedData(sql`c.data`, textArray([]), sql`EXCLUDED.data`);
   const { rows: counted } = await db.execute<{ imported: number; updated: number }>(sql`
     WITH input AS (
       SELECT r.id, r.email, r.data FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS r(id text, email text, data jsonb)
@@ -39,10 +35,10 @@ export async function upsertBatch(
       SELECT i.id, ${projectId}, i.email, true, i.data, ${iso}::timestamptz, ${iso}::timestamptz
         FROM input AS i
        ORDER BY i.email
-      ON CONFLICT (project_id, email) DO UPDATE SET data = c.data || EXCLUDED.data, updated_at = EXCLUDED.updated_at
-       WHERE (c.data || EXCLUDED.data) <> c.data
+      ON CONFLICT (project_id, email) DO UPDATE SET data = ${merged}, updated_at = EXCLUDED.updated_at
+       WHERE ${merged} <> c.data
       RETURNING c.xmax = 0 AS inserted
-    )${fields}
+    )${recordFieldTypesOf(projectId, firstValues, iso)}
     SELECT count(*) FILTER (WHERE inserted)::int AS imported, count(*) FILTER (WHERE NOT inserted)::int AS updated FROM up`);
   return counted[0];
 }

@@ -3,7 +3,7 @@ import { CsvError, parse } from 'csv-parse';
 import { parse as parseSync } from 'csv-parse/sync';
 import { badRequest } from '../../../http/errors.ts';
 import { RESERVED_DATA_KEYS } from '../custom-data.ts';
-import { emailSchema, normaliseEmail } from '../schemas.ts';
+import { emailSchema } from '../schemas.ts';
 import type { ImportReason } from './schemas.ts';
 
 /** Reading the CSV: the checks done at upload, the column layout, streamed records and cell values. */
@@ -19,9 +19,7 @@ export type Layout = {
 };
 
 /** api-spec CSV rule 4 (and the keys no `data` may hold), compared case-insensitively. */
-const FILTERED_COLUMNS = new Set(
-  ['id', 'subscribed', 'createdAt', 'updatedAt', ...RESERVED_DATA_KEYS].map((c) => c.toLowerCase()),
-);
+const FILTERED_COLUMNS = new Set(['id', 'subscribed', 'createdAt', 'updatedAt', ...RESERVED_DATA_KEYS].map((c) => c.toLowerCase()));
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 const BOM = '\uFEFF';
@@ -106,9 +104,7 @@ function* chunks(bytes: Buffer): Generator<Buffer> {
  * the file (the header is row 1). Records whose cells are all empty are left out.
  */
 export async function* csvRecords(bytes: Buffer, delimiter: Delimiter): AsyncGenerator<CsvRecord> {
-  const parser = Readable.from(chunks(bytes)).pipe(
-    parse({ bom: true, delimiter, relax_column_count: true, relax_quotes: true }),
-  );
+  const parser = Readable.from(chunks(bytes)).pipe(parse({ bom: true, delimiter, relax_column_count: true, relax_quotes: true }));
   let row = 0;
   for await (const cells of parser as AsyncIterable<string[]>) {
     row++;
@@ -136,9 +132,6 @@ export function checkRow(layout: Layout, cells: string[]): RowCheck {
   if (!parsed.success) return { ok: false, email: raw, reason: 'invalid_email' };
   return { ok: true, email: parsed.data };
 }
-
-/** The normalised email of a record, for de-duplication (valid or not). */
-export const emailOf = (layout: Layout, cells: string[]): string => normaliseEmail(cells[layout.emailIndex] ?? '');
 
 const NUMBER = /^-?(0|[1-9]\d*)(\.\d+)?$/;
 const MAX_DIGITS = 15; // every decimal of at most 15 significant digits survives a double round trip

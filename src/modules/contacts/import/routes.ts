@@ -1,19 +1,16 @@
 import type { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import type { AppContext } from '../../../context.ts';
 import { projectOf, requireProject } from '../../../http/auth.ts';
-import { ApiError, validationError } from '../../../http/errors.ts';
+import { ApiError } from '../../../http/errors.ts';
+import { filePart } from '../../../http/file-part.ts';
+import { describer } from '../../../http/openapi.ts';
 import { parse } from '../../../http/validate.ts';
 import { MAX_IMPORT_BYTES, importJobParams } from './schemas.ts';
 import { createImport, getImportJob } from './service.ts';
 
-const missingFile = () =>
-  validationError([
-    { field: 'file', message: 'Required: send the CSV as multipart part "file"', code: 'invalid_type', received: 'undefined' },
-  ]);
-
-const tooLarge = () =>
-  new ApiError(413, 'PAYLOAD_TOO_LARGE', 'The CSV file is larger than 5 MB', { details: { maxBytes: MAX_IMPORT_BYTES } });
+const tooLarge = () => new ApiError(413, 'PAYLOAD_TOO_LARGE', 'The CSV file is larger than 5 MB', { details: { maxBytes: MAX_IMPORT_BYTES } });
 
 /**
  * Keeps at most `limit` bytes; past that the rest of the file is drained unkept (so the client can
@@ -35,23 +32,63 @@ function readLimited(stream: Readable, limit: number): Promise<Buffer> {
 
 export function importRoutes(app: FastifyInstance, ctx: AppContext): void {
   const onRequest = requireProject(ctx);
+  const doc = describer('Contacts', 'project');
 
-  app.post('/contacts/import', { onRequest }, async (req, reply) => {
-    const { projectId } = projectOf(req);
-    const part = await req.file();
-    if (!part) throw missingFile();
-    if (part.fieldname !== 'file') {
-      part.file.resume();
-      throw missingFile();
-    }
-    const bytes = await readLimited(part.file, MAX_IMPORT_BYTES);
-    // The multipart plugin's own (larger) limit may have cut the file short.
-    if (part.file.truncated) throw tooLarge();
-    const job = await createImport(ctx, projectId, { bytes, fileName: part.filename || null });
-    return reply.status(202).send(job);
-  });
+  app.post(
+    '/contacts/import',
+    {
+      schema: doc({
+        operationId: 'contacts.import',
+        summary: 'Import contacts from a CSV file (up to 5 MB; answers the job)',
+        description: 'Multipart part `file`: a CSV with an `email` column; other columns become custom data.',
+        bodyType: 'multipart',
+        body: z.object({ file: z.string().describe('The CSV file (binary)') }),
+        responses: { 202: z.object({ jobId: z.string(), status: z.literal('queued') }) },
+        errors: [400, 402, 413, 415],
+      }),
+      onRequest,
+      config: { accepts: ['multipart/form-data'] },
+    },
+    async (req, reply) => {
+      const { projectId } = projectOf(req);
+      const part = await filePart(req, 'the CSV');
+      const bytes = await readLimited(part.file, MAX_IMPORT_BYTES);
+      // The multipart plugin's own (larger) limit may have cut the file short.
+      if (part.file.truncated) throw tooLarge();
+      const job = await createImport(ctx, projectId, { bytes, fileName: part.filename || null });
+      return reply.status(202).send(job);
+    },
+  );
 
-  app.get('/contacts/import/:jobId', { onRequest }, async (req) =>
-    getImportJob(ctx.database.db, projectOf(req).projectId, parse(importJobParams, req.params).jobId),
+  app.get(
+    '/contacts/import/:jobId',
+    {
+      schema: doc({
+        operationId: 'contacts.importJob',
+        summary: 'An import job: progress, counts and row errors',
+        params: importJobParams,
+        responses: {
+          200: z.object({
+            jobId: z.string(),
+            type: z.literal('import'),
+            status: z.string(),
+            fileName: z.string().nullable(),
+            totalRows: z.number().int(),
+            processedRows: z.number().int(),
+            imported: z.number().int(),
+            updated: z.number().int(),
+            skipped: z.number().int(),
+            errors: z.array(z.object({ row: z.number().int(), email: z.string(), reason: z.string() }).passthrough()),
+            errorCount: z.number().int(),
+            failureReason: z.string().optional(),
+            createdAt: z.string(),
+            completedAt: z.string().nullable(),
+          }),
+        },
+        errors: [404],
+      }),
+      onRequest,
+    },
+    async (req) => getImportJob(ctx.database.db, projectOf(req).projectId, parse(importJobParams, req.params).jobId),
   );
 }

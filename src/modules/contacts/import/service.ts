@@ -4,7 +4,7 @@ import { type Db, withTransaction } from '../../../db/client.ts';
 import { prefixedId } from '../../../db/ids.ts';
 import type { ImportError, JobStatus } from '../../../db/schema/jobs.ts';
 import { notFound } from '../../../http/errors.ts';
-import { isStorableText } from '../custom-data.ts';
+import { isStorableText } from '../../../db/storable-text.ts';
 import { isoMs } from '../sql.ts';
 import { checkUpload } from './csv.ts';
 import { IMPORT_JOB_ID, type ImportJobRecord } from './schemas.ts';

@@ -1,26 +1,28 @@
 import type { AppContext } from '../../../context.ts';
 import { buildMessage } from '../../../mail/build-message.ts';
-import { signMessage } from '../../../mail/dkim.ts';
-import { appendToBody, unsubscribeFooter } from '../../../mail/locales.ts';
-import { renderEmail } from '../../../render/engine.ts';
 import { buildVariables } from '../../../render/variables.ts';
+import type { UnsubscribeFooter } from '../../../mail/locales.ts';
 import type { ContactRecord } from '../../contacts/service.ts';
 import type { SenderDomain } from '../../domains/sender.ts';
-import { trackHtml } from '../../tracking/apply.ts';
-import type { ClaimedEmail } from './claim.ts';
+import { trackingOptions } from '../../tracking/apply.ts';
+import type { EmailRow as ClaimedEmail } from '../lifecycle.ts';
+import type { StoredContent } from './content.ts';
+import { projectLanguage, projectSender } from '../../projects/settings.ts';
 
 export type ComposedMessage = { raw: Buffer; subject: string; messageId: string };
 
 const USES_UNSUBSCRIBE_URL = /\{\{-?\s*unsubscribeUrl\b/;
 
 /**
- * Renders the email for its contact and builds the signed RFC 5322 message: HTML and text,
- * Message-ID on the sending domain, custom headers, attachments, and for MARKETING/HEADLESS mail
- * the one-click List-Unsubscribe headers (RFC 8058) plus, for MARKETING, the localized footer.
+ * Renders the email (its subject source and its shared content) for its contact and builds the
+ * signed RFC 5322 message: HTML and text, Message-ID on the sending domain, custom headers,
+ * attachments, and for MARKETING/HEADLESS mail the one-click List-Unsubscribe headers (RFC 8058)
+ * plus, for MARKETING, the localized footer naming the project (and its postal address when set).
  */
 export async function composeMessage(
   ctx: AppContext,
   email: ClaimedEmail,
+  content: StoredContent,
   contact: ContactRecord | null,
   sender: SenderDomain,
 ): Promise<ComposedMessage> {
@@ -30,22 +32,29 @@ export async function composeMessage(
     projectId: email.projectId,
     emailId: email.id,
     contact: contact ?? { id: '', email: email.toEmail, data: {} },
-    oneOff: email.variables,
+    oneOff: content.variables,
+    defaultLocale: await projectLanguage(ctx, email.projectId),
   });
-  const rendered = await renderEmail({ subject: email.subjectSource, body: email.bodySource }, vars);
-  const headers: Record<string, string> = { ...email.headers };
-  let html = rendered.html;
+  const headers: Record<string, string> = { ...content.headers };
+  let footer: UnsubscribeFooter | null = null;
   if (email.type !== 'TRANSACTIONAL' && contact) {
     const unsubscribeUrl = String(vars.unsubscribeUrl);
-    const token = unsubscribeUrl.slice(unsubscribeUrl.lastIndexOf('/') + 1);
-    headers['List-Unsubscribe'] = `<mailto:unsubscribe@${sender.domain}?subject=unsubscribe%20${token}>, <${unsubscribeUrl}>`;
+    // HTTPS only: a mailto: address would need inbound mail that acts on it (docs/decisions.md).
+    headers['List-Unsubscribe'] = `<${unsubscribeUrl}>`;
     headers['List-Unsubscribe-Post'] = 'List-Unsubscribe=One-Click';
     headers['Precedence'] = 'bulk';
-    if (email.type === 'MARKETING' && !USES_UNSUBSCRIBE_URL.test(email.bodySource)) {
-      html = appendToBody(html, unsubscribeFooter(vars.locale, unsubscribeUrl));
+    if (email.type === 'MARKETING' && !USES_UNSUBSCRIBE_URL.test(content.bodySource)) {
+      const project = await projectSender(ctx, email.projectId);
+      footer = { locale: vars.locale, unsubscribeUrl, sender: project.name, postalAddress: project.postalAddress };
     }
   }
-  html = await trackHtml(ctx, email, html);
+  const rendered = await ctx.threads.compose.compose({
+    subject: email.subjectSource,
+    body: content.bodySource,
+    vars,
+    footer,
+    tracking: await trackingOptions(ctx, email),
+  });
   const messageId = `<${email.id}@${sender.domain}>`;
   const unsigned = await buildMessage({
     messageId,
@@ -54,11 +63,12 @@ export async function composeMessage(
     to: { email: email.toEmail, name: email.toName },
     replyTo: email.replyTo,
     subject: rendered.subject,
-    html,
+    html: rendered.html,
+    text: rendered.text,
     headers,
-    attachments: email.attachments,
+    attachments: content.attachments,
   });
-  const raw = await signMessage(unsigned, {
+  const raw = await ctx.threads.dkim.sign(unsigned, {
     domain: sender.domain,
     selector: sender.dkimSelector,
     privateKeyPem: sender.dkimPrivateKeyPem,

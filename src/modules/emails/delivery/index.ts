@@ -1,18 +1,29 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
+import { loggableError } from '../../../http/errors.ts';
 import type { AppContext } from '../../../context.ts';
 import type { QueueDef } from '../../../jobs/boss.ts';
 import { RenderLimitError, TemplateRenderError, TemplateSyntaxError } from '../../../render/engine.ts';
 import { getContactsByIds } from '../../contacts/batch.ts';
 import type { ContactRecord } from '../../contacts/service.ts';
-import { senderDomainFor } from '../../domains/sender.ts';
+import { SenderNotVerifiedError, senderDomainFor } from '../../domains/sender.ts';
 import { sendingBlocked } from '../../reputation/guard.ts';
 import { recordBounce } from '../../suppressions/feedback.ts';
 import { suppressedAmong } from '../../suppressions/service.ts';
-import { type ClaimedEmail, claimEmails, peekEmails } from './claim.ts';
 import { composeMessage } from './compose.ts';
+import { type StoredContent, contentsOf } from './content.ts';
+import { logOutcome } from './log.ts';
 import { DELIVERY_QUEUE } from './queue-name.ts';
-import { type Accepted, recordAccepted, recordNotSent, recordRetry } from './record.ts';
+import {
+  type Accepted,
+  type EmailRow as ClaimedEmail,
+  claimEmails,
+  markAccepted,
+  markForRetry,
+  markNotSent,
+  peekEmails,
+  settleOrphanedHandOffs,
+} from '../lifecycle.ts';
 import { reserveSendSlots } from './throttle.ts';
 
 /** A reserved send slot further away than this is waited for in the queue, not in the worker. */
@@ -30,7 +41,14 @@ type Payload = z.infer<typeof payload>;
  */
 export async function deliverBatch(ctx: AppContext, items: Payload[]): Promise<void> {
   const givenSlots = new Map(items.filter((i) => i.slot).map((i) => [i.emailId, new Date(i.slot!)]));
-  const waiting = await peekEmails(ctx, [...new Set(items.map((i) => i.emailId))]);
+  const found = await peekEmails(ctx, [...new Set(items.map((i) => i.emailId))]);
+  const orphaned = found.filter((e) => e.handedOff);
+  if (orphaned.length > 0)
+    await settleOrphanedHandOffs(
+      ctx,
+      orphaned.map((e) => e.id),
+    );
+  const waiting = found.filter((e) => !e.handedOff);
   if (waiting.length === 0) return;
 
   const slots = new Map<string, Date>();
@@ -42,22 +60,34 @@ export async function deliverBatch(ctx: AppContext, items: Payload[]): Promise<v
   }
   const later = [...slots].filter(([, slot]) => slot.getTime() - Date.now() > MAX_INLINE_WAIT_MS);
   if (later.length > 0) {
-    await ctx.jobs.boss.insert(later.map(([emailId, slot]) => ({ name: DELIVERY_QUEUE, data: { emailId, slot: slot.toISOString() }, startAfter: slot })));
+    await ctx.jobs.sendMany(
+      DELIVERY_QUEUE,
+      later.map(([emailId, slot]) => ({ data: { emailId, slot: slot.toISOString() }, startAfter: slot })),
+    );
   }
   const now = [...slots].filter(([, slot]) => slot.getTime() - Date.now() <= MAX_INLINE_WAIT_MS).map(([id]) => id);
 
   const claimed = await claimEmails(ctx, now);
+  const contents = await contentsOf(ctx, claimed);
   for (const [projectId, batch] of groupBy(claimed, (e) => e.projectId)) {
     const blocked = await sendingBlocked(ctx, projectId);
-    const suppressed = await suppressedAmong(ctx.database.db, projectId, batch.map((e) => e.toEmail));
-    const contacts = await getContactsByIds(ctx.database.db, projectId, batch.flatMap((e) => (e.contactId ? [e.contactId] : [])));
+    const suppressed = await suppressedAmong(
+      ctx.database.db,
+      projectId,
+      batch.map((e) => e.toEmail),
+    );
+    const contacts = await getContactsByIds(
+      ctx.database.db,
+      projectId,
+      batch.flatMap((e) => (e.contactId ? [e.contactId] : [])),
+    );
     await Promise.all(
       batch.map(async (email) => {
         const wait = slots.get(email.id)!.getTime() - Date.now();
         if (wait > 0) await sleep(wait);
         const contact = email.contactId ? (contacts.get(email.contactId) ?? null) : null;
-        const done = await sendOne(ctx, email, contact, { blocked, suppressed: suppressed.has(email.toEmail) });
-        if (done) await recordAccepted(ctx, done);
+        const done = await sendOne(ctx, email, contents.get(email.contentId)!, contact, { blocked, suppressed: suppressed.has(email.toEmail) });
+        if (done) await markAccepted(ctx, done);
       }),
     );
   }
@@ -70,6 +100,7 @@ export const deliverEmail = (ctx: AppContext, data: Payload) => deliverBatch(ctx
 async function sendOne(
   ctx: AppContext,
   email: ClaimedEmail,
+  content: StoredContent,
   contact: ContactRecord | null,
   state: { blocked: string | null; suppressed: boolean },
 ): Promise<Accepted | null> {
@@ -81,37 +112,55 @@ async function sendOne(
         ? (['SKIPPED', 'unsubscribed'] as const)
         : null;
   if (refusal) {
-    await recordNotSent(ctx, email, refusal[0], refusal[1]);
+    await markNotSent(ctx, email, refusal[0], refusal[1]);
+    logOutcome(ctx, email, refusal[0] === 'FAILED' ? 'failed' : refusal[0] === 'SUPPRESSED' ? 'suppressed' : 'skipped', refusal[1]);
     return null;
   }
 
   let composed;
   try {
     const sender = await senderDomainFor(ctx, email.projectId, email.fromEmail);
-    composed = await composeMessage(ctx, email, contact, sender);
+    composed = await composeMessage(ctx, email, content, contact, sender);
   } catch (err) {
-    const known = err instanceof RenderLimitError || err instanceof TemplateSyntaxError || err instanceof TemplateRenderError || (err as { statusCode?: number }).statusCode === 403;
-    if (!known) ctx.log.error({ err, emailId: email.id }, 'composing an email failed');
-    await recordNotSent(ctx, email, 'FAILED', known ? (err as Error).message : 'The message could not be built');
+    const known =
+      err instanceof RenderLimitError || err instanceof TemplateSyntaxError || err instanceof TemplateRenderError || err instanceof SenderNotVerifiedError;
+    if (!known) ctx.log.error({ error: loggableError(err), emailId: email.id }, 'composing an email failed');
+    await markNotSent(ctx, email, 'FAILED', known ? (err as Error).message : 'The message could not be built');
+    logOutcome(ctx, email, 'failed', known ? (err as Error).message : 'The message could not be built');
     return null;
   }
 
+  // The hand-off gate (markHandedOff as the transport's `commit`) is off: a SIGKILL between the
+  // hand-off and the final dot lost messages in the kill-a-worker test (see the issue note).
   const outcome = await ctx.mailer.send(composed.raw, { from: email.fromEmail, to: email.toEmail });
   switch (outcome.kind) {
     case 'accepted':
+      logOutcome(
+        ctx,
+        email,
+        ctx.mailer.mode === 'capture' ? 'delivered' : 'sent',
+        ctx.mailer.mode === 'capture' ? 'captured (SMTP_URL is not set)' : outcome.response,
+      );
       return { email, ...composed, at: ctx.clock.now() };
     case 'rejected':
       await recordBounce(ctx, email, { type: 'Permanent', diagnostic: outcome.response, subject: composed.subject });
+      logOutcome(ctx, email, 'bounced', outcome.response);
       return null;
     case 'failed':
-      await recordNotSent(ctx, email, 'FAILED', outcome.response);
+      await markNotSent(ctx, email, 'FAILED', outcome.response);
+      logOutcome(ctx, email, 'failed', outcome.response);
       return null;
     case 'transient': {
       if (email.attempts >= ctx.config.deliveryMaxAttempts) {
-        await recordNotSent(ctx, email, 'FAILED', `Gave up after ${email.attempts} attempts: ${outcome.response}`);
+        await markNotSent(ctx, email, 'FAILED', `Gave up after ${email.attempts} attempts: ${outcome.response}`);
+        logOutcome(ctx, email, 'failed', `Gave up after ${email.attempts} attempts: ${outcome.response}`);
       } else {
         const delay = Math.min(ctx.config.deliveryRetryBaseSeconds * 4 ** (email.attempts - 1), MAX_BACKOFF_SECONDS);
-        await recordRetry(ctx, email, outcome.response, new Date(Date.now() + delay * 1000));
+        const retryAt = new Date(Date.now() + delay * 1000);
+        await markForRetry(ctx, email, outcome.response, (client) =>
+          ctx.jobs.send(DELIVERY_QUEUE, { emailId: email.id }, { client, startAfter: retryAt }).then(() => {}),
+        );
+        logOutcome(ctx, email, 'retrying', `${outcome.response} (retry in ${delay} s)`);
       }
       return null;
     }
@@ -128,7 +177,11 @@ export const deliveryQueue: QueueDef<Payload> = {
   name: DELIVERY_QUEUE,
   schema: payload,
   handler: (ctx, data) => deliverEmail(ctx, data),
-  batchHandler: (ctx, items) => deliverBatch(ctx, items.map((i) => i.data)),
+  batchHandler: (ctx, items) =>
+    deliverBatch(
+      ctx,
+      items.map((i) => i.data),
+    ),
   batchSize: 25,
   workers: 4,
   retryLimit: 10,

@@ -1,0 +1,66 @@
+import { LruCache } from '../render/lru.ts';
+
+/**
+ * A small TTL cache keyed `<projectId>|<rest>`, bounded in size (least recently used goes first).
+ * Entries of a project are evicted together (`evictProject`), which every process does when any
+ * process announces a change of that project (http/key-cache.ts, LISTEN/NOTIFY); the TTL only
+ * bounds staleness if a notification is ever missed.
+ */
+export class TtlCache<V> {
+  private readonly entries: LruCache<string, { value: V; until: number }>;
+  private readonly keysByProject = new Map<string, Set<string>>();
+  private readonly ttlMs: number;
+
+  constructor(opts: { ttlMs: number; max: number }) {
+    this.entries = new LruCache(opts.max);
+    this.ttlMs = opts.ttlMs;
+  }
+
+  get(projectId: string, key: string): V | undefined {
+    const hit = this.entries.get(`${projectId}|${key}`);
+    return hit && hit.until > Date.now() ? hit.value : undefined;
+  }
+
+  set(projectId: string, key: string, value: V): void {
+    const full = `${projectId}|${key}`;
+    this.entries.set(full, { value, until: Date.now() + this.ttlMs });
+    let keys = this.keysByProject.get(projectId);
+    if (!keys) this.keysByProject.set(projectId, (keys = new Set()));
+    if (keys.size < 10_000) keys.add(full);
+  }
+
+  evictProject(projectId: string): void {
+    for (const key of this.keysByProject.get(projectId) ?? []) this.entries.delete(key);
+    this.keysByProject.delete(projectId);
+  }
+}
+
+/** What a process caches about projects, built once in runtime.ts and carried on the context. */
+export type ProjectCaches = {
+  /** Whether the project has a tracked DYNAMIC segment (every contact write asks). */
+  trackedSegments: TtlCache<boolean>;
+  /** Verified sender domains by address domain, with their decrypted DKIM key (/v1/send and every delivered message ask). */
+  senders: TtlCache<SenderDomainEntry>;
+  /** The project's tracking setting (composed messages ask). */
+  trackingModes: TtlCache<'ENABLED' | 'DISABLED' | 'MARKETING_ONLY'>;
+  /** Drops everything cached about the project in this process. */
+  evictProject: (projectId: string) => void;
+};
+
+export type SenderDomainEntry = { id: string; domain: string; dkimSelector: string; dkimPrivateKeyPem: string };
+
+export function createProjectCaches(): ProjectCaches {
+  const trackedSegments = new TtlCache<boolean>({ ttlMs: 5_000, max: 10_000 });
+  const senders = new TtlCache<SenderDomainEntry>({ ttlMs: 10_000, max: 10_000 });
+  const trackingModes = new TtlCache<'ENABLED' | 'DISABLED' | 'MARKETING_ONLY'>({ ttlMs: 5_000, max: 10_000 });
+  return {
+    trackedSegments,
+    senders,
+    trackingModes,
+    evictProject: (projectId) => {
+      trackedSegments.evictProject(projectId);
+      senders.evictProject(projectId);
+      trackingModes.evictProject(projectId);
+    },
+  };
+}

@@ -1,0 +1,1 @@
+CREATE INDEX "emails_waiting_idx" ON "emails" USING btree ("status","locked_until") WHERE status IN ('QUEUED', 'SENDING');

@@ -1,0 +1,61 @@
+import { integer, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { projects } from './users.ts';
+
+/**
+ * A project's monthly sending caps per category (null = unlimited) and, when Stripe is configured,
+ * its customer, subscription and plan. A project without a row has no caps and no subscription.
+ */
+export const projectBilling = pgTable('project_billing', {
+  projectId: text('project_id')
+    .primaryKey()
+    .references(() => projects.id, { onDelete: 'cascade' }),
+  limitTransactional: integer('limit_transactional'),
+  limitCampaigns: integer('limit_campaigns'),
+  limitWorkflows: integer('limit_workflows'),
+  limitInbound: integer('limit_inbound'),
+  plan: text('plan'),
+  stripeCustomerId: text('stripe_customer_id'),
+  stripeSubscriptionId: text('stripe_subscription_id'),
+  subscriptionStatus: text('subscription_status'),
+  updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+});
+
+/** Warning emails sent (80 % and 100 %), at most one per project, category, month and level. */
+export const billingWarnings = pgTable(
+  'billing_warnings',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    category: text('category').notNull(),
+    /** `YYYY-MM` (UTC). */
+    period: text('period').notNull(),
+    level: integer('level').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.category, t.period, t.level] })],
+);
+
+/** Payment-provider webhook events already processed, by the provider's event id (replays are ignored). */
+export const paymentEvents = pgTable('payment_events', {
+  id: text('id').primaryKey(),
+  type: text('type').notNull(),
+  receivedAt: timestamp('received_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+});
+
+/**
+ * Emails of the current month that a reset deleted: usage keeps counting them, so wiping the
+ * project's data never restores a category's allowance.
+ */
+export const billingUsageCarry = pgTable(
+  'billing_usage_carry',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    period: text('period').notNull(),
+    category: text('category').notNull(),
+    count: integer('count').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.period, t.category] })],
+);

@@ -1,0 +1,109 @@
+import { type SQL, sql } from 'drizzle-orm';
+import type { Db } from '../../db/client.ts';
+import type { DeliveryCounts } from '../campaigns/stats.ts';
+
+/**
+ * The email-outcome summaries (db/schema/emails.ts: email_outcome_slots per project and quarter
+ * hour, campaign_outcomes per campaign), kept in step by the statements of emails/lifecycle.ts
+ * that set an outcome column from NULL — each adds its change here in the same transaction.
+ * GET /analytics/timeseries sums whole slots and reads the emails only for the partial slots at the
+ * ends of its range; GET /analytics/top-campaigns reads the campaign totals.
+ */
+
+export type Outcome = keyof DeliveryCounts;
+export const OUTCOMES = ['sent', 'delivered', 'opened', 'clicked', 'bounced', 'complained'] as const satisfies readonly Outcome[];
+
+export type OutcomeChange = { projectId: string; campaignId: string | null; outcome: Outcome; at: Date };
+
+export const SLOT_MS = 15 * 60_000;
+/** The slot of a timestamp: its quarter hour in UTC. */
+const slotOf = (at: SQL) => sql`date_bin('15 minutes', ${at}, TIMESTAMPTZ '2000-01-01 00:00:00+00')`;
+
+const counted = sql.join(
+  OUTCOMES.map((o) => sql`count(*) FILTER (WHERE ch.outcome = ${o})::int`),
+  sql`, `,
+);
+const added = (table: string) =>
+  sql.join(
+    OUTCOMES.map((o) => sql`${sql.identifier(o)} = ${sql.identifier(table)}.${sql.identifier(o)} + excluded.${sql.identifier(o)}`),
+    sql`, `,
+  );
+const columns = sql.join(
+  OUTCOMES.map((o) => sql.identifier(o)),
+  sql`, `,
+);
+
+/**
+ * CTEs for a statement's WITH list: `changes` is a query yielding (project_id, campaign_id,
+ * outcome, at), one row per email and outcome that has just happened; they are added to both
+ * summaries. Slot rows first, then campaign rows, in every statement (one lock order).
+ */
+export function outcomeRollupCtes(changes: SQL): SQL {
+  return sql`outcome_changes AS (${changes}),
+    outcome_slots AS (
+      INSERT INTO email_outcome_slots AS s (project_id, slot, ${columns})
+      SELECT ch.project_id, ${slotOf(sql`ch.at`)}, ${counted} FROM outcome_changes AS ch GROUP BY 1, 2
+      ON CONFLICT (project_id, slot) DO UPDATE SET ${added('s')}
+    ), outcome_campaigns AS (
+      INSERT INTO campaign_outcomes AS c (campaign_id, project_id, ${columns})
+      SELECT ch.campaign_id, ch.project_id, ${counted} FROM outcome_changes AS ch WHERE ch.campaign_id IS NOT NULL GROUP BY 1, 2
+      ON CONFLICT (campaign_id) DO UPDATE SET ${added('c')}
+    )`;
+}
+
+/** Adds outcomes that just happened, in the caller's transaction (one statement; nothing for an empty list). */
+export async function addOutcomes(db: Db, changes: OutcomeChange[]): Promise<void> {
+  if (changes.length === 0) return;
+  const rows = sql.join(
+    changes.map((c) => sql`(${c.projectId}, ${c.campaignId}::uuid, ${c.outcome}, ${c.at.toISOString()}::timestamptz)`),
+    sql`, `,
+  );
+  await db.execute(sql`
+    WITH ${outcomeRollupCtes(sql`SELECT * FROM (VALUES ${rows}) AS v(project_id, campaign_id, outcome, at)`)}
+    SELECT 1`);
+}
+
+/** Per-campaign outcome totals (zeros for a campaign that has none yet). */
+export async function campaignOutcomeTotals(db: Db, campaignIds: string[]): Promise<Map<string, DeliveryCounts>> {
+  const { rows } = await db.execute<DeliveryCounts & { campaign_id: string }>(sql`
+    SELECT campaign_id, ${columns} FROM campaign_outcomes WHERE campaign_id = ANY(${sql.param(campaignIds)}::uuid[])`);
+  return new Map(rows.map(({ campaign_id, ...counts }) => [campaign_id, counts]));
+}
+
+/**
+ * Rows (m, b, n) of the slot summary for the whole slots in [from, to): the count of each metric
+ * per bucket of `interval` in time zone `tz` (a slot lies inside one bucket in every zone in use).
+ */
+export function slotRows(projectId: string, from: Date, to: Date, interval: string, tz: string, metrics: readonly Outcome[]): SQL {
+  const sums = sql.join(
+    metrics.map((m) => sql`sum(s.${sql.identifier(m)})::int AS ${sql.identifier(m)}`),
+    sql`, `,
+  );
+  const values = sql.join(
+    metrics.map((m) => sql`(${m}::text, t.${sql.identifier(m)})`),
+    sql`, `,
+  );
+  return sql`
+    SELECT v.m, t.b, v.n
+      FROM (SELECT date_trunc(${interval}, s.slot AT TIME ZONE ${tz}) AS b, ${sums}
+              FROM email_outcome_slots AS s
+             WHERE s.project_id = ${projectId} AND s.slot >= ${from.toISOString()}::timestamptz AND s.slot < ${to.toISOString()}::timestamptz
+             GROUP BY 1) AS t
+     CROSS JOIN LATERAL (VALUES ${values}) AS v(m, n)`;
+}
+
+/**
+ * Rebuilds one project's summaries from its emails (what migration 0006 did for every project):
+ * for data written around lifecycle.ts, such as the analytics benchmark's generated emails.
+ */
+export async function rebuildOutcomeRollups(db: Db, projectId: string): Promise<void> {
+  const changes = sql`
+    SELECT e.project_id, e.campaign_id, o.outcome, o.at
+      FROM emails AS e
+     CROSS JOIN LATERAL (VALUES ('sent', coalesce(e.sent_at, e.bounced_at)), ('delivered', e.delivered_at), ('opened', e.opened_at),
+                                ('clicked', e.clicked_at), ('bounced', e.bounced_at), ('complained', e.complained_at)) AS o(outcome, at)
+     WHERE e.project_id = ${projectId} AND o.at IS NOT NULL`;
+  await db.execute(sql`DELETE FROM email_outcome_slots WHERE project_id = ${projectId}`);
+  await db.execute(sql`DELETE FROM campaign_outcomes WHERE project_id = ${projectId}`);
+  await db.execute(sql`WITH ${outcomeRollupCtes(changes)} SELECT 1`);
+}

@@ -1,0 +1,253 @@
+import { type SQL, sql } from 'drizzle-orm';
+import type { Db } from '../../db/client.ts';
+import { type TimeRange, inRange, rangeEcho } from '../events/range.ts';
+import { typeCondition } from '../activity/types.ts';
+import { OUTCOME_TIME, campaignStats } from '../campaigns/stats.ts';
+import { type Outcome, SLOT_MS, campaignOutcomeTotals, slotRows } from './outcome-rollups.ts';
+import type { CampaignStats } from '../campaigns/schemas.ts';
+import { METRICS, type Metric, type Point } from './schemas.ts';
+
+/**
+ * The four analytics endpoints, computed in SQL. Email outcomes are counted per email (an email
+ * opened five times is one open) at the time of the outcome, from the same columns and rules as
+ * GET /campaigns/:id/stats (campaigns/stats.ts); unsubscribes and event counts come from the events
+ * table, as GET /activity/stats counts them. Whole quarter hours come from the outcome summary
+ * (outcome-rollups.ts), the rest are index-only range scans of each outcome's partial index
+ * (emails_project_<outcome>_at_idx); buckets are zero-filled in the project's time zone.
+ */
+
+type Interval = 'hour' | 'day' | 'week';
+
+const DAY_MS = 86_400_000;
+
+/** A time span as an SQL condition on a timestamp column. */
+type Within = (column: SQL) => SQL;
+
+/** Rows (m, b, n): each email outcome counted per local bucket from the emails in `within`, optionally of one campaign. */
+function emailRows(projectId: string, within: Within, interval: Interval, tz: string, metrics: readonly Outcome[], campaignId?: string): SQL[] {
+  const scope = campaignId ? sql`AND e.campaign_id = ${campaignId}::uuid` : sql``;
+  const count = (m: Outcome, column: string, extra: SQL = sql``) => {
+    const col = sql.identifier(column);
+    return sql`
+      SELECT ${m}::text AS m, date_trunc(${interval}, e.${col} AT TIME ZONE ${tz}) AS b, count(*)::int AS n
+        FROM emails AS e
+       WHERE e.project_id = ${projectId} AND e.${col} IS NOT NULL AND ${within(sql`e.${col}`)} ${scope} ${extra}
+       GROUP BY 2`;
+  };
+  return metrics.flatMap((m) => [
+    count(m, OUTCOME_TIME[m]),
+    // A message the relay refused at once was sent (and bounced) at its bounce time (campaigns/stats.ts).
+    ...(m === 'sent' ? [count(m, OUTCOME_TIME.bounced, sql`AND e.sent_at IS NULL`)] : []),
+  ]);
+}
+
+/**
+ * Counted rows per (metric, local bucket) for the project, optionally one campaign. For the whole
+ * project, the whole quarter-hour slots inside the range come from the outcome summary and only
+ * the partial slots at its ends from the emails (outcome-rollups.ts); for one campaign, from its emails.
+ */
+function metricRows(projectId: string, r: TimeRange, interval: Interval, tz: string, metrics: readonly Metric[], campaignId?: string): SQL {
+  const outcomes = metrics.filter((m): m is Outcome => m !== 'unsubscribed');
+  const parts: SQL[] = [];
+  if (metrics.includes('unsubscribed')) {
+    const scope = campaignId ? sql`AND ev.data->>'campaignId' = ${campaignId}` : sql``;
+    parts.push(sql`
+      SELECT 'unsubscribed'::text AS m, date_trunc(${interval}, ev.created_at AT TIME ZONE ${tz}) AS b, count(*)::int AS n
+        FROM events AS ev
+       WHERE ev.project_id = ${projectId} AND ev.name = 'contact.unsubscribed' AND ${inRange(sql`ev.created_at`, r)} ${scope}
+       GROUP BY 2`);
+  }
+  if (outcomes.length > 0) {
+    // [slotsFrom, slotsTo): the whole slots in the range; `to` is inclusive unless it named a day.
+    const end = r.toDay ? r.to.getTime() + DAY_MS : r.to.getTime();
+    const slotsFrom = new Date(Math.ceil(r.from.getTime() / SLOT_MS) * SLOT_MS);
+    const slotsTo = new Date(Math.floor(end / SLOT_MS) * SLOT_MS);
+    if (campaignId || slotsFrom >= slotsTo) {
+      parts.push(...emailRows(projectId, (col) => inRange(col, r), interval, tz, outcomes, campaignId));
+    } else {
+      const iso = (d: Date) => sql`${d.toISOString()}::timestamptz`;
+      const tail: Within = r.toDay
+        ? (col) => sql`${col} >= ${iso(slotsTo)} AND ${col} < ${iso(new Date(end))}`
+        : (col) => sql`${col} >= ${iso(slotsTo)} AND ${col} <= ${iso(r.to)}`;
+      parts.push(slotRows(projectId, slotsFrom, slotsTo, interval, tz, outcomes));
+      parts.push(...emailRows(projectId, (col) => sql`${col} >= ${iso(r.from)} AND ${col} < ${iso(slotsFrom)}`, interval, tz, outcomes));
+      parts.push(...emailRows(projectId, tail, interval, tz, outcomes));
+    }
+  }
+  return sql.join(parts, sql` UNION ALL `);
+}
+
+export type Series = { interval: Interval; timezone: string; from: string; to: string; totals: Partial<Record<Metric, number>>; points: Point[] };
+
+export async function timeseries(
+  db: Db,
+  projectId: string,
+  q: { range: TimeRange; interval: Interval; timezone: string; metric?: Metric; campaignId?: string },
+): Promise<Series> {
+  const metrics = q.metric ? [q.metric] : METRICS;
+  const echo = rangeEcho(q.range);
+  const tz = q.timezone;
+  const { rows } = await db.execute<Record<string, number | string>>(sql`
+    WITH buckets AS (
+      SELECT generate_series(
+               date_trunc(${q.interval}, ${echo.from}::timestamptz AT TIME ZONE ${tz}),
+               date_trunc(${q.interval}, ${echo.to}::timestamptz AT TIME ZONE ${tz}),
+               ('1 ' || ${q.interval})::interval) AS b
+    ), data AS (${metricRows(projectId, q.range, q.interval, tz, metrics, q.campaignId)})
+    SELECT to_char((bk.b AT TIME ZONE ${tz}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS t,
+           ${sql.join(
+             metrics.map((m) => sql`coalesce(sum(d.n) FILTER (WHERE d.m = ${m}), 0)::int AS ${sql.identifier(m)}`),
+             sql`, `,
+           )}
+      FROM buckets AS bk LEFT JOIN data AS d ON d.b = bk.b
+     GROUP BY bk.b ORDER BY bk.b`);
+  const totals: Partial<Record<Metric, number>> = {};
+  for (const m of metrics) totals[m] = rows.reduce((n, r) => n + Number(r[m]), 0);
+  return { interval: q.interval, timezone: tz, ...echo, totals, points: rows as Point[] };
+}
+
+const percent = (part: number, whole: number) => (whole === 0 ? 0 : Math.round((part / whole) * 10_000) / 100);
+
+export type TopCampaign = {
+  id: string;
+  name: string;
+  status: string;
+  sentAt: string | null;
+  sent: number;
+  delivered: number;
+  opens: number;
+  clicks: number;
+  bounced: number;
+  complained: number;
+  openRate: number;
+  clickRate: number;
+};
+
+const ORDER: Record<'opens' | 'clicks' | 'sent' | 'openRate' | 'clickRate', (c: TopCampaign) => number> = {
+  opens: (c) => c.opens,
+  clicks: (c) => c.clicks,
+  sent: (c) => c.sent,
+  openRate: (c) => c.openRate,
+  clickRate: (c) => c.clickRate,
+};
+
+/** Campaigns that started sending in the range, ranked by `metric`; counts as in GET /campaigns/:id/stats. */
+export async function topCampaigns(
+  db: Db,
+  projectId: string,
+  q: { range: TimeRange; metric: keyof typeof ORDER; limit: number },
+): Promise<{ from: string; to: string; metric: string; data: TopCampaign[] }> {
+  const { rows } = await db.execute<{ id: string; name: string; status: string; sent_at: string | null }>(sql`
+    SELECT c.id, c.name, c.status, to_char(c.sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS sent_at
+      FROM campaigns AS c
+     WHERE c.project_id = ${projectId} AND c.sent_at IS NOT NULL AND ${inRange(sql`c.sent_at`, q.range)}
+     ORDER BY c.sent_at DESC
+     LIMIT 1000`);
+  const counts = await campaignOutcomeTotals(
+    db,
+    rows.map((r) => r.id),
+  );
+  const ranked = rows.map((r): TopCampaign => {
+    const c = counts.get(r.id) ?? { sent: 0, delivered: 0, opened: 0, clicked: 0, bounced: 0, complained: 0 };
+    return {
+      id: r.id,
+      name: r.name,
+      status: r.status,
+      sentAt: r.sent_at,
+      sent: c.sent,
+      delivered: c.delivered,
+      opens: c.opened,
+      clicks: c.clicked,
+      bounced: c.bounced,
+      complained: c.complained,
+      openRate: percent(c.opened, c.sent),
+      clickRate: percent(c.clicked, c.sent),
+    };
+  });
+  ranked.sort((a, b) => ORDER[q.metric](b) - ORDER[q.metric](a) || b.sent - a.sent || a.id.localeCompare(b.id));
+  return { ...rangeEcho(q.range), metric: q.metric, data: ranked.slice(0, q.limit) };
+}
+
+/** One campaign: its stats (as GET /campaigns/:id/stats), its funnel over time, and clicks per link. */
+export async function campaignBreakdown(
+  db: Db,
+  projectId: string,
+  campaign: { id: string; name: string; totalRecipients: number },
+  q: { range: TimeRange; interval: Interval; timezone: string },
+): Promise<{ campaign: { id: string; name: string }; stats: CampaignStats; series: Series; links: { url: string; clicks: number; uniqueClicks: number }[] }> {
+  const [stats, series, links] = await Promise.all([
+    campaignStats(db, campaign),
+    timeseries(db, projectId, { ...q, campaignId: campaign.id }),
+    db.execute<{ url: string; clicks: number; unique_clicks: number }>(sql`
+      SELECT ev.data->>'link' AS url, count(*)::int AS clicks, count(DISTINCT ev.data->>'emailId')::int AS unique_clicks
+        FROM events AS ev
+       WHERE (ev.data->>'campaignId') = ${campaign.id} AND ev.name = 'email.clicked' AND ev.project_id = ${projectId}
+       GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 100`),
+  ]);
+  return {
+    campaign: { id: campaign.id, name: campaign.name },
+    stats,
+    series,
+    links: links.rows.map((l) => ({ url: l.url, clicks: l.clicks, uniqueClicks: l.unique_clicks })),
+  };
+}
+
+/**
+ * Tracked (custom) event names in the range, most frequent first, with the contacts that did them.
+ * Counts: the whole UTC days inside the range from the day rollup, the partial first and last days
+ * from the events. Unique contacts (exact): from each contact's first/last event of the name — one
+ * of them in the range means the contact did it in the range; only contacts whose events straddle
+ * the whole range are looked up in the events (rollups.ts).
+ */
+export async function topEvents(
+  db: Db,
+  projectId: string,
+  q: { range: TimeRange; limit: number },
+): Promise<{ from: string; to: string; data: { name: string; count: number; uniqueContacts: number }[] }> {
+  const r = q.range;
+  // [wholeFrom, wholeTo): the whole UTC days inside the range (empty when wholeFrom >= wholeTo).
+  const wholeFrom = Math.ceil(r.from.getTime() / DAY_MS) * DAY_MS;
+  const end = r.toDay ? r.to.getTime() + DAY_MS : r.to.getTime(); // a day ending after `to` (even by microseconds) is partial
+  const wholeTo = Math.max(wholeFrom, Math.floor(end / DAY_MS) * DAY_MS);
+  const a = new Date(wholeFrom).toISOString();
+  const b = new Date(wholeTo).toISOString();
+  // The partial days, each a tight range of events_project_created_idx.
+  const partial =
+    wholeFrom === wholeTo
+      ? [inRange(sql`e.created_at`, r)]
+      : [
+          sql`e.created_at >= ${r.from.toISOString()}::timestamptz AND e.created_at < ${a}::timestamptz`,
+          r.toDay
+            ? sql`e.created_at >= ${b}::timestamptz AND e.created_at < ${new Date(end).toISOString()}::timestamptz`
+            : sql`e.created_at >= ${b}::timestamptz AND e.created_at <= ${r.to.toISOString()}::timestamptz`,
+        ];
+  const lastInstant = r.toDay ? new Date(r.to.getTime() + DAY_MS).toISOString() : r.to.toISOString();
+  const after = r.toDay ? sql`p.last_at >= ${lastInstant}::timestamptz` : sql`p.last_at > ${lastInstant}::timestamptz`;
+  const { rows } = await db.execute<{ name: string; count: number; unique_contacts: number }>(sql`
+    WITH counted AS (
+      SELECT d.name, sum(d.count)::bigint AS n
+        FROM event_name_days AS d
+       WHERE d.project_id = ${projectId} AND d.day >= (${a}::timestamptz AT TIME ZONE 'UTC')::date AND d.day < (${b}::timestamptz AT TIME ZONE 'UTC')::date
+       GROUP BY d.name
+      UNION ALL
+      ${sql.join(
+        partial.map(
+          (cond) => sql`
+      SELECT e.name, count(*)::bigint FROM events AS e WHERE e.project_id = ${projectId} AND ${cond} AND ${typeCondition('event')} GROUP BY e.name`,
+        ),
+        sql` UNION ALL `,
+      )}
+    ), top AS (
+      SELECT c.name, sum(c.n)::int AS count FROM counted AS c GROUP BY c.name HAVING sum(c.n) > 0 ORDER BY 2 DESC, 1 LIMIT ${q.limit}
+    )
+    SELECT t.name, t.count,
+           (SELECT count(*)::int FROM event_name_contacts AS p
+             WHERE p.project_id = ${projectId} AND p.name = t.name
+               AND (${inRange(sql`p.first_at`, r)} OR ${inRange(sql`p.last_at`, r)}
+                    OR (p.first_at < ${r.from.toISOString()}::timestamptz AND ${after}
+                        AND EXISTS (SELECT 1 FROM events AS e
+                                     WHERE e.contact_id = p.contact_id AND e.name = p.name AND ${inRange(sql`e.created_at`, r)})))) AS unique_contacts
+      FROM top AS t
+     ORDER BY t.count DESC, t.name`);
+  return { ...rangeEcho(r), data: rows.map((x) => ({ name: x.name, count: x.count, uniqueContacts: x.unique_contacts })) };
+}

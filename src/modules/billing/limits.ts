@@ -1,0 +1,86 @@
+import { eq, sql } from 'drizzle-orm';
+import type { AppContext } from '../../context.ts';
+import type { Db, Tx } from '../../db/client.ts';
+import { projectBilling } from '../../db/schema/billing.ts';
+import { ApiError } from '../../http/errors.ts';
+import { queueLimitWarnings } from './warnings.ts';
+import { type Category, monthUsage, periodOf } from './usage.ts';
+
+/**
+ * Monthly billing caps (decisions.md § 10). Every path that writes project mail calls
+ * `assertWithinBillingLimit` inside the transaction that writes it, before writing anything:
+ * /v1/send (transactional), each campaign batch (campaigns), the workflow SEND_EMAIL step
+ * (workflows). Campaigns also call `assertAllowance` at send/schedule time for the whole audience.
+ */
+
+export type Limits = Record<Category, number | null>;
+
+const COLUMN = {
+  transactional: projectBilling.limitTransactional,
+  campaigns: projectBilling.limitCampaigns,
+  workflows: projectBilling.limitWorkflows,
+  inbound: projectBilling.limitInbound,
+} as const;
+
+export async function projectLimits(db: Db, projectId: string): Promise<Limits> {
+  const [row] = await db.select().from(projectBilling).where(eq(projectBilling.projectId, projectId));
+  return {
+    transactional: row?.limitTransactional ?? null,
+    campaigns: row?.limitCampaigns ?? null,
+    workflows: row?.limitWorkflows ?? null,
+    inbound: row?.limitInbound ?? null,
+  };
+}
+
+async function categoryLimit(db: Db, projectId: string, category: Category): Promise<number | null> {
+  const [row] = await db.select({ limit: COLUMN[category] }).from(projectBilling).where(eq(projectBilling.projectId, projectId));
+  return row?.limit ?? null;
+}
+
+export const limitExceeded = (category: Category, limit: number, usage: number, requested: number) =>
+  new ApiError(
+    403,
+    'BILLING_LIMIT_EXCEEDED',
+    `This would exceed the project's monthly ${category} limit (${usage} of ${limit} used, ${requested} more requested)`,
+    {
+      details: { category, limit, usage, requested, remaining: Math.max(0, limit - usage) },
+      suggestion: 'Raise the limit in the billing settings or wait for the next month',
+    },
+  );
+
+/**
+ * Throws 403 BILLING_LIMIT_EXCEEDED when `count` more emails of `category` would take the project
+ * past its cap this month; otherwise returns, and queues the 80 %/100 % warning emails the new
+ * usage reaches (once per category per month). Call it first in the transaction that writes the
+ * emails: it serialises writers of the same project and category (a transaction-scoped advisory
+ * lock), so two concurrent sends cannot both take the last slot. No cap: one primary-key read.
+ */
+export async function assertWithinBillingLimit(ctx: AppContext, t: Tx, projectId: string, category: Category, count: number): Promise<void> {
+  if (count <= 0) return;
+  const limit = await categoryLimit(t.tx, projectId, category);
+  if (limit === null) return;
+  await t.tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`billing:${projectId}:${category}`}, 0))`);
+  const now = ctx.clock.now();
+  const usage = (await monthUsage(t.tx, projectId, now, category))[category];
+  if (usage + count > limit) throw limitExceeded(category, limit, usage, count);
+  await queueLimitWarnings(ctx, t, { projectId, category, limit, usage: usage + count, period: periodOf(now) });
+}
+
+/** As assertWithinBillingLimit, answering false instead of throwing (for engines that stop rather than fail). */
+export async function withinBillingLimit(ctx: AppContext, t: Tx, projectId: string, category: Category, count: number): Promise<boolean> {
+  try {
+    await assertWithinBillingLimit(ctx, t, projectId, category, count);
+    return true;
+  } catch (err) {
+    if (err instanceof ApiError && err.code === 'BILLING_LIMIT_EXCEEDED') return false;
+    throw err;
+  }
+}
+
+/** The check alone, for a campaign's whole audience at send/schedule time (nothing is written then). */
+export async function assertAllowance(ctx: AppContext, db: Db, projectId: string, category: Category, count: number): Promise<void> {
+  const limit = await categoryLimit(db, projectId, category);
+  if (limit === null) return;
+  const usage = (await monthUsage(db, projectId, ctx.clock.now(), category))[category];
+  if (usage + count > limit) throw limitExceeded(category, limit, usage, count);
+}

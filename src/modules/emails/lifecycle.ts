@@ -1,0 +1,374 @@
+import { and, eq, inArray, isNotNull, isNull, lt, notInArray, or, sql } from 'drizzle-orm';
+import type pg from 'pg';
+import type { AppContext } from '../../context.ts';
+import { type Db, withTransaction } from '../../db/client.ts';
+import { type EmailStatus, emails } from '../../db/schema/emails.ts';
+import { addOutcomes, outcomeRollupCtes } from '../analytics/outcome-rollups.ts';
+import { recordEvent, recordEventsWith } from '../events/record.ts';
+
+/**
+ * The life of an email, and the only place that writes `emails` after it is queued
+ * (queue.ts inserts it QUEUED or SUPPRESSED). Every status change, the event it emits and the
+ * predicates stats and reputation count with are here:
+ *
+ *   QUEUED ──claim──▶ SENDING ──accepted──▶ SENT ──delivery notice──▶ DELIVERED
+ *     ▲                  │ └──temporary failure──▶ QUEUED (retry)       │
+ *     │                  └──not sent──▶ FAILED | SKIPPED | SUPPRESSED    │
+ *     └── campaign cancelled / project stopped: QUEUED ▶ SKIPPED | FAILED │
+ *   SENDING | SENT | DELIVERED ──permanent bounce──▶ BOUNCED              │
+ *   SENT | DELIVERED ──complaint──▶ COMPLAINED ◀───────────────────────────┘
+ *   opens and clicks only count (openCount/clickCount, openedAt/clickedAt), any status.
+ *
+ * Events: accepted → email.sent (+ email.delivered when captured); delivered → email.delivered;
+ * FAILED → email.failed; bounce → email.bounced; complaint → email.complained; open →
+ * email.opened; click → email.clicked (and email.opened for the first open). All go through the
+ * event writer (events/record.ts). What a bounce or complaint causes beyond the email itself
+ * (suppression, unsubscribe, reputation) is in suppressions/feedback.ts.
+ */
+
+export type EmailRow = typeof emails.$inferSelect;
+
+/** The data every email.* event carries. */
+export function emailEventData(email: EmailRow, subject: string | null, extra: Record<string, unknown> = {}) {
+  const data: Record<string, unknown> = { emailId: email.id, subject: subject ?? email.subject ?? email.subjectSource };
+  if (email.campaignId) data.campaignId = email.campaignId;
+  if (email.templateId) data.templateId = email.templateId;
+  if (email.workflowId) data.workflowId = email.workflowId;
+  return { ...data, ...extra };
+}
+
+// ── Counting: what stats (campaigns/stats.ts) and reputation (reputation/rates.ts) call sent, … ──
+
+const column = (alias: string | null, name: string) => sql.raw(alias ? `${alias}.${name}` : name);
+
+/** SQL predicates over an `emails` row (optionally aliased): handed to the relay, delivered, bounced, complained. */
+export function countedAs(alias: string | null = null) {
+  const c = (name: string) => column(alias, name);
+  return {
+    /** Handed to the relay (or captured), including those the relay then bounced or that drew a complaint. */
+    sent: sql`(${c('sent_at')} IS NOT NULL OR ${c('status')} IN ('SENT', 'DELIVERED', 'BOUNCED', 'COMPLAINED'))`,
+    delivered: sql`(${c('delivered_at')} IS NOT NULL OR ${c('status')} = 'DELIVERED')`,
+    opened: sql`${c('opened_at')} IS NOT NULL`,
+    clicked: sql`${c('clicked_at')} IS NOT NULL`,
+    /** Hard bounces (a transient bounce leaves the email as it was). */
+    bounced: sql`(${c('bounced_at')} IS NOT NULL OR ${c('status')} = 'BOUNCED')`,
+    complained: sql`(${c('complained_at')} IS NOT NULL OR ${c('status')} = 'COMPLAINED')`,
+  };
+}
+
+// ── Delivery ──
+
+const LEASE = sql`now() + interval '120 seconds'`;
+
+const expired = and(eq(emails.status, 'SENDING'), lt(emails.lockedUntil, sql`now()`));
+
+/**
+ * Waiting for delivery: QUEUED, or SENDING by a worker whose lease expired (it died mid-send)
+ * before it handed the message to the relay.
+ */
+const deliverable = or(eq(emails.status, 'QUEUED'), and(expired, isNull(emails.handedOffAt)));
+
+/** Handed to the relay by a worker that died before recording the relay's answer: treated as sent. */
+const handedOffAndOrphaned = and(expired, isNotNull(emails.handedOffAt));
+
+/** Of these emails, the ones still waiting for delivery or orphaned after a hand-off, with their project; nothing is claimed. */
+export async function peekEmails(ctx: AppContext, ids: string[]): Promise<{ id: string; projectId: string; handedOff: boolean }[]> {
+  if (ids.length === 0) return [];
+  return ctx.database.db
+    .select({ id: emails.id, projectId: emails.projectId, handedOff: sql<boolean>`${emails.handedOffAt} IS NOT NULL` })
+    .from(emails)
+    .where(and(inArray(emails.id, ids), or(deliverable, handedOffAndOrphaned)));
+}
+
+/**
+ * Check-and-set QUEUED → SENDING before any SMTP traffic: of two runs of the same job only one
+ * gets a row, so a job that runs twice never delivers twice. One statement for the whole batch.
+ */
+export async function claimEmails(ctx: AppContext, ids: string[]): Promise<EmailRow[]> {
+  if (ids.length === 0) return [];
+  return ctx.database.db
+    .update(emails)
+    .set({ status: 'SENDING', attempts: sql`${emails.attempts} + 1`, lockedUntil: LEASE, updatedAt: sql`now()` })
+    .where(and(inArray(emails.id, ids), deliverable))
+    .returning();
+}
+
+/**
+ * The commit point of one delivery, run just before the relay is asked to accept the message (the
+ * final dot of DATA): only the worker holding this claim (same attempt, not taken over) may hand it
+ * off, and once it has, no other worker sends it again. Throws when the claim was lost, which
+ * abandons the send.
+ */
+export async function markHandedOff(ctx: AppContext, email: EmailRow, subject: string, messageId: string): Promise<void> {
+  const rows = await ctx.database.db
+    .update(emails)
+    .set({ handedOffAt: sql`now()`, subject, messageId, lockedUntil: LEASE })
+    .where(and(eq(emails.id, email.id), eq(emails.status, 'SENDING'), eq(emails.attempts, email.attempts), isNull(emails.handedOffAt)))
+    .returning({ id: emails.id });
+  if (rows.length === 0) throw new Error('The delivery claim was lost before the hand-off');
+}
+
+/**
+ * Emails whose worker handed them to the relay and died before recording the answer: recorded as
+ * sent (the relay most likely accepted them) rather than sent again, with the subject and
+ * Message-ID stored at the hand-off.
+ */
+export async function settleOrphanedHandOffs(ctx: AppContext, ids: string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  const settled = await withTransaction(ctx.database, async ({ tx }) => {
+    const rows = await tx
+      .update(emails)
+      .set({ status: 'SENT', error: null, lockedUntil: null, sentAt: sql`${emails.handedOffAt}`, updatedAt: ctx.clock.now() })
+      .where(and(inArray(emails.id, ids), handedOffAndOrphaned))
+      .returning();
+    await addOutcomes(
+      tx,
+      rows.map((r) => ({ projectId: r.projectId, campaignId: r.campaignId, outcome: 'sent', at: r.sentAt! })),
+    );
+    for (const row of rows) {
+      if (!row.contactId) continue;
+      await recordEvent(tx, {
+        projectId: row.projectId,
+        contactId: row.contactId,
+        name: 'email.sent',
+        data: emailEventData(row, null),
+        createdAt: row.handedOffAt ?? ctx.clock.now(),
+      });
+    }
+    return rows.length;
+  });
+  if (settled > 0) ctx.log.warn({ emails: settled }, 'emails handed to the relay by a worker that stopped were recorded as sent');
+  return settled;
+}
+
+type NotSent = Extract<EmailStatus, 'FAILED' | 'SKIPPED' | 'SUPPRESSED'>;
+
+/** Ends a claimed email without sending it. FAILED emits email.failed. */
+export async function markNotSent(ctx: AppContext, email: EmailRow, status: NotSent, error: string): Promise<void> {
+  await withTransaction(ctx.database, async ({ tx }) => {
+    await tx.update(emails).set({ status, error, lockedUntil: null, updatedAt: ctx.clock.now() }).where(eq(emails.id, email.id));
+    if (status === 'FAILED' && email.contactId) {
+      await recordEvent(tx, {
+        projectId: email.projectId,
+        contactId: email.contactId,
+        name: 'email.failed',
+        data: emailEventData(email, null, { error }),
+        createdAt: ctx.clock.now(),
+      });
+    }
+  });
+}
+
+export type Accepted = { email: EmailRow; raw: Buffer; subject: string; messageId: string; at: Date };
+
+/**
+ * The relay (or capture) accepted this message. Recorded at once and in ONE statement (status,
+ * captured source, email.sent/email.delivered events), so the window in which a crash could leave
+ * an accepted message unrecorded — and so re-sent after the claim lease — is one round trip.
+ */
+export async function markAccepted(ctx: AppContext, a: Accepted): Promise<void> {
+  const captured = ctx.mailer.mode === 'capture';
+  const data = JSON.stringify(emailEventData(a.email, a.subject));
+  const at = a.at.toISOString();
+  await recordEventsWith(ctx.database.db, {
+    with: sql`updated AS (
+      UPDATE emails
+         SET status = ${captured ? 'DELIVERED' : 'SENT'}, subject = ${a.subject}, message_id = ${a.messageId}, error = NULL,
+             locked_until = NULL, sent_at = ${at}::timestamptz,
+             delivered_at = ${captured ? sql`${at}::timestamptz` : sql`NULL`}, updated_at = ${at}::timestamptz
+       WHERE id = ${a.email.id}::uuid AND status = 'SENDING'
+       RETURNING id, project_id, contact_id, campaign_id
+    ), stored AS (
+      INSERT INTO email_raw (email_id, raw)
+      SELECT id, ${captured ? a.raw : null}::bytea FROM updated WHERE ${captured}
+      ON CONFLICT DO NOTHING
+    ), ${outcomeRollupCtes(sql`
+      SELECT u.project_id, u.campaign_id, o.outcome, ${at}::timestamptz AS at
+        FROM updated AS u CROSS JOIN (VALUES ('sent'), ('delivered')) AS o(outcome)
+       WHERE o.outcome = 'sent' OR ${captured}`)}`,
+    rows: sql`
+      SELECT ev.ord, u.project_id, u.contact_id, ev.name, ${data}::jsonb AS data, ${at}::timestamptz AS created_at
+        FROM updated u
+        CROSS JOIN (VALUES (1, 'email.sent'), (2, 'email.delivered')) AS ev(ord, name)
+       WHERE u.contact_id IS NOT NULL AND (ev.name = 'email.sent' OR ${captured})`,
+    max: 2,
+  });
+}
+
+/** A temporary failure: back to QUEUED with the server's reply; `then` (in the same transaction) queues the retry. */
+export async function markForRetry(ctx: AppContext, email: EmailRow, response: string, then: (client: pg.PoolClient) => Promise<void>): Promise<void> {
+  await withTransaction(ctx.database, async ({ tx, client }) => {
+    await tx
+      .update(emails)
+      .set({ status: 'QUEUED', error: response, lockedUntil: null, handedOffAt: null, updatedAt: ctx.clock.now() })
+      .where(eq(emails.id, email.id));
+    await then(client);
+  });
+}
+
+/** SENT → DELIVERED with `email.delivered`, once (an email still SENDING is left to its worker). */
+export async function markDelivered(ctx: AppContext, email: EmailRow, at: Date): Promise<void> {
+  await withTransaction(ctx.database, async ({ tx }) => {
+    const changed = await tx
+      .update(emails)
+      .set({ status: 'DELIVERED', deliveredAt: at, updatedAt: ctx.clock.now() })
+      .where(and(eq(emails.id, email.id), eq(emails.status, 'SENT')))
+      .returning({ id: emails.id });
+    if (changed.length > 0) await addOutcomes(tx, [{ projectId: email.projectId, campaignId: email.campaignId, outcome: 'delivered', at }]);
+    if (changed.length > 0 && email.contactId) {
+      await recordEvent(tx, {
+        projectId: email.projectId,
+        contactId: email.contactId,
+        name: 'email.delivered',
+        data: emailEventData(email, null),
+        createdAt: at,
+      });
+    }
+  });
+}
+
+// ── Feedback: bounces and complaints (their consequences: suppressions/feedback.ts) ──
+
+/**
+ * A permanent bounce: BOUNCED with `email.bounced`, once per email (not after a bounce or a
+ * complaint). In the caller's transaction. Returns the email's subject, or false when it was
+ * already bounced or complained.
+ */
+export async function markBounced(
+  tx: Db,
+  email: EmailRow,
+  b: { at: Date; now: Date; diagnostic: string | null; subject?: string | null; data: (subject: string | null) => Record<string, unknown> },
+): Promise<{ subject: string | null } | false> {
+  const [row] = await tx
+    .update(emails)
+    .set({
+      status: 'BOUNCED',
+      error: b.diagnostic,
+      bouncedAt: b.at,
+      lockedUntil: null,
+      subject: b.subject !== undefined ? b.subject : sql`${emails.subject}`,
+      updatedAt: b.now,
+    })
+    .where(and(eq(emails.id, email.id), notInArray(emails.status, ['BOUNCED', 'COMPLAINED'])))
+    .returning({ subject: emails.subject, sentAt: emails.sentAt });
+  if (!row) return false;
+  const change = { projectId: email.projectId, campaignId: email.campaignId, at: b.at };
+  // A message the relay refused at once was sent (and bounced) at its bounce time: campaigns/stats.ts.
+  await addOutcomes(tx, [{ ...change, outcome: 'bounced' }, ...(row.sentAt ? [] : [{ ...change, outcome: 'sent' as const }])]);
+  if (email.contactId) {
+    await recordEvent(tx, { projectId: email.projectId, contactId: email.contactId, name: 'email.bounced', data: b.data(row.subject), createdAt: b.at });
+  }
+  return { subject: row.subject };
+}
+
+/** A transient bounce changes nothing on the email: only `email.bounced`. */
+export async function noteTransientBounce(db: Db, email: EmailRow, at: Date, data: Record<string, unknown>): Promise<void> {
+  if (!email.contactId) return;
+  await recordEvent(db, { projectId: email.projectId, contactId: email.contactId, name: 'email.bounced', data, createdAt: at });
+}
+
+/**
+ * A complaint: COMPLAINED when the email had been sent or delivered (`complainedAt` in any case)
+ * with `email.complained`, once per email. In the caller's transaction; false when already counted.
+ */
+export async function markComplained(tx: Db, email: EmailRow, c: { at: Date; now: Date; details?: Record<string, unknown> }): Promise<boolean> {
+  const [row] = await tx
+    .update(emails)
+    .set({
+      status: sql`CASE WHEN ${emails.status} IN ('SENT', 'DELIVERED') THEN 'COMPLAINED' ELSE ${emails.status} END`,
+      complainedAt: c.at,
+      updatedAt: c.now,
+    })
+    .where(and(eq(emails.id, email.id), isNull(emails.complainedAt)))
+    .returning({ id: emails.id });
+  if (!row) return false;
+  await addOutcomes(tx, [{ projectId: email.projectId, campaignId: email.campaignId, outcome: 'complained', at: c.at }]);
+  if (email.contactId) {
+    await recordEvent(tx, {
+      projectId: email.projectId,
+      contactId: email.contactId,
+      name: 'email.complained',
+      data: emailEventData(email, null, { ...c.details }),
+      createdAt: c.at,
+    });
+  }
+  return true;
+}
+
+// ── Engagement ──
+
+/**
+ * Counts one more open or click; the first one also sets its time (`column`), which the outcome
+ * summaries then count. Two statements only when it is not the first: the row lock of the first
+ * makes two concurrent first opens count once.
+ */
+async function countEngagement(tx: Db, emailId: string, column: 'opened' | 'clicked', at: Date): Promise<EmailRow | null> {
+  const [time, count] = column === 'opened' ? [emails.openedAt, emails.openCount] : [emails.clickedAt, emails.clickCount];
+  const bump = { [column === 'opened' ? 'openCount' : 'clickCount']: sql`${count} + 1` };
+  const [first] = await tx
+    .update(emails)
+    .set({ ...bump, [column === 'opened' ? 'openedAt' : 'clickedAt']: at })
+    .where(and(eq(emails.id, emailId), isNull(time)))
+    .returning();
+  if (first) {
+    await addOutcomes(tx, [{ projectId: first.projectId, campaignId: first.campaignId, outcome: column, at }]);
+    return first;
+  }
+  const [again] = await tx.update(emails).set(bump).where(eq(emails.id, emailId)).returning();
+  return again ?? null;
+}
+
+/** One open: `openCount` up, first `openedAt` kept, `email.opened`. False when the email does not exist (any more). */
+export async function markOpened(ctx: AppContext, emailId: string, at: Date): Promise<boolean> {
+  return withTransaction(ctx.database, async ({ tx }) => {
+    const row = await countEngagement(tx, emailId, 'opened', at);
+    if (!row) return false;
+    if (row.contactId) {
+      await recordEvent(tx, { projectId: row.projectId, contactId: row.contactId, name: 'email.opened', data: emailEventData(row, null), createdAt: at });
+    }
+    return true;
+  });
+}
+
+/** One click on `link` (and the first open when none was seen): `email.clicked` (+ `email.opened`). */
+export async function markClicked(ctx: AppContext, emailId: string, link: string, at: Date): Promise<boolean> {
+  return withTransaction(ctx.database, async ({ tx }) => {
+    const firstOpen = await tx
+      .update(emails)
+      .set({ openedAt: at, openCount: sql`greatest(${emails.openCount}, 1)` })
+      .where(and(eq(emails.id, emailId), isNull(emails.openedAt)))
+      .returning({ projectId: emails.projectId, campaignId: emails.campaignId });
+    await addOutcomes(
+      tx,
+      firstOpen.map((r) => ({ ...r, outcome: 'opened', at })),
+    );
+    const row = await countEngagement(tx, emailId, 'clicked', at);
+    if (!row) return false;
+    if (row.contactId) {
+      const base = { projectId: row.projectId, contactId: row.contactId, createdAt: at };
+      if (firstOpen.length > 0) await recordEvent(tx, { ...base, name: 'email.opened', data: emailEventData(row, null) });
+      await recordEvent(tx, { ...base, name: 'email.clicked', data: emailEventData(row, null, { link }) });
+    }
+    return true;
+  });
+}
+
+// ── Stopping what has not been sent ──
+
+/** A cancelled campaign: its QUEUED emails become SKIPPED with `error` (emails being sent finish). In the caller's transaction. */
+export async function skipQueuedOfCampaign(tx: Db, campaignId: string, error: string, now: Date): Promise<void> {
+  await tx
+    .update(emails)
+    .set({ status: 'SKIPPED', error, updatedAt: now })
+    .where(and(eq(emails.campaignId, campaignId), eq(emails.status, 'QUEUED')));
+}
+
+/** A project stopped for its reputation: every QUEUED email FAILED with `error`. In the caller's transaction; returns how many. */
+export async function failQueuedOfProject(tx: Db, projectId: string, error: string, now: Date): Promise<number> {
+  const failed = await tx
+    .update(emails)
+    .set({ status: 'FAILED', error, lockedUntil: null, updatedAt: now })
+    .where(and(eq(emails.projectId, projectId), eq(emails.status, 'QUEUED')))
+    .returning({ id: emails.id });
+  return failed.length;
+}

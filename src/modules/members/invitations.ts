@@ -1,0 +1,105 @@
+import { and, eq, gt, isNull } from 'drizzle-orm';
+import type { AppContext } from '../../context.ts';
+import { withTransaction } from '../../db/client.ts';
+import { UUID, uuidv7 } from '../../db/ids.ts';
+import { invitations } from '../../db/schema/members.ts';
+import { memberships, projects, users } from '../../db/schema/users.ts';
+import { ApiError } from '../../http/errors.ts';
+import { signJwt, verifyJwt } from '../../tokens/jwt.ts';
+import { escapeHtml } from '../../mail/locales.ts';
+import { SYSTEM_MAIL_QUEUE } from '../../mail/system-mail.ts';
+
+/**
+ * Invitations by email: a signed token (purpose `invitation`, the invitation id, the invited
+ * address) valid 7 days; the row makes it single-use (accepted_at) and revocable (deleted).
+ */
+
+export const INVITATION_TTL_SECONDS = 7 * 24 * 3600;
+const PURPOSE = 'invitation';
+
+type Invitation = typeof invitations.$inferSelect;
+
+export function invitationLink(ctx: AppContext, invitation: { id: string; email: string }): string {
+  const token = signJwt(
+    'invitation',
+    { purpose: PURPOSE, sub: invitation.id, email: invitation.email },
+    ctx.config.jwtSecret,
+    INVITATION_TTL_SECONDS,
+    ctx.clock.now().getTime(),
+  );
+  return `${ctx.config.publicUrl}/invitations/accept?token=${token}`;
+}
+
+/** Creates (or replaces) the pending invitation of `email` and queues its email in the same transaction. */
+export async function createInvitation(
+  ctx: AppContext,
+  projectId: string,
+  invitedBy: string | null,
+  input: { email: string; role: 'ADMIN' | 'MEMBER' },
+): Promise<Invitation> {
+  const now = ctx.clock.now();
+  return withTransaction(ctx.database, async ({ tx, client }) => {
+    await tx.delete(invitations).where(and(eq(invitations.projectId, projectId), eq(invitations.email, input.email), isNull(invitations.acceptedAt)));
+    const [row] = await tx
+      .insert(invitations)
+      .values({
+        id: uuidv7(now.getTime()),
+        projectId,
+        email: input.email,
+        role: input.role,
+        invitedBy,
+        createdAt: now,
+        expiresAt: new Date(now.getTime() + INVITATION_TTL_SECONDS * 1000),
+      })
+      .returning();
+    const [project] = await tx.select({ name: projects.name }).from(projects).where(eq(projects.id, projectId));
+    const link = invitationLink(ctx, row);
+    await ctx.jobs.send(
+      SYSTEM_MAIL_QUEUE,
+      {
+        to: input.email,
+        subject: `You are invited to ${project.name} on Herald`,
+        html:
+          `<p>You are invited to join the project <strong>${escapeHtml(project.name)}</strong> on Herald as ${input.role}.</p>` +
+          `<p>Sign up or sign in with this address (${escapeHtml(input.email)}), then open this link within 7 days:</p>` +
+          `<p><a href="${escapeHtml(link)}">${escapeHtml(link)}</a></p>`,
+      },
+      { client },
+    );
+    return row;
+  });
+}
+
+const invalidLink = () => new ApiError(400, 'BAD_REQUEST', 'This invitation link is invalid, was already used, was revoked or has expired');
+
+/**
+ * The signed-in user accepts: the token must be valid, the invitation pending and unexpired, and
+ * the account's address the invited one (403 otherwise, and the invitation stays usable).
+ */
+export async function acceptInvitation(ctx: AppContext, userId: string, token: string): Promise<{ projectId: string; role: 'ADMIN' | 'MEMBER' }> {
+  const now = ctx.clock.now();
+  const claims = verifyJwt(token, 'invitation', ctx.config.jwtSecret, now.getTime());
+  if (!claims || claims.purpose !== PURPOSE || typeof claims.sub !== 'string' || !UUID.test(claims.sub)) throw invalidLink();
+  const invitationId = claims.sub;
+  const [user] = await ctx.database.db.select({ email: users.email }).from(users).where(eq(users.id, userId));
+  if (!user) throw new ApiError(401, 'UNAUTHORIZED', 'Not signed in or the session has expired');
+  return withTransaction(ctx.database, async ({ tx }) => {
+    const [invitation] = await tx
+      .select()
+      .from(invitations)
+      .where(and(eq(invitations.id, invitationId), isNull(invitations.acceptedAt), gt(invitations.expiresAt, now)))
+      .for('update');
+    if (!invitation || invitation.email !== claims.email) throw invalidLink();
+    if (invitation.email !== user.email) {
+      throw new ApiError(403, 'FORBIDDEN', 'This invitation was sent to another address; sign in with that address to accept it');
+    }
+    await tx.update(invitations).set({ acceptedAt: now, acceptedBy: userId }).where(eq(invitations.id, invitationId));
+    // Already a member (added directly meanwhile): keep the current role.
+    await tx.insert(memberships).values({ projectId: invitation.projectId, userId, role: invitation.role, createdAt: now }).onConflictDoNothing();
+    const [m] = await tx
+      .select({ role: memberships.role })
+      .from(memberships)
+      .where(and(eq(memberships.projectId, invitation.projectId), eq(memberships.userId, userId)));
+    return { projectId: invitation.projectId, role: m.role as 'ADMIN' | 'MEMBER' };
+  });
+}

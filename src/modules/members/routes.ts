@@ -1,0 +1,163 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { AppContext } from '../../context.ts';
+import { projectOf, requireUser, userOf } from '../../http/auth.ts';
+import { sessionUserId } from '../../http/sessions.ts';
+import { requireUserOrKey } from '../../http/roles.ts';
+import { describe, describer } from '../../http/openapi.ts';
+import { parse } from '../../http/validate.ts';
+import { PAGE_HEADERS, page } from '../preferences/page.ts';
+import { projectIdParams } from '../projects/schemas.ts';
+import { acceptInvitation } from './invitations.ts';
+import {
+  acceptBody,
+  addMemberBody,
+  addMemberResultSchema,
+  invitationParams,
+  memberListSchema,
+  memberParams,
+  memberSchema,
+  updateMemberBody,
+} from './schemas.ts';
+import { addMember, listMembers, removeMember, revokeInvitation, updateMemberRole } from './service.ts';
+
+/** `/projects/:id/members*` (session cookie; roles enforced by http/roles.ts) and accepting an invitation. */
+export function memberRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const onRequest = requireUserOrKey(ctx);
+  const doc = describer('Members', 'project');
+
+  app.get(
+    '/projects/:id/members',
+    {
+      schema: doc({ operationId: 'members.list', summary: 'Members and pending invitations', params: projectIdParams, responses: { 200: memberListSchema } }),
+      onRequest,
+    },
+    async (req) => {
+      parse(projectIdParams, req.params);
+      return listMembers(ctx, projectOf(req).projectId);
+    },
+  );
+
+  app.post(
+    '/projects/:id/members',
+    {
+      schema: doc({
+        operationId: 'members.add',
+        summary: 'Add an existing user, or invite an address by email',
+        params: projectIdParams,
+        body: addMemberBody,
+        responses: { 201: addMemberResultSchema },
+        errors: [409],
+      }),
+      onRequest,
+    },
+    async (req, reply) => {
+      parse(projectIdParams, req.params);
+      const result = await addMember(ctx, projectOf(req), parse(addMemberBody, req.body));
+      return reply.status(201).send(result);
+    },
+  );
+
+  app.patch(
+    '/projects/:id/members/:userId',
+    {
+      schema: doc({
+        operationId: 'members.updateRole',
+        summary: "Change a member's role",
+        params: memberParams,
+        body: updateMemberBody,
+        responses: { 200: memberSchema },
+        errors: [404, 409],
+      }),
+      onRequest,
+    },
+    async (req) => {
+      const { userId } = parse(memberParams, req.params);
+      return updateMemberRole(ctx, projectOf(req).projectId, userId, parse(updateMemberBody, req.body).role);
+    },
+  );
+
+  app.delete(
+    '/projects/:id/members/:userId',
+    {
+      schema: doc({ operationId: 'members.remove', summary: 'Remove a member', params: memberParams, responses: { 204: null }, errors: [404, 409] }),
+      onRequest,
+    },
+    async (req, reply) => {
+      const { userId } = parse(memberParams, req.params);
+      await removeMember(ctx, projectOf(req), userId);
+      return reply.status(204).send();
+    },
+  );
+
+  app.delete(
+    '/projects/:id/invitations/:invitationId',
+    {
+      schema: doc({
+        operationId: 'members.revokeInvitation',
+        summary: 'Revoke a pending invitation',
+        params: invitationParams,
+        responses: { 204: null },
+        errors: [404],
+      }),
+      onRequest,
+    },
+    async (req, reply) => {
+      const { invitationId } = parse(invitationParams, req.params);
+      await revokeInvitation(ctx, projectOf(req).projectId, invitationId);
+      return reply.status(204).send();
+    },
+  );
+
+  app.post(
+    '/invitations/accept',
+    {
+      schema: describe({
+        operationId: 'invitations.accept',
+        summary: 'Join a project with an invitation token',
+        tag: 'Invitations',
+        access: 'session',
+        body: acceptBody,
+        responses: { 200: z.object({ projectId: z.string(), role: z.enum(['ADMIN', 'MEMBER']) }) },
+        errors: [400, 403, 404, 409],
+      }),
+      onRequest: requireUser(ctx),
+    },
+    async (req) => acceptInvitation(ctx, userOf(req), parse(acceptBody, req.body).token),
+  );
+
+  // The link in the invitation email: accepts for a signed-in browser, otherwise says what to do.
+  app.get(
+    '/invitations/accept',
+    {
+      schema: describe({
+        operationId: 'invitations.acceptLink',
+        summary: 'The emailed invitation link (HTML page)',
+        tag: 'Invitations',
+        access: 'none',
+        query: acceptBody,
+        responses: {
+          200: { schema: null, contentType: 'text/html', description: 'What happened, or what to do' },
+          400: { schema: null, contentType: 'text/html', description: 'The link cannot be used' },
+        },
+      }),
+    },
+    async (req, reply) => {
+      const { token } = parse(acceptBody, req.query);
+      const userId = await sessionUserId(ctx, req);
+      const send = (status: number, message: string) =>
+        reply
+          .status(status)
+          .headers(PAGE_HEADERS)
+          .send(page({ title: 'Invitation', message }));
+      if (!userId) return send(200, 'Sign up or sign in to Herald with the invited address, then open this link again.');
+      try {
+        await acceptInvitation(ctx, userId, token);
+        return send(200, 'You joined the project. Open the dashboard to start.');
+      } catch (err) {
+        const message = err instanceof Error ? err.message : 'This invitation link cannot be used.';
+        return send(400, message);
+      }
+    },
+  );
+}

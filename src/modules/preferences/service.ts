@@ -1,0 +1,97 @@
+import { and, eq } from 'drizzle-orm';
+import type { AppContext } from '../../context.ts';
+import { contacts } from '../../db/schema/contacts.ts';
+import { ApiError } from '../../http/errors.ts';
+import { escapeHtml, stringsFor } from '../../mail/locales.ts';
+import { SYSTEM_MAIL_QUEUE } from '../../mail/system-mail.ts';
+import { type LinkAction, type LinkToken, projectOfSignedLinkToken, signLinkToken, verifyLinkToken } from '../../render/link-tokens.ts';
+import { type Rule, byAccount, byIp, count, firstInWindow, guard } from '../auth/throttle.ts';
+import { emailSchema } from '../contacts/schemas.ts';
+import { type ContactRecord, getContact, setSubscribed } from '../contacts/service.ts';
+import { projectName } from '../projects/name.ts';
+import { projectLanguage } from '../projects/settings.ts';
+
+/**
+ * What the recipient-facing pages do (the pages themselves are routes.ts): resolve a signed link
+ * to its contact, change the subscription, and mail a fresh manage link for a link that no longer
+ * works.
+ */
+
+/** "Send me a fresh link" requests: per client IP and per typed address (known or not), and one email per address and project per interval. */
+const FRESH_LINK_IP: Rule = { name: 'fresh-link-ip', windowSeconds: 15 * 60, slowAfter: 5, lockAt: 20, lockSeconds: 15 * 60 };
+const FRESH_LINK_ADDRESS: Rule = { name: 'fresh-link-address', windowSeconds: 60 * 60, slowAfter: 3, lockAt: 10, lockSeconds: 60 * 60 };
+const FRESH_LINK_MAIL_INTERVAL_SECONDS = 5 * 60;
+
+export type ResolvedLink = { token: LinkToken; contact: ContactRecord; sender: string | null };
+
+/** The contact a valid, unexpired link of one of the `allowed` actions points at, with the project's name; null otherwise. */
+export async function resolveLink(ctx: AppContext, rawToken: string, allowed: LinkAction[]): Promise<ResolvedLink | null> {
+  const token = verifyLinkToken(ctx.config.jwtSecret, rawToken);
+  if (!token || !allowed.includes(token.action)) return null;
+  const contact = await getContact(ctx.database.db, token.projectId, token.contactId).catch(() => null);
+  return contact ? { token, contact, sender: await projectName(ctx.database.db, token.projectId) } : null;
+}
+
+/**
+ * The project of a link that does not work but carries our signature (expired, contact deleted,
+ * another action): its name and language. Null when nothing about the link can be trusted.
+ */
+export async function projectOfBrokenLink(ctx: AppContext, rawToken: string): Promise<{ projectId: string; sender: string; language: string } | null> {
+  const projectId = projectOfSignedLinkToken(ctx.config.jwtSecret, rawToken);
+  const sender = projectId ? await projectName(ctx.database.db, projectId) : null;
+  if (!projectId || sender === null) return null;
+  return { projectId, sender, language: await projectLanguage(ctx, projectId) };
+}
+
+/** Sets the linked contact's subscription (an event when it changes); the contact as it is now. */
+export async function changeSubscription(ctx: AppContext, link: ResolvedLink, subscribed: boolean, source: string): Promise<ContactRecord> {
+  const updated = await setSubscribed(ctx.database.db, link.token.projectId, link.contact.id, subscribed, { source });
+  return updated ?? link.contact;
+}
+
+/** A subscribe link for the same contact: the unsubscribed page offers to undo at once. */
+export const resubscribeToken = (ctx: AppContext, link: ResolvedLink): string =>
+  signLinkToken(ctx.config.jwtSecret, { projectId: link.token.projectId, contactId: link.contact.id, action: 'subscribe' });
+
+export type FreshLinkOutcome =
+  { kind: 'broken' } | { kind: 'limited'; retryAfter: number; sender: string; language: string } | { kind: 'answered'; sender: string; language: string };
+
+/**
+ * The "send me a fresh link" form of a broken link. Always the same answer, whether or not the
+ * address is a contact of the link's project (no enumeration); the fresh manage link goes by
+ * email to that contact only, so only the address's owner can use it.
+ */
+export async function requestFreshLink(ctx: AppContext, input: { token: string; email: string; ip: string }): Promise<FreshLinkOutcome> {
+  const project = await projectOfBrokenLink(ctx, input.token);
+  if (!project) return { kind: 'broken' };
+  const { projectId, sender, language } = project;
+  const email = emailSchema.safeParse(input.email);
+  const address = email.success ? email.data : input.email.trim().toLowerCase();
+  const keys = [byIp(FRESH_LINK_IP, input.ip), byAccount(FRESH_LINK_ADDRESS, address)];
+  try {
+    await guard(ctx, keys);
+  } catch (err) {
+    if (!(err instanceof ApiError) || err.statusCode !== 429) throw err;
+    return { kind: 'limited', retryAfter: Number(err.details?.retryAfter ?? 60), sender, language };
+  }
+  await count(ctx, keys);
+  // The same queries for every address (the interval is counted for strangers too), so the
+  // answer's timing differs only by queueing the email.
+  if (email.success && (await firstInWindow(ctx, `fresh-link-mail:${projectId}:${email.data}`, FRESH_LINK_MAIL_INTERVAL_SECONDS))) {
+    const [contact] = await ctx.database.db
+      .select({ id: contacts.id, email: contacts.email })
+      .from(contacts)
+      .where(and(eq(contacts.projectId, projectId), eq(contacts.email, email.data)))
+      .limit(1);
+    if (contact) {
+      const s = stringsFor(language);
+      const link = `${ctx.config.publicUrl}/manage/${signLinkToken(ctx.config.jwtSecret, { projectId, contactId: contact.id, action: 'manage' })}`;
+      await ctx.jobs.send(SYSTEM_MAIL_QUEUE, {
+        to: contact.email,
+        subject: s.freshLinkSubject.replace('{sender}', sender),
+        html: `<p>${escapeHtml(s.freshLinkIntro).replace('{sender}', escapeHtml(sender))}</p><p><a href="${escapeHtml(link)}">${escapeHtml(link)}</a></p><p>${escapeHtml(s.freshLinkIgnore)}</p>`,
+      });
+    }
+  }
+  return { kind: 'answered', sender, language };
+}

@@ -1,0 +1,62 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { AppContext } from '../../context.ts';
+import { projectOf, requireUser } from '../../http/auth.ts';
+import { requireUserOrKey } from '../../http/roles.ts';
+import { describe } from '../../http/openapi.ts';
+import { parse } from '../../http/validate.ts';
+import { resetProject, setupState } from './lifecycle.ts';
+import { projectIdParams } from './schemas.ts';
+
+/** Reset and onboarding state. The project and the caller's role come from http/roles.ts. */
+export function projectLifecycleRoutes(app: FastifyInstance, ctx: AppContext): void {
+  app.post(
+    '/users/@me/projects/:id/reset',
+    {
+      schema: describe({
+        operationId: 'projects.reset',
+        summary: 'Delete all contacts, emails, events and content, keep the project and its keys',
+        tag: 'Projects',
+        access: 'session',
+        params: projectIdParams,
+        responses: { 200: z.object({ success: z.literal(true), deleted: z.record(z.number().int()) }) },
+        errors: [403, 404],
+      }),
+      onRequest: requireUser(ctx),
+    },
+    async (req) => {
+      parse(projectIdParams, req.params);
+      return resetProject(ctx, projectOf(req).projectId);
+    },
+  );
+
+  app.get(
+    '/projects/:id/setup-state',
+    {
+      schema: describe({
+        operationId: 'projects.setupState',
+        summary: 'Onboarding checklist state',
+        tag: 'Projects',
+        access: 'project',
+        params: projectIdParams,
+        responses: {
+          200: z.object({
+            hasVerifiedDomain: z.boolean(),
+            contactCount: z.number().int(),
+            hasTemplate: z.boolean(),
+            lastCampaignSentAt: z.string().nullable(),
+            hasEnabledWorkflow: z.boolean(),
+            hasSentEmail: z.boolean(),
+            hasSubscription: z.boolean(),
+          }),
+        },
+        errors: [404],
+      }),
+      onRequest: requireUserOrKey(ctx),
+    },
+    async (req) => {
+      parse(projectIdParams, req.params);
+      return setupState(ctx, projectOf(req).projectId);
+    },
+  );
+}

@@ -1,0 +1,306 @@
+import { drizzle } from 'drizzle-orm/node-postgres';
+import type pg from 'pg';
+import type { AppContext } from '../../../context.ts';
+import { uuidv7 } from '../../../db/ids.ts';
+import type { WorkflowExecutionStatus, WorkflowStepExecutionStatus } from '../../../db/schema/workflows.ts';
+import { queueEmailsWithStatus } from '../../emails/queue.ts';
+import type { BatchState } from './batch.ts';
+import { type RunGraph, type RunStep, loadGraphs } from './graph.ts';
+import { type StepEffects, runStep } from './steps.ts';
+import { type WebhookJob, prepareWebhook } from './webhook-step.ts';
+
+/**
+ * The advance part of the engine: one transaction claims up to `batchSize` due executions
+ * (`FOR UPDATE SKIP LOCKED`: a crashed worker's locks die with its connection, so another worker
+ * takes the rows over at once), walks each to its next wait point, and writes every step row,
+ * email and execution change of the batch before it commits. Nothing of a batch is visible until
+ * then, so a worker killed mid-batch leaves no step run and no email queued twice: its successor
+ * claims the same executions and runs the same steps once.
+ *
+ * WEBHOOK attempts are the exception (an HTTP call must not hold a transaction): the claim leases
+ * such an execution (`lease_until`), and webhook-step.ts makes the call and records it afterwards.
+ */
+
+export const WEBHOOK_LEASE_MS = 60_000;
+const MAX_STEPS_PER_RUN = 250;
+
+export type ClaimedExecution = {
+  id: string;
+  project_id: string;
+  workflow_id: string;
+  contact_id: string;
+  status: 'RUNNING' | 'WAITING';
+  current_step_id: string | null;
+  context: Record<string, unknown>;
+  depth: number;
+  waiting_event: string | null;
+};
+
+export type ContactRow = { id: string; email: string; subscribed: boolean; data: Record<string, unknown>; createdAt: string; updatedAt: string };
+
+export type NewStepRow = {
+  id: string;
+  execution_id: string;
+  workflow_id: string;
+  step_id: string;
+  project_id: string;
+  status: WorkflowStepExecutionStatus;
+  attempt: number;
+  output: Record<string, unknown> | null;
+  error: string | null;
+  started_at: string;
+  completed_at: string | null;
+};
+
+export type StepRowUpdate = {
+  id: string;
+  status: WorkflowStepExecutionStatus;
+  output: Record<string, unknown> | null;
+  error: string | null;
+  completed_at: string | null;
+};
+
+type ExecUpdate = {
+  id: string;
+  status: WorkflowExecutionStatus;
+  current_step_id: string | null;
+  context: Record<string, unknown>;
+  due_at: string | null;
+  waiting_event: string | null;
+  exit_reason: string | null;
+  error: string | null;
+  completed_at: string | null;
+};
+
+const CLAIM_SQL = `
+SELECT x.id, x.project_id, x.workflow_id, x.contact_id, x.status, x.current_step_id, x.context, x.depth, x.waiting_event
+  FROM workflow_executions x
+ WHERE x.status IN ('RUNNING', 'WAITING') AND x.due_at <= $1::timestamptz
+   AND (x.lease_until IS NULL OR x.lease_until < $2::timestamptz)
+   AND ($4::uuid[] IS NULL OR x.id = ANY($4::uuid[]))
+ ORDER BY x.due_at
+ LIMIT $3
+   FOR UPDATE SKIP LOCKED`;
+
+export type AdvanceResult = { claimed: number; webhooks: WebhookJob[] };
+
+/** Claims and advances one batch. `ids` restricts the claim (the one-by-one retry of a failed batch). */
+export async function advanceBatch(ctx: AppContext, opts: { batchSize: number; ids?: string[] }): Promise<AdvanceResult> {
+  const client = await ctx.database.pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await advanceIn(ctx, client, opts);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+async function advanceIn(ctx: AppContext, client: pg.PoolClient, opts: { batchSize: number; ids?: string[] }): Promise<AdvanceResult> {
+  const now = ctx.clock.now();
+  const realNow = Date.now();
+  const { rows: claimed } = await client.query<ClaimedExecution>(CLAIM_SQL, [
+    now.toISOString(),
+    new Date(realNow).toISOString(),
+    opts.batchSize,
+    opts.ids ?? null,
+  ]);
+  if (claimed.length === 0) return { claimed: 0, webhooks: [] };
+
+  // One connection runs one statement at a time: these are sequential.
+  const graphs = await loadGraphs(client, [...new Set(claimed.map((e) => e.workflow_id))]);
+  const contacts = await loadContacts(client, [...new Set(claimed.map((e) => e.contact_id))]);
+  const waitingRows = await loadWaitingRows(
+    client,
+    claimed.filter((e) => e.status === 'WAITING').map((e) => e.id),
+  );
+
+  const batch: BatchState = { ctx, client, now, types: new Map(), emails: [], billing: new Map() };
+  const inserts: NewStepRow[] = [];
+  const updates: StepRowUpdate[] = [];
+  const execs: ExecUpdate[] = [];
+  const webhooks: WebhookJob[] = [];
+  const lease = new Date(realNow + WEBHOOK_LEASE_MS + Math.floor(Math.random() * 1000));
+
+  for (const e of claimed) {
+    const graph = graphs.get(e.workflow_id)!;
+    const step = e.current_step_id ? graph.steps.get(e.current_step_id) : undefined;
+    const waiting = waitingRows.get(e.id);
+    if (e.status === 'WAITING' && step?.type === 'WEBHOOK' && waiting) {
+      webhooks.push(await prepareWebhook(batch, e, step, contacts.get(e.contact_id)!, waiting, lease));
+      continue;
+    }
+    execs.push(await walk(batch, e, graph, contacts, waiting, inserts, updates));
+  }
+
+  if (batch.emails.length > 0) {
+    const queued = await queueEmailsWithStatus(
+      ctx,
+      { tx: drizzle(client), client },
+      batch.emails.map((q) => q.email),
+    );
+    batch.emails.forEach(({ row }, i) => {
+      const q = queued[i];
+      row.output = { ...row.output, emailId: q.id, emailStatus: q.status };
+      if (q.status !== 'QUEUED') {
+        row.status = 'SKIPPED';
+        row.output.reason = q.status === 'SUPPRESSED' ? 'suppressed' : (row.output.reason ?? 'not sent');
+      }
+    });
+  }
+
+  if (webhooks.length > 0) {
+    await client.query('UPDATE workflow_executions SET lease_until = $2::timestamptz WHERE id = ANY($1::uuid[])', [
+      webhooks.map((w) => w.executionId),
+      lease.toISOString(),
+    ]);
+  }
+  await writeResults(client, now, inserts, updates, execs);
+  return { claimed: claimed.length, webhooks };
+}
+
+/** Runs one execution from its current step to its next wait point (or its end). */
+async function walk(
+  batch: BatchState,
+  e: ClaimedExecution,
+  graph: RunGraph,
+  contacts: Map<string, ContactRow>,
+  waiting: { id: string; step_id: string } | undefined,
+  inserts: NewStepRow[],
+  updates: StepRowUpdate[],
+): Promise<ExecUpdate> {
+  const nowIso = batch.now.toISOString();
+  const state: ExecUpdate = {
+    id: e.id,
+    status: 'RUNNING',
+    current_step_id: e.current_step_id,
+    context: e.context ?? {},
+    due_at: null,
+    waiting_event: null,
+    exit_reason: null,
+    error: null,
+    completed_at: null,
+  };
+  const end = (status: WorkflowExecutionStatus, extra: Partial<ExecUpdate> = {}): ExecUpdate =>
+    Object.assign(state, { status, due_at: null, waiting_event: null, completed_at: nowIso }, extra);
+
+  let stepId = e.current_step_id;
+  let resuming = e.status === 'WAITING';
+  for (let n = 0; n < MAX_STEPS_PER_RUN; n++) {
+    const step: RunStep | undefined = stepId ? graph.steps.get(stepId) : undefined;
+    if (!step) {
+      if (waiting) updates.push({ id: waiting.id, status: 'FAILED', output: null, error: 'step no longer exists', completed_at: nowIso });
+      return end('FAILED', { error: `step ${stepId ?? '(none)'} no longer exists in the workflow` });
+    }
+    state.current_step_id = step.id;
+    let branch: StepEffects['branch'];
+    if (resuming) {
+      resuming = false;
+      // A DELAY that is over, or a WAIT_FOR_EVENT whose timeout passed.
+      const timedOut = step.type === 'WAIT_FOR_EVENT';
+      if (waiting) {
+        updates.push({
+          id: waiting.id,
+          status: 'COMPLETED',
+          output: timedOut ? { branch: 'timeout' } : { waitedUntil: nowIso },
+          error: null,
+          completed_at: nowIso,
+        });
+        waiting = undefined;
+      }
+      branch = timedOut ? 'timeout' : null;
+    } else {
+      const row: NewStepRow = {
+        id: uuidv7(),
+        execution_id: e.id,
+        workflow_id: e.workflow_id,
+        step_id: step.id,
+        project_id: e.project_id,
+        status: 'COMPLETED',
+        attempt: 1,
+        output: null,
+        error: null,
+        started_at: nowIso,
+        completed_at: nowIso,
+      };
+      inserts.push(row);
+      const fx = await runStep(batch, { execution: e, step, row, contacts, context: state.context });
+      if (fx.context) state.context = fx.context;
+      if (fx.wait) {
+        row.status = 'WAITING';
+        row.completed_at = null;
+        return Object.assign(state, { status: 'WAITING', due_at: fx.wait.dueAt?.toISOString() ?? null, waiting_event: fx.wait.event ?? null });
+      }
+      if (fx.fail) {
+        row.status = 'FAILED';
+        row.error = fx.fail;
+        return end('FAILED', { error: fx.fail });
+      }
+      if (fx.exit !== undefined) return end('EXITED', { exit_reason: fx.exit });
+      branch = fx.branch;
+    }
+    const next = graph.next(step.id, branch ?? null);
+    if (!next) return end('COMPLETED');
+    stepId = next;
+  }
+  return end('FAILED', { error: `more than ${MAX_STEPS_PER_RUN} steps in one run` });
+}
+
+async function loadContacts(client: pg.PoolClient, ids: string[]): Promise<Map<string, ContactRow>> {
+  const { rows } = await client.query<{ id: string; email: string; subscribed: boolean; data: Record<string, unknown>; created_at: Date; updated_at: Date }>(
+    'SELECT id, email, subscribed, data, created_at, updated_at FROM contacts WHERE id = ANY($1::text[])',
+    [ids],
+  );
+  return new Map(
+    rows.map((r) => [
+      r.id,
+      { id: r.id, email: r.email, subscribed: r.subscribed, data: r.data ?? {}, createdAt: r.created_at.toISOString(), updatedAt: r.updated_at.toISOString() },
+    ]),
+  );
+}
+
+async function loadWaitingRows(client: pg.PoolClient, executionIds: string[]): Promise<Map<string, { id: string; step_id: string; attempt: number }>> {
+  if (executionIds.length === 0) return new Map();
+  const { rows } = await client.query<{ id: string; execution_id: string; step_id: string; attempt: number }>(
+    "SELECT id, execution_id, step_id, attempt FROM workflow_step_executions WHERE execution_id = ANY($1::uuid[]) AND status = 'WAITING'",
+    [executionIds],
+  );
+  return new Map(rows.map((r) => [r.execution_id, r]));
+}
+
+async function writeResults(client: pg.PoolClient, now: Date, inserts: NewStepRow[], updates: StepRowUpdate[], execs: ExecUpdate[]): Promise<void> {
+  if (inserts.length > 0) {
+    await client.query(
+      `INSERT INTO workflow_step_executions (id, execution_id, workflow_id, step_id, project_id, status, attempt, output, error, started_at, completed_at)
+       SELECT r.id, r.execution_id, r.workflow_id, r.step_id, r.project_id, r.status, r.attempt, r.output, r.error, r.started_at, r.completed_at
+         FROM jsonb_to_recordset($1::jsonb) AS r(id uuid, execution_id uuid, workflow_id uuid, step_id uuid, project_id text, status text,
+              attempt int, output jsonb, error text, started_at timestamptz, completed_at timestamptz)`,
+      [JSON.stringify(inserts)],
+    );
+  }
+  if (updates.length > 0) {
+    await client.query(
+      `UPDATE workflow_step_executions s
+          SET status = r.status, output = COALESCE(r.output, s.output), error = r.error, completed_at = r.completed_at
+         FROM jsonb_to_recordset($1::jsonb) AS r(id uuid, status text, output jsonb, error text, completed_at timestamptz)
+        WHERE s.id = r.id`,
+      [JSON.stringify(updates)],
+    );
+  }
+  if (execs.length > 0) {
+    await client.query(
+      `UPDATE workflow_executions x
+          SET status = r.status, current_step_id = r.current_step_id, context = r.context, due_at = r.due_at,
+              waiting_event = r.waiting_event, exit_reason = r.exit_reason, error = r.error, completed_at = r.completed_at,
+              lease_until = NULL, updated_at = $2::timestamptz
+         FROM jsonb_to_recordset($1::jsonb) AS r(id uuid, status text, current_step_id uuid, context jsonb, due_at timestamptz,
+              waiting_event text, exit_reason text, error text, completed_at timestamptz)
+        WHERE x.id = r.id`,
+      [JSON.stringify(execs), now.toISOString()],
+    );
+  }
+}

@@ -1,0 +1,58 @@
+import { drizzle } from 'drizzle-orm/node-postgres';
+import type pg from 'pg';
+import type { AppContext } from '../../../context.ts';
+import type { FieldType } from '../../../conditions/index.ts';
+import { ApiError } from '../../../http/errors.ts';
+import { assertWithinBillingLimit, limitExceeded, projectLimits } from '../../billing/limits.ts';
+import { customFieldTypes } from '../../contacts/fields.ts';
+import type { NewEmail } from '../../emails/queue.ts';
+import type { NewStepRow } from './advance.ts';
+
+/** What a batch shares: caches of per-project reads, the emails to queue at the end and how many of them each project has. */
+export type BatchState = {
+  ctx: AppContext;
+  client: pg.PoolClient;
+  now: Date;
+  types: Map<string, Promise<Map<string, FieldType>>>;
+  emails: { email: NewEmail; row: NewStepRow }[];
+  /** Per project: whether a monthly `workflows` cap is set, and the emails of this batch counted against it so far. */
+  billing: Map<string, { capped: boolean; reserved: number }>;
+};
+
+/** The project's custom field types, read once per batch. */
+export const fieldTypesFor = (b: BatchState, projectId: string): Promise<Map<string, FieldType>> => {
+  let p = b.types.get(projectId);
+  if (!p) {
+    p = customFieldTypes(drizzle(b.client), projectId);
+    b.types.set(projectId, p);
+  }
+  return p;
+};
+
+/**
+ * One more email of this batch against the project's monthly `workflows` cap (billing/limits.ts,
+ * in the batch's transaction). The batch's emails are written at its end, so the ones it already
+ * counted are requested too. Returns why not when the cap is reached; without a cap, one read per
+ * project and batch.
+ */
+export async function countWorkflowEmail(b: BatchState, projectId: string): Promise<string | null> {
+  let state = b.billing.get(projectId);
+  if (!state) {
+    state = { capped: (await projectLimits(drizzle(b.client), projectId)).workflows !== null, reserved: 0 };
+    b.billing.set(projectId, state);
+  }
+  if (state.capped) {
+    try {
+      await assertWithinBillingLimit(b.ctx, { tx: drizzle(b.client), client: b.client }, projectId, 'workflows', state.reserved + 1);
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 'BILLING_LIMIT_EXCEEDED') {
+        // Told as this one email against the month's usage, the batch's earlier emails included.
+        const d = err.details as { limit: number; usage: number };
+        return limitExceeded('workflows', d.limit, d.usage + state.reserved, 1).message;
+      }
+      throw err;
+    }
+  }
+  state.reserved += 1;
+  return null;
+}

@@ -1,0 +1,163 @@
+import { drizzle } from 'drizzle-orm/node-postgres';
+import type { WorkflowBranch } from '../../../db/schema/workflows.ts';
+import { ApiError } from '../../../http/errors.ts';
+import type { Condition } from '../../../conditions/index.ts';
+import { updateContact } from '../../contacts/service.ts';
+import { senderDomainFor } from '../../domains/sender.ts';
+import { initialStatus } from '../../emails/send.ts';
+import { scheduleSegmentReevaluation } from '../../segments/membership.ts';
+import { findTemplate } from '../../templates/service.ts';
+import type { TemplateRecord } from '../../templates/schemas.ts';
+import { type DelayConfig, type ExitConfig, type SendEmailConfig, type UpdateContactConfig, type WaitForEventConfig, delayMs } from '../step-config.ts';
+import type { ClaimedExecution, ContactRow, NewStepRow } from './advance.ts';
+import { type BatchState, countWorkflowEmail, fieldTypesFor } from './batch.ts';
+import { conditionHolds } from './condition.ts';
+import { withWorkflowDepth } from './enrol.ts';
+import type { RunStep } from './graph.ts';
+
+/** One executor per step type. Each fills its step row's output and says where the walk goes next. */
+
+export type StepEffects = {
+  /** The branch to follow (null: the single exit). */
+  branch?: WorkflowBranch | null;
+  /** Stop here: the step row stays WAITING until `dueAt` (a timer) or the named event. */
+  wait?: { dueAt: Date | null; event?: string };
+  /** The step failed: the execution ends FAILED with this reason. */
+  fail?: string;
+  /** An EXIT step: the execution ends EXITED with this reason. */
+  exit?: string;
+  /** The execution context after the step. */
+  context?: Record<string, unknown>;
+};
+
+export type StepInput = {
+  execution: ClaimedExecution;
+  step: RunStep;
+  row: NewStepRow;
+  contacts: Map<string, ContactRow>;
+  context: Record<string, unknown>;
+};
+
+export async function runStep(b: BatchState, s: StepInput): Promise<StepEffects> {
+  switch (s.step.type) {
+    case 'TRIGGER':
+      return { branch: null };
+    case 'DELAY': {
+      const dueAt = new Date(b.now.getTime() + delayMs(s.step.config as DelayConfig));
+      s.row.output = { until: dueAt.toISOString() };
+      return { wait: { dueAt } };
+    }
+    case 'WAIT_FOR_EVENT': {
+      const c = s.step.config as WaitForEventConfig;
+      const dueAt = c.timeout ? new Date(b.now.getTime() + c.timeout * 1000) : null;
+      s.row.output = { eventName: c.eventName, timeoutAt: dueAt?.toISOString() ?? null };
+      return { wait: { dueAt, event: c.eventName } };
+    }
+    case 'WEBHOOK':
+      // The call happens in webhook-step.ts once this is committed; the row id is its Idempotency-Key.
+      return { wait: { dueAt: b.now } };
+    case 'CONDITION':
+      return condition(b, s);
+    case 'SEND_EMAIL':
+      return sendEmail(b, s);
+    case 'UPDATE_CONTACT':
+      return updateContactStep(b, s);
+    case 'EXIT': {
+      const reason = (s.step.config as ExitConfig).reason || 'exit step';
+      s.row.output = { reason };
+      return { exit: reason };
+    }
+    default:
+      return { fail: `unknown step type ${String(s.step.type)}` };
+  }
+}
+
+async function condition(b: BatchState, s: StepInput): Promise<StepEffects> {
+  const contact = s.contacts.get(s.execution.contact_id)!;
+  const types = await fieldTypesFor(b, s.execution.project_id);
+  const holds = await conditionHolds(drizzle(b.client), s.execution.project_id, s.step.config as unknown as Condition, contact, s.context, {
+    types,
+    now: b.now,
+  });
+  s.row.output = { result: holds, branch: holds ? 'yes' : 'no' };
+  return { branch: holds ? 'yes' : 'no' };
+}
+
+// Templates within a batch: a batch of one workflow's executions reads each template once.
+const templateCache = new WeakMap<BatchState, Map<string, Promise<TemplateRecord | null>>>();
+
+function templateFor(b: BatchState, projectId: string, id: string): Promise<TemplateRecord | null> {
+  let m = templateCache.get(b);
+  if (!m) templateCache.set(b, (m = new Map()));
+  let p = m.get(id);
+  if (!p) {
+    p = findTemplate(drizzle(b.client), projectId, id);
+    m.set(id, p);
+  }
+  return p;
+}
+
+/**
+ * Queues the email through queueEmails at the end of the batch (advance.ts), so the sender check,
+ * subscription rule, suppression list, throttle and exactly-once delivery are those of every email.
+ * The monthly `workflows` billing cap is checked here, in the batch's transaction: over it, the
+ * step fails the execution with the reason.
+ */
+async function sendEmail(b: BatchState, s: StepInput): Promise<StepEffects> {
+  const c = s.step.config as SendEmailConfig;
+  const e = s.execution;
+  const template = await templateFor(b, e.project_id, c.templateId);
+  if (!template) return { fail: `template ${c.templateId} no longer exists` };
+  try {
+    await senderDomainFor(b.ctx, e.project_id, template.from);
+  } catch (err) {
+    if (err instanceof ApiError) return { fail: err.message };
+    throw err;
+  }
+  const contact = s.contacts.get(e.contact_id)!;
+  const custom = c.recipient?.type === 'CUSTOM' ? c.recipient.email : null;
+  // A fixed address (a team notification) is not the contact: no subscription rule, contact shown as `contact`.
+  const status = custom ? { status: 'QUEUED' as const, error: null } : initialStatus(template.type, contact.subscribed);
+  // Billing category `workflows`: an email the cap refuses fails the execution with the reason (a skipped one is not counted).
+  if (status.status === 'QUEUED') {
+    const refused = await countWorkflowEmail(b, e.project_id);
+    if (refused) return { fail: refused };
+  }
+  s.row.output = { templateId: template.id, to: custom ?? contact.email, ...(status.status === 'SKIPPED' ? { reason: status.error } : {}) };
+  b.emails.push({
+    row: s.row,
+    email: {
+      projectId: e.project_id,
+      contactId: custom ? null : contact.id,
+      to: { email: custom ?? contact.email },
+      from: { email: template.from, name: template.fromName },
+      replyTo: template.replyTo,
+      // A team notification is not mail to a contact: no subscription rule, no unsubscribe link.
+      type: custom ? 'TRANSACTIONAL' : template.type,
+      subjectSource: template.subject,
+      content: {
+        bodySource: template.body,
+        variables: custom ? { event: s.context, contact: { id: contact.id, email: contact.email, data: contact.data } } : { event: s.context },
+      },
+      templateId: template.id,
+      workflowId: e.workflow_id,
+      ...status,
+      checkSuppression: true,
+    },
+  });
+  return { branch: null };
+}
+
+/** Through the contacts service's update (the one custom-data merge); events it emits carry depth + 1. */
+async function updateContactStep(b: BatchState, s: StepInput): Promise<StepEffects> {
+  const c = s.step.config as UpdateContactConfig;
+  const e = s.execution;
+  const input = { data: c.data, subscribed: c.subscribed };
+  const update = () => updateContact(drizzle(b.client), e.project_id, e.contact_id, input, { now: b.now });
+  // Only a subscription change writes an event (which could start workflows): only then is the depth needed.
+  const updated = c.subscribed === undefined ? await update() : await withWorkflowDepth(b.client, e.depth + 1, update);
+  s.contacts.set(e.contact_id, { ...s.contacts.get(e.contact_id)!, subscribed: updated.subscribed, data: updated.data, updatedAt: updated.updatedAt });
+  await scheduleSegmentReevaluation(b.ctx, e.project_id, e.contact_id, b.client);
+  s.row.output = { data: Object.keys(c.data ?? {}), ...(c.subscribed !== undefined ? { subscribed: updated.subscribed } : {}) };
+  return { branch: null };
+}

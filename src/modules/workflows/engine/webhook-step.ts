@@ -1,0 +1,162 @@
+import type { AppContext } from '../../../context.ts';
+import type { WebhookConfig } from '../step-config.ts';
+import type { ClaimedExecution, ContactRow } from './advance.ts';
+import type { BatchState } from './batch.ts';
+import type { RunStep } from './graph.ts';
+import { renderJson, renderString } from './variables.ts';
+import { type WebhookRequest, callWebhook } from './webhook.ts';
+
+/**
+ * A WEBHOOK step's attempts. The advance transaction renders the request and leases the execution;
+ * `attemptWebhook` calls it outside any transaction and records the outcome: success → the next
+ * step; a network error, 429 or 5xx → another attempt after a durable backoff (the execution waits
+ * on its `due_at` like a DELAY, holding no worker); a final failure → the execution ends FAILED.
+ * The step row id is the Idempotency-Key, the same for every attempt.
+ */
+
+export const MAX_WEBHOOK_ATTEMPTS = 3;
+/** Backoff before attempt n+1: 10 s, then 30 s (or a longer Retry-After, up to an hour). */
+export const webhookBackoffMs = (attempt: number, retryAfterSeconds: number | null): number =>
+  Math.max(10_000 * 3 ** (attempt - 1), Math.min(retryAfterSeconds ?? 0, 3600) * 1000);
+
+export type WebhookJob = {
+  executionId: string;
+  stepId: string;
+  stepRowId: string;
+  attempt: number;
+  lease: Date;
+  projectId: string;
+  request: WebhookRequest;
+  secret: string;
+};
+
+const secrets = new WeakMap<BatchState, Map<string, Promise<string>>>();
+
+function secretFor(b: BatchState, projectId: string): Promise<string> {
+  let m = secrets.get(b);
+  if (!m) secrets.set(b, (m = new Map()));
+  let p = m.get(projectId);
+  if (!p) {
+    p = b.client
+      .query<{ webhook_secret: string }>('SELECT webhook_secret FROM projects WHERE id = $1', [projectId])
+      .then((r) => r.rows[0]?.webhook_secret ?? '');
+    m.set(projectId, p);
+  }
+  return p;
+}
+
+/** The variables of url, header values and body strings: the contact's fields and data, and `event.*` (the context). */
+function variablesOf(e: ClaimedExecution, contact: ContactRow): Record<string, unknown> {
+  return Object.fromEntries([
+    ...Object.entries(contact.data),
+    ['id', contact.id],
+    ['email', contact.email],
+    ['subscribed', contact.subscribed],
+    ['data', contact.data],
+    ['event', e.context ?? {}],
+    ['workflowId', e.workflow_id],
+    ['executionId', e.id],
+  ]);
+}
+
+export async function prepareWebhook(
+  b: BatchState,
+  e: ClaimedExecution,
+  step: RunStep,
+  contact: ContactRow,
+  waiting: { id: string; attempt: number },
+  lease: Date,
+): Promise<WebhookJob> {
+  const c = step.config as WebhookConfig;
+  const vars = variablesOf(e, contact);
+  const method = c.method ?? 'POST';
+  const body =
+    method === 'GET'
+      ? null
+      : JSON.stringify(
+          c.body !== undefined
+            ? renderJson(c.body, vars)
+            : { workflowId: e.workflow_id, executionId: e.id, stepId: step.id, contact: { id: contact.id, email: contact.email }, event: e.context ?? {} },
+        );
+  const headers = Object.fromEntries(Object.entries(c.headers ?? {}).map(([k, v]) => [k, renderString(v, vars).replace(/[\r\n]+/g, ' ')]));
+  return {
+    executionId: e.id,
+    stepId: step.id,
+    stepRowId: waiting.id,
+    attempt: waiting.attempt,
+    lease,
+    projectId: e.project_id,
+    request: { url: renderString(c.url, vars, encodeURIComponent), method, headers, body },
+    secret: await secretFor(b, e.project_id),
+  };
+}
+
+/** Makes the attempt and records it (only while the lease is still this attempt's). */
+export async function attemptWebhook(ctx: AppContext, job: WebhookJob): Promise<void> {
+  const res = await callWebhook(job.request, {
+    secret: job.secret,
+    idempotencyKey: job.stepRowId,
+    allowPrivate: ctx.config.webhookAllowPrivateNetworks,
+    resolver: ctx.dns,
+  });
+  const now = ctx.clock.now();
+  const output = { status: res.status, body: res.body, attempts: job.attempt, durationMs: res.durationMs, ...(res.error ? { error: res.error } : {}) };
+  const client = await ctx.database.pool.connect();
+  try {
+    await client.query('BEGIN');
+    const nowIso = now.toISOString();
+    const held = await client.query(
+      "SELECT id FROM workflow_executions WHERE id = $1 AND status = 'WAITING' AND current_step_id = $2 AND lease_until = $3::timestamptz FOR UPDATE",
+      [job.executionId, job.stepId, job.lease.toISOString()],
+    );
+    if (held.rowCount === 0) {
+      await client.query('ROLLBACK');
+      return; // cancelled meanwhile, or the lease ran out and another worker took over
+    }
+    if (res.ok) {
+      await client.query(
+        "UPDATE workflow_step_executions SET status = 'COMPLETED', output = $2::jsonb, error = NULL, completed_at = $3::timestamptz WHERE id = $1",
+        [job.stepRowId, JSON.stringify(output), nowIso],
+      );
+      await client.query(
+        `UPDATE workflow_executions x
+            SET status = CASE WHEN n.next IS NULL THEN 'COMPLETED' ELSE 'RUNNING' END,
+                current_step_id = COALESCE(n.next, x.current_step_id),
+                due_at = CASE WHEN n.next IS NULL THEN NULL ELSE $2::timestamptz END,
+                completed_at = CASE WHEN n.next IS NULL THEN $2::timestamptz ELSE NULL END,
+                lease_until = NULL, updated_at = $2::timestamptz
+           FROM (SELECT (SELECT to_step_id FROM workflow_transitions WHERE from_step_id = $3 AND branch IS NULL) AS next) n
+          WHERE x.id = $1`,
+        [job.executionId, nowIso, job.stepId],
+      );
+    } else if (res.retryable && job.attempt < MAX_WEBHOOK_ATTEMPTS) {
+      const dueAt = new Date(now.getTime() + webhookBackoffMs(job.attempt, res.retryAfterSeconds));
+      await client.query('UPDATE workflow_step_executions SET attempt = attempt + 1, output = $2::jsonb, error = $3 WHERE id = $1', [
+        job.stepRowId,
+        JSON.stringify({ ...output, nextAttemptAt: dueAt.toISOString() }),
+        res.error,
+      ]);
+      await client.query('UPDATE workflow_executions SET due_at = $2::timestamptz, lease_until = NULL, updated_at = $3::timestamptz WHERE id = $1', [
+        job.executionId,
+        dueAt.toISOString(),
+        nowIso,
+      ]);
+    } else {
+      const reason = `webhook failed after ${job.attempt} attempt${job.attempt === 1 ? '' : 's'}: ${res.error ?? 'unknown error'}`;
+      await client.query(
+        "UPDATE workflow_step_executions SET status = 'FAILED', output = $2::jsonb, error = $3, completed_at = $4::timestamptz WHERE id = $1",
+        [job.stepRowId, JSON.stringify(output), reason, nowIso],
+      );
+      await client.query(
+        "UPDATE workflow_executions SET status = 'FAILED', error = $2, due_at = NULL, completed_at = $3::timestamptz, lease_until = NULL, updated_at = $3::timestamptz WHERE id = $1",
+        [job.executionId, reason, nowIso],
+      );
+    }
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,103 @@
+import type { AppContext } from '../../context.ts';
+import { advanceBatch } from './engine/advance.ts';
+import { type WebhookJob, attemptWebhook } from './engine/webhook-step.ts';
+
+/**
+ * The workflow runner of a worker process: a loop that advances due executions in batches
+ * (engine/advance.ts). Not a queue job per timer: due executions are found on the `due_at` index,
+ * polled every POLL_MS when idle (a timer fires within about that of its due time) and at once
+ * while batches come back full. Webhook attempts run beside the loop, a bounded number at a time.
+ */
+
+export const RUNNER_BATCH_SIZE = 500;
+const POLL_MS = 200;
+const MAX_WEBHOOKS_IN_FLIGHT = 100;
+const RETRYABLE_SQLSTATES = new Set(['40001', '40P01', '55P03', '57P01', '08006', '08003']);
+
+export type WorkflowRunner = { stop: () => Promise<void>; wake: () => void };
+
+export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number; pollMs?: number } = {}): WorkflowRunner {
+  const batchSize = opts.batchSize ?? ctx.config.workflowBatchSize ?? RUNNER_BATCH_SIZE;
+  const pollMs = opts.pollMs ?? POLL_MS;
+  let stopped = false;
+  let wakeUp: (() => void) | null = null;
+  const inFlight = new Set<Promise<void>>();
+
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const t = setTimeout(done, ms);
+      function done() {
+        clearTimeout(t);
+        wakeUp = null;
+        resolve();
+      }
+      wakeUp = done;
+    });
+
+  const startWebhook = (job: WebhookJob) => {
+    const p = attemptWebhook(ctx, job)
+      .catch((err) => ctx.log.error({ err, executionId: job.executionId }, 'workflow webhook attempt could not be recorded'))
+      .finally(() => inFlight.delete(p));
+    inFlight.add(p);
+  };
+
+  const loop = async () => {
+    while (!stopped) {
+      if (inFlight.size >= MAX_WEBHOOKS_IN_FLIGHT) {
+        await Promise.race(inFlight);
+        continue;
+      }
+      let claimed = 0;
+      try {
+        const r = await advanceBatch(ctx, { batchSize });
+        claimed = r.claimed;
+        for (const job of r.webhooks) startWebhook(job);
+      } catch (err) {
+        if (stopped) break;
+        ctx.log.warn({ err }, 'workflow batch failed; advancing its executions one by one');
+        await advanceOneByOne(ctx, batchSize).catch((e) => ctx.log.error({ err: e }, 'workflow advance failed'));
+      }
+      if (claimed < batchSize && !stopped) await sleep(pollMs);
+    }
+  };
+  const running = loop();
+
+  return {
+    wake: () => wakeUp?.(),
+    stop: async () => {
+      stopped = true;
+      wakeUp?.();
+      await running;
+      await Promise.allSettled([...inFlight]);
+    },
+  };
+}
+
+/**
+ * After a failed batch: the due executions one per transaction, so one execution whose step keeps
+ * failing (a database error) ends FAILED alone instead of blocking every other.
+ */
+async function advanceOneByOne(ctx: AppContext, limit: number): Promise<void> {
+  const now = ctx.clock.now();
+  const { rows } = await ctx.database.pool.query<{ id: string }>(
+    `SELECT id FROM workflow_executions WHERE status IN ('RUNNING', 'WAITING') AND due_at <= $1::timestamptz
+       AND (lease_until IS NULL OR lease_until < now()) ORDER BY due_at LIMIT $2`,
+    [now.toISOString(), limit],
+  );
+  for (const { id } of rows) {
+    try {
+      const r = await advanceBatch(ctx, { batchSize: 1, ids: [id] });
+      for (const job of r.webhooks) await attemptWebhook(ctx, job);
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code && RETRYABLE_SQLSTATES.has(code)) continue;
+      ctx.log.error({ err, executionId: id }, 'workflow execution failed');
+      const message = err instanceof Error ? err.message : String(err);
+      await ctx.database.pool.query(
+        `UPDATE workflow_executions SET status = 'FAILED', error = $2, due_at = NULL, completed_at = $3::timestamptz, updated_at = $3::timestamptz
+          WHERE id = $1 AND status IN ('RUNNING', 'WAITING')`,
+        [id, `internal error: ${message.slice(0, 500)}`, ctx.clock.now().toISOString()],
+      );
+    }
+  }
+}

@@ -1,0 +1,161 @@
+import { type SQL, and, count, desc, eq, ilike, or, sql } from 'drizzle-orm';
+import type { AppContext } from '../../context.ts';
+import { withTransaction } from '../../db/client.ts';
+import { uuidv7 } from '../../db/ids.ts';
+import { workflowSteps, workflows } from '../../db/schema/workflows.ts';
+import { conflict } from '../../http/errors.ts';
+import { type PageList, pageList } from '../../http/pagination.ts';
+import { assertRunnable } from './graph.ts';
+import type { CreateWorkflowInput, ListWorkflowsQuery, StepCounts, UpdateWorkflowInput, WorkflowDetail, WorkflowRecord } from './schemas.ts';
+import { findWorkflow, loadGraph, toStepRecord, toTransitionRecord, toWorkflowRecord } from './store.ts';
+import { containsPattern } from '../../db/like.ts';
+
+/** Workflows themselves: list, create (with its TRIGGER step), get with the graph and counts, update, delete. */
+
+export async function listWorkflows(ctx: AppContext, projectId: string, q: ListWorkflowsQuery): Promise<PageList<WorkflowRecord>> {
+  const where: SQL[] = [eq(workflows.projectId, projectId)];
+  if (q.enabled !== undefined) where.push(eq(workflows.enabled, q.enabled));
+  if (q.search) {
+    const like = containsPattern(q.search);
+    where.push(or(ilike(workflows.name, like), ilike(workflows.description, like), ilike(workflows.eventName, like))!);
+  }
+  const db = ctx.database.db;
+  const [rows, [{ total }]] = await Promise.all([
+    db
+      .select()
+      .from(workflows)
+      .where(and(...where))
+      .orderBy(desc(workflows.createdAt), desc(workflows.id))
+      .limit(q.pageSize)
+      .offset((q.page - 1) * q.pageSize),
+    db
+      .select({ total: count() })
+      .from(workflows)
+      .where(and(...where)),
+  ]);
+  return pageList(rows.map(toWorkflowRecord), total, q.page, q.pageSize);
+}
+
+/** Creates the workflow (disabled, EVENT trigger) and its TRIGGER step, where every execution starts. */
+export async function createWorkflow(ctx: AppContext, projectId: string, input: CreateWorkflowInput): Promise<WorkflowDetail> {
+  const now = ctx.clock.now();
+  const id = uuidv7(now.getTime());
+  await withTransaction(ctx.database, async ({ tx }) => {
+    await tx.insert(workflows).values({
+      id,
+      projectId,
+      name: input.name,
+      description: input.description ?? null,
+      triggerType: 'EVENT',
+      eventName: input.eventName,
+      enabled: false,
+      allowReentry: input.allowReentry,
+      createdAt: now,
+      updatedAt: now,
+    });
+    await tx.insert(workflowSteps).values({
+      id: uuidv7(now.getTime()),
+      workflowId: id,
+      projectId,
+      type: 'TRIGGER',
+      name: 'Trigger',
+      config: {},
+      createdAt: now,
+      updatedAt: now,
+    });
+  });
+  return getWorkflow(ctx, projectId, id);
+}
+
+/** Per step: executions that entered it, completed it, wait at it now, and failed at it. */
+async function stepCounts(ctx: AppContext, workflowId: string): Promise<Map<string, StepCounts>> {
+  const db = ctx.database.db;
+  const [runs, waiting] = await Promise.all([
+    // One step-execution row per step an execution runs (graphs have no cycles; retries update the
+    // row), so plain counts over the (workflow_id, step_id, status) index are per-execution counts.
+    db.execute<{ step_id: string; entered: number; completed: number; failed: number }>(sql`
+      SELECT step_id,
+             count(*)::int AS entered,
+             count(*) FILTER (WHERE status = 'COMPLETED')::int AS completed,
+             count(*) FILTER (WHERE status = 'FAILED')::int AS failed
+        FROM workflow_step_executions
+       WHERE workflow_id = ${workflowId}
+       GROUP BY step_id`),
+    db.execute<{ step_id: string; waiting: number }>(sql`
+      SELECT current_step_id AS step_id, count(*)::int AS waiting
+        FROM workflow_executions
+       WHERE workflow_id = ${workflowId} AND status = 'WAITING' AND current_step_id IS NOT NULL
+       GROUP BY current_step_id`),
+  ]);
+  const counts = new Map<string, StepCounts>();
+  const of = (id: string) => counts.get(id) ?? counts.set(id, { entered: 0, completed: 0, waiting: 0, failed: 0 }).get(id)!;
+  for (const r of runs.rows) Object.assign(of(r.step_id), { entered: r.entered, completed: r.completed, failed: r.failed });
+  for (const r of waiting.rows) of(r.step_id).waiting = r.waiting;
+  return counts;
+}
+
+async function activeExecutions(ctx: AppContext, workflowId: string): Promise<number> {
+  const { rows } = await ctx.database.db.execute<{ n: number }>(
+    sql`SELECT count(*)::int AS n FROM workflow_executions WHERE workflow_id = ${workflowId} AND status IN ('RUNNING', 'WAITING')`,
+  );
+  return rows[0].n;
+}
+
+export async function getWorkflow(ctx: AppContext, projectId: string, id: string): Promise<WorkflowDetail> {
+  const workflow = await findWorkflow(ctx.database.db, projectId, id);
+  const [graph, counts, active] = await Promise.all([
+    loadGraph(ctx.database.db, workflow.id),
+    stepCounts(ctx, workflow.id),
+    activeExecutions(ctx, workflow.id),
+  ]);
+  const zero: StepCounts = { entered: 0, completed: 0, waiting: 0, failed: 0 };
+  return {
+    ...toWorkflowRecord(workflow),
+    steps: graph.steps.map((s) => ({ ...toStepRecord(s), counts: counts.get(s.id) ?? zero })),
+    transitions: graph.transitions.map(toTransitionRecord),
+    activeExecutions: active,
+  };
+}
+
+/**
+ * Changes name, description, trigger event, `allowReentry` and `enabled`. Enabling checks the
+ * whole graph first (400 naming the bad step). Disabling stops new entries; running executions
+ * finish.
+ */
+export async function updateWorkflow(ctx: AppContext, projectId: string, id: string, input: UpdateWorkflowInput): Promise<WorkflowDetail> {
+  const workflowId = await withTransaction(ctx.database, async ({ tx }) => {
+    const workflow = await findWorkflow(tx, projectId, id, { lock: true });
+    const set: Partial<typeof workflows.$inferInsert> = { updatedAt: ctx.clock.now() };
+    if (input.name !== undefined) set.name = input.name;
+    if (input.description !== undefined) set.description = input.description;
+    const eventName = input.triggerConfig?.eventName ?? input.eventName;
+    if (eventName !== undefined) set.eventName = eventName;
+    if (input.allowReentry !== undefined) set.allowReentry = input.allowReentry;
+    if (input.enabled !== undefined) set.enabled = input.enabled;
+    if (input.enabled === true && !workflow.enabled) {
+      await assertRunnable(ctx, tx, projectId, await loadGraph(tx, workflow.id));
+    }
+    await tx.update(workflows).set(set).where(eq(workflows.id, workflow.id));
+    return workflow.id;
+  });
+  return getWorkflow(ctx, projectId, workflowId);
+}
+
+/** Deletes the workflow with its graph and finished executions; 409 while executions are RUNNING or WAITING. */
+export async function deleteWorkflow(ctx: AppContext, projectId: string, id: string): Promise<void> {
+  await withTransaction(ctx.database, async ({ tx }) => {
+    const workflow = await findWorkflow(tx, projectId, id, { lock: true });
+    const { rows } = await tx.execute<{ n: number }>(
+      sql`SELECT count(*)::int AS n FROM workflow_executions WHERE workflow_id = ${workflow.id} AND status IN ('RUNNING', 'WAITING')`,
+    );
+    if (rows[0].n > 0) {
+      throw conflict(
+        `Workflow "${workflow.name}" has ${rows[0].n} active execution(s); cancel them (POST /workflows/${workflow.id}/executions/cancel-all) or wait until they finish`,
+        {
+          activeExecutions: rows[0].n,
+        },
+      );
+    }
+    await tx.delete(workflows).where(eq(workflows.id, workflow.id));
+  });
+}

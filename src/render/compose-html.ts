@@ -1,0 +1,25 @@
+import { type UnsubscribeFooter, appendToBody, unsubscribeFooter } from '../mail/locales.ts';
+import { applyTracking, type TrackingOptions } from '../mail/tracking.ts';
+import { renderEmail } from './engine.ts';
+import { plainText } from './plain-text.ts';
+
+/** Everything CPU-bound about one message's content: render, footer, link tracking, plain text. */
+export type ComposeHtmlInput = {
+  subject: string;
+  body: string;
+  vars: Record<string, unknown>;
+  /** Appends the localized unsubscribe footer (MARKETING mail whose body does not place the link). */
+  footer: UnsubscribeFooter | null;
+  tracking: TrackingOptions | null;
+};
+
+export type ComposedHtml = { subject: string; html: string; text: string };
+
+/** Runs in a compose thread (compose-pool.ts); synchronous and free of I/O. */
+export async function composeHtml(input: ComposeHtmlInput): Promise<ComposedHtml> {
+  const rendered = await renderEmail({ subject: input.subject, body: input.body }, input.vars);
+  let html = rendered.html;
+  if (input.footer) html = appendToBody(html, unsubscribeFooter(input.footer));
+  if (input.tracking) html = applyTracking(html, input.tracking);
+  return { subject: rendered.subject, html, text: plainText(html) };
+}

@@ -1,0 +1,218 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { simpleParser } from 'mailparser';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
+import { waitFor } from './helpers/workflows.ts';
+
+/**
+ * GET /analytics/top-events reads rollups (whole UTC days) plus the events (partial days) and each
+ * contact's first/last event of a name. These cases compare it with the plain count over the events
+ * table for ranges that cut days, straddle a contact's events, and after deleting contacts and names.
+ */
+
+let server: TestServer;
+let b: Bootstrapped;
+let fixed: Date | null = null;
+const clock = { now: () => fixed ?? new Date() };
+const DAY = 86_400_000;
+const base = Date.UTC(2026, 0, 10, 0, 0, 0); // midnight UTC
+const at = (days: number, hours = 0) => new Date(base + days * DAY + hours * 3_600_000);
+
+async function track(email: string, event: string, when: Date): Promise<void> {
+  fixed = when;
+  const res = await b.sk.post('/events/track', { email, event });
+  fixed = null;
+  assert.equal(res.status, 200, res.text);
+}
+
+/** What top-events answered before the rollups: the events table, counted directly. */
+async function direct(from: string, toCond: string, to: string) {
+  const rows = await server.sql<{ name: string; count: number; unique_contacts: number }>(
+    `SELECT e.name, count(*)::int AS count, count(DISTINCT e.contact_id)::int AS unique_contacts
+       FROM events AS e
+      WHERE e.project_id = $1 AND e.created_at >= $2::timestamptz AND e.created_at ${toCond} $3::timestamptz
+        AND NOT (e.name LIKE 'email.%' OR e.name IN ('contact.subscribed', 'contact.unsubscribed') OR e.name LIKE 'segment.%.entry' OR e.name LIKE 'segment.%.exit')
+      GROUP BY e.name ORDER BY count DESC, e.name LIMIT 50`,
+    [b.project.id, from, to],
+  );
+  return rows.map((r) => ({ name: r.name, count: r.count, uniqueContacts: r.unique_contacts }));
+}
+
+async function agrees(from: Date | string, to: Date | string): Promise<void> {
+  const f = typeof from === 'string' ? from : from.toISOString();
+  const t = typeof to === 'string' ? to : to.toISOString();
+  const res = await b.sk.get(`/analytics/top-events?limit=50&from=${encodeURIComponent(f)}&to=${encodeURIComponent(t)}`);
+  assert.equal(res.status, 200, res.text);
+  const dayTo = /^\d{4}-\d{2}-\d{2}$/.test(t);
+  const expected = dayTo ? await direct(f, '<', new Date(Date.parse(`${t}T00:00:00Z`) + DAY).toISOString()) : await direct(f, '<=', t);
+  assert.deepEqual(res.body.data, expected, `range ${f} .. ${t}`);
+}
+
+const RANGES: [Date | string, Date | string][] = [
+  [at(0), at(10)],
+  [at(0, 5), at(9, 7)],
+  [at(1), at(2)],
+  [at(1, 12), at(1, 13)],
+  [at(2), at(2)],
+  [at(3, 1), at(6, 23)], // inside the straddling contact's gap: no events of theirs
+  [at(-5), at(30)],
+  ['2026-01-11', '2026-01-13'],
+  ['2026-01-12', '2026-01-12'],
+];
+
+before(async () => {
+  server = await startTestServer({}, { clock });
+  b = await bootstrap(server.api, 'Rollups');
+  await track('a@ro.test', 'signup', at(0, 10));
+  await track('a@ro.test', 'signup', at(1, 12.5));
+  await track('a@ro.test', 'signup', at(4, 2)); // a: day 0, day 1 and day 4 (straddles day 1, with an event in it)
+  await track('b@ro.test', 'signup', at(1, 23));
+  await track('b@ro.test', 'purchase', at(2)); // exactly midnight
+  await track('c@ro.test', 'purchase', at(2, 6));
+  await track('c@ro.test', 'purchase', at(8, 6)); // c: purchase on day 2 and day 8, nothing between
+  await track('d@ro.test', 'signup', at(9, 7));
+  await track('d@ro.test', 'viewed', at(5, 3));
+});
+after(async () => server?.stop());
+
+describe('top-events from the rollups', () => {
+  test('equals the direct count for ranges that cut days, cover whole days, or fall between a contact’s events', async () => {
+    for (const [f, t] of RANGES) await agrees(f, t);
+    const wide = await b.sk.get(`/analytics/top-events?limit=10&from=${at(0).toISOString()}&to=${at(10).toISOString()}`);
+    assert.deepEqual(wide.body.data, [
+      { name: 'signup', count: 5, uniqueContacts: 3 },
+      { name: 'purchase', count: 3, uniqueContacts: 2 },
+      { name: 'viewed', count: 1, uniqueContacts: 1 },
+    ]);
+    const between = await b.sk.get(`/analytics/top-events?limit=10&from=${at(3).toISOString()}&to=${at(8).toISOString()}`);
+    assert.deepEqual(between.body.data, [
+      { name: 'signup', count: 1, uniqueContacts: 1 },
+      { name: 'viewed', count: 1, uniqueContacts: 1 },
+    ]);
+  });
+
+  test('a deleted contact’s events leave the counts; a deleted event name leaves the list', async () => {
+    const contacts = await b.sk.get('/contacts?limit=100');
+    const c = contacts.body.data.find((x: { email: string }) => x.email === 'c@ro.test');
+    assert.equal((await b.sk.delete(`/contacts/${c.id}`)).status, 204);
+    for (const [f, t] of RANGES) await agrees(f, t);
+    const wide = await b.sk.get(`/analytics/top-events?limit=10&from=${at(0).toISOString()}&to=${at(10).toISOString()}`);
+    assert.deepEqual(wide.body.data, [
+      { name: 'signup', count: 5, uniqueContacts: 3 },
+      { name: 'purchase', count: 1, uniqueContacts: 1 },
+      { name: 'viewed', count: 1, uniqueContacts: 1 },
+    ]);
+    assert.equal((await b.sk.delete('/events/viewed')).status, 204);
+    for (const [f, t] of RANGES) await agrees(f, t);
+    const after = await b.sk.get(`/analytics/top-events?limit=10&from=${at(0).toISOString()}&to=${at(10).toISOString()}`);
+    assert.deepEqual(
+      after.body.data.map((x: { name: string }) => x.name),
+      ['signup', 'purchase'],
+    );
+    const [{ n }] = await server.sql<{ n: number }>('SELECT count(*)::int AS n FROM event_name_contacts WHERE project_id = $1 AND name = $2', [
+      b.project.id,
+      'viewed',
+    ]);
+    assert.equal(n, 0);
+  });
+});
+
+describe('timeseries from the email-outcome summary', () => {
+  let o: Bootstrapped;
+  const sendAt = (i: number) => new Date(base + 2 * DAY + i * 37 * 60_000 + i * 1_013); // every 37 minutes and a second
+  const tracking = (raw: string, kind: 'o' | 'c') => new URL(new RegExp(`(https?://[^"\\s]+/t/${kind}/[^"\\s]+)"`).exec(raw)![1]).pathname;
+
+  /** What timeseries answered before the summaries: every outcome counted from the emails, zero-filled, per bucket. */
+  async function direct(from: string, to: string, toOp: '<' | '<=', interval: string, tz: string) {
+    const col = (c: string, extra = '') =>
+      `SELECT to_char(date_trunc($3, ${c} AT TIME ZONE $4), 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS b, count(*)::int AS n FROM emails WHERE project_id = $5 AND ${c} >= $1::timestamptz AND ${c} ${toOp} $2::timestamptz ${extra} GROUP BY 1`;
+    const series = async (sqlText: string) =>
+      new Map((await server.sql<{ b: string; n: number }>(sqlText, [from, to, interval, tz, o.project.id])).map((r) => [Date.parse(r.b), r.n]));
+    const parts = {
+      sent: [await series(col('sent_at')), await series(col('bounced_at', 'AND sent_at IS NULL'))],
+      delivered: [await series(col('delivered_at'))],
+      opened: [await series(col('opened_at'))],
+      clicked: [await series(col('clicked_at'))],
+      bounced: [await series(col('bounced_at'))],
+      complained: [await series(col('complained_at'))],
+    };
+    const totals: Record<string, number> = {};
+    const byBucket = new Map<number, Record<string, number>>();
+    for (const [metric, maps] of Object.entries(parts)) {
+      totals[metric] = 0;
+      for (const m of maps)
+        for (const [b, n] of m) {
+          totals[metric] += n;
+          const point = byBucket.get(b) ?? {};
+          point[metric] = (point[metric] ?? 0) + n;
+          byBucket.set(b, point);
+        }
+    }
+    return { totals, byBucket };
+  }
+
+  before(async () => {
+    o = await bootstrap(server.api, 'Outcomes');
+    for (let i = 0; i < 8; i++) {
+      fixed = sendAt(i); // delivery reads the clock: held until the email is delivered
+      const sent = await o.sk.post('/v1/send', {
+        to: `r${i}@outcomes.test`,
+        from: 'hi@sandbox.herald.test',
+        subject: 'Hi',
+        body: '<p>Hi <a href="https://example.com/x">x</a></p>',
+      });
+      assert.equal(sent.status, 200, sent.text);
+      const id = sent.body.data.emails[0].email;
+      await waitFor('delivery', async () => (await o.sk.get(`/emails/${id}`)).body.status === 'DELIVERED', 20_000);
+      const raw = String((await simpleParser((await o.sk.get(`/emails/${id}/raw`)).text)).html);
+      if (i % 2 === 0) {
+        fixed = new Date(sendAt(i).getTime() + 20 * 60_000);
+        assert.equal((await server.api.get(tracking(raw, 'o'))).status, 200);
+        assert.equal((await server.api.get(tracking(raw, 'o'))).status, 200); // a second open counts once
+      }
+      if (i % 3 === 0) {
+        fixed = new Date(sendAt(i).getTime() + 50 * 60_000);
+        assert.equal((await server.api.get(tracking(raw, 'c'))).status, 302); // a first click is an open too when none was seen
+      }
+      fixed = null;
+    }
+  });
+
+  test('equal the direct count from the emails for ranges that cut quarter hours, in zones a quarter or half hour off UTC', async () => {
+    const t0 = sendAt(0).getTime();
+    const ranges: [string, string][] = [
+      [new Date(t0 - DAY).toISOString(), new Date(t0 + DAY).toISOString()],
+      [new Date(t0 + 5 * 60_000).toISOString(), new Date(t0 + 3 * 3_600_000 + 7_000).toISOString()],
+      [new Date(t0 - (t0 % (15 * 60_000))).toISOString(), new Date(t0 + 4 * 3_600_000 - (t0 % (15 * 60_000))).toISOString()],
+      [new Date(t0 + 40 * 60_000).toISOString(), new Date(t0 + 41 * 60_000).toISOString()],
+      [sendAt(3).toISOString(), sendAt(6).toISOString()],
+      ['2026-01-12', '2026-01-12'],
+    ];
+    for (const tz of ['UTC', 'Asia/Kathmandu', 'America/St_Johns']) {
+      assert.equal((await server.api.patch(`/users/@me/projects/${o.project.id}`, { timezone: tz }, { cookie: o.cookie })).status, 200);
+      for (const interval of ['hour', 'day']) {
+        for (const [f, t] of ranges) {
+          const res = await o.sk.get(`/analytics/timeseries?interval=${interval}&from=${encodeURIComponent(f)}&to=${encodeURIComponent(t)}`);
+          assert.equal(res.status, 200, res.text);
+          const dayTo = /^\d{4}-\d{2}-\d{2}$/.test(t);
+          const expected = dayTo
+            ? await direct(`${f}T00:00:00Z`, new Date(Date.parse(`${t}T00:00:00Z`) + DAY).toISOString(), '<', interval, tz)
+            : await direct(f, t, '<=', interval, tz);
+          const { unsubscribed: _, ...totals } = res.body.totals;
+          assert.deepEqual(totals, expected.totals, `${tz} ${interval} ${f} .. ${t}`);
+          for (const p of res.body.points as Record<string, number | string>[]) {
+            const local = Date.parse(String(p.t)); // the bucket's start as an instant; direct() keys buckets by their local wall time read as UTC
+            const key = Date.parse(new Date(local).toLocaleString('sv-SE', { timeZone: tz }).replace(' ', 'T') + 'Z');
+            const want = expected.byBucket.get(key) ?? {};
+            for (const m of ['sent', 'delivered', 'opened', 'clicked']) assert.equal(p[m], want[m] ?? 0, `${tz} ${interval} ${f} .. ${t} bucket ${p.t} ${m}`);
+          }
+        }
+      }
+    }
+    const wide = await o.sk.get(
+      `/analytics/timeseries?interval=day&from=${encodeURIComponent(new Date(t0 - DAY).toISOString())}&to=${encodeURIComponent(new Date(t0 + DAY).toISOString())}`,
+    );
+    assert.deepEqual(wide.body.totals, { sent: 8, delivered: 8, opened: 5, clicked: 3, bounced: 0, complained: 0, unsubscribed: 0 });
+  });
+});

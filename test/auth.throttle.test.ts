@@ -1,0 +1,147 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
+
+let sink: SmtpSink;
+let server: TestServer; // behind a trusted proxy: each test speaks from its own X-Forwarded-For
+let plain: TestServer; // the default: TRUST_PROXY off
+
+before(async () => {
+  sink = await startSmtpSink();
+  [server, plain] = await Promise.all([
+    startTestServer({
+      SMTP_URL: sink.url,
+      PUBLIC_URL: 'https://herald.example.test',
+      TRUST_PROXY: 'true',
+      MAX_PROJECTS_PER_USER: '3',
+      SIGNUPS_PER_IP_PER_HOUR: '10',
+    }),
+    startTestServer({ API_RATE_LIMIT_PER_MINUTE: '5' }),
+  ]);
+});
+after(async () => {
+  await Promise.all([server?.stop(), plain?.stop()]);
+  await sink?.stop();
+});
+
+let n = 0;
+const unique = () => `${++n}-${Date.now()}`;
+const from = (ip: string) => ({ headers: { 'x-forwarded-for': ip } });
+const ipNo = (i: number) => `198.51.100.${i % 250}`;
+
+describe('login throttling', () => {
+  test('wrong passwords for one account slow down, then lock it (429 with Retry-After), even for the right password', async () => {
+    const email = `victim-${unique()}@example.org`;
+    assert.equal((await server.api.post('/auth/signup', { email, password: 'right password' }, from('203.0.113.1'))).status, 201);
+    const statuses: number[] = [];
+    const times: number[] = [];
+    // Each attempt from another IP: only the per-account rule applies.
+    for (let i = 0; i < 11; i++) {
+      const t0 = Date.now();
+      statuses.push((await server.api.post('/auth/login', { email, password: `wrong ${i}` }, from(ipNo(i + 1)))).status);
+      times.push(Date.now() - t0);
+    }
+    assert.deepEqual(statuses, [401, 401, 401, 401, 401, 401, 401, 401, 401, 401, 429]);
+    assert.ok(times[9] >= 1000, `the 10th attempt is slowed down (${times[9]} ms)`);
+    const locked = await server.api.post('/auth/login', { email, password: 'right password' }, from('203.0.113.77'));
+    assert.equal(locked.status, 429);
+    assert.equal(locked.body.error.code, 'RATE_LIMIT_EXCEEDED');
+    const retryAfter = Number(locked.headers.get('retry-after'));
+    assert.ok(retryAfter > 200 && retryAfter <= 300, `Retry-After ${retryAfter}`);
+    assert.equal(locked.body.error.details.retryAfter, retryAfter);
+    const other = `bystander-${unique()}@example.org`;
+    assert.equal((await server.api.post('/auth/signup', { email: other, password: 'right password' }, from('203.0.113.2'))).status, 201);
+    assert.equal(
+      (await server.api.post('/auth/login', { email: other, password: 'right password' }, from('203.0.113.77'))).status,
+      200,
+      'other accounts are not locked',
+    );
+  });
+
+  test('one IP guessing across many accounts is locked after 30 failures; other IPs are not', async () => {
+    const ip = '192.0.2.200';
+    const statuses: number[] = [];
+    for (let i = 0; i < 31; i++) {
+      statuses.push((await server.api.post('/auth/login', { email: `nobody-${unique()}@example.org`, password: 'guess' }, from(ip))).status);
+    }
+    assert.deepEqual(statuses.slice(0, 30), Array(30).fill(401));
+    assert.equal(statuses[30], 429);
+    const email = `fine-${unique()}@example.org`;
+    await server.api.post('/auth/signup', { email, password: 'right password' }, from('192.0.2.201'));
+    assert.equal((await server.api.post('/auth/login', { email, password: 'right password' }, from(ip))).status, 429);
+    assert.equal((await server.api.post('/auth/login', { email, password: 'right password' }, from('192.0.2.202'))).status, 200);
+  });
+
+  test("a successful login clears the account's failures", async () => {
+    const email = `forgetful-${unique()}@example.org`;
+    await server.api.post('/auth/signup', { email, password: 'right password' }, from('192.0.2.50'));
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 6; i++) assert.equal((await server.api.post('/auth/login', { email, password: 'nope' }, from('192.0.2.51'))).status, 401);
+      assert.equal((await server.api.post('/auth/login', { email, password: 'right password' }, from('192.0.2.51'))).status, 200);
+    }
+  });
+});
+
+describe('signup and password-reset throttling', () => {
+  test('one IP may sign up 10 times an hour; the 11th is refused', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 11; i++) {
+      statuses.push((await server.api.post('/auth/signup', { email: `bulk-${unique()}@example.org`, password: 'long enough pw' }, from('192.0.2.60'))).status);
+    }
+    assert.deepEqual(statuses, [201, 201, 201, 201, 201, 201, 201, 201, 201, 201, 429]);
+  });
+
+  test('one reset email per address per five minutes, whatever the number of requests', async () => {
+    const email = `reset-${unique()}@example.org`;
+    await server.api.post('/auth/signup', { email, password: 'long enough pw' }, from('192.0.2.70'));
+    for (let i = 0; i < 4; i++) {
+      assert.equal((await server.api.post('/auth/request-password-reset', { email }, from(ipNo(100 + i)))).status, 200);
+    }
+    await new Promise((r) => setTimeout(r, 1500));
+    const mails = sink.messages.filter((m) => m.envelope.to.includes(email) && m.parsed.subject === 'Reset your Herald password');
+    assert.equal(mails.length, 1);
+  });
+
+  test('reset requests from one IP are locked after 10', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 11; i++) {
+      statuses.push((await server.api.post('/auth/request-password-reset', { email: `x-${unique()}@example.org` }, from('192.0.2.80'))).status);
+    }
+    assert.deepEqual(statuses, [200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 429]);
+  });
+});
+
+describe('projects and cookie routes', () => {
+  test('a user owns at most MAX_PROJECTS_PER_USER projects', async () => {
+    const signup = await server.api.post('/auth/signup', { email: `many-${unique()}@example.org`, password: 'long enough pw' }, from('192.0.2.90'));
+    const cookie = (signup.headers.get('set-cookie') ?? '').split(';')[0];
+    const created = await Promise.all(Array.from({ length: 5 }, (_, i) => server.api.post('/users/@me/projects', { name: `P${i}` }, { cookie })));
+    assert.deepEqual(created.map((r) => r.status).sort(), [201, 201, 201, 403, 403]);
+    const refused = created.find((r) => r.status === 403)!;
+    assert.equal(refused.body.error.code, 'FORBIDDEN');
+    assert.deepEqual(refused.body.error.details, { limit: 3 });
+    assert.equal((await server.api.get('/users/@me/projects', { cookie })).body.length, 3);
+  });
+
+  test('each signed-in user has a request budget on cookie routes', async () => {
+    const signup = await plain.api.post('/auth/signup', { email: `busy-${unique()}@example.org`, password: 'long enough pw' });
+    const cookie = (signup.headers.get('set-cookie') ?? '').split(';')[0];
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await plain.api.get('/users/@me', { cookie })).status);
+    assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429]);
+    const other = await plain.api.post('/auth/signup', { email: `calm-${unique()}@example.org`, password: 'long enough pw' });
+    const otherCookie = (other.headers.get('set-cookie') ?? '').split(';')[0];
+    assert.equal((await plain.api.get('/users/@me', { cookie: otherCookie })).status, 200, 'the budget is per user');
+  });
+});
+
+describe('TRUST_PROXY', () => {
+  test('off by default: X-Forwarded-For cannot choose the IP that is limited', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 11; i++) {
+      statuses.push((await plain.api.post('/auth/request-password-reset', { email: `nobody-${unique()}@example.org` }, from(ipNo(i)))).status);
+    }
+    assert.deepEqual(statuses, [200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 429], 'a new X-Forwarded-For per request did not escape the per-IP lock');
+  });
+});

@@ -1,0 +1,191 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import Stripe from 'stripe';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { type FakeStripe, startFakeStripe } from './helpers/fake-stripe.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
+import { asMember, signupUser } from './helpers/team.ts';
+
+const WEBHOOK_SECRET = 'whsec_test_0123456789';
+const stripe = new Stripe('sk_test_fake');
+
+let fake: FakeStripe;
+let server: TestServer;
+let plain: TestServer;
+let b: Bootstrapped;
+
+before(async () => {
+  fake = await startFakeStripe();
+  server = await startTestServer({
+    STRIPE_SECRET_KEY: 'sk_test_fake',
+    STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
+    STRIPE_API_BASE: fake.url,
+    STRIPE_PRICE_ID: 'price_pro',
+  });
+  plain = await startTestServer();
+  b = await bootstrap(server.api, 'Paying');
+});
+after(async () => {
+  await server?.stop();
+  await plain?.stop();
+  await fake?.stop();
+});
+
+let eventSeq = 0;
+function signed(type: string, object: Record<string, unknown>, id = `evt_${++eventSeq}_${Date.now()}`) {
+  const payload = JSON.stringify({ id, object: 'event', type, api_version: '2025-01-01', created: Math.floor(Date.now() / 1000), data: { object } });
+  return { id, payload, header: stripe.webhooks.generateTestHeaderString({ payload, secret: WEBHOOK_SECRET }) };
+}
+const deliver = (e: { payload: string; header?: string }) =>
+  server.api.post('/webhooks/incoming/payments', undefined, {
+    raw: e.payload,
+    headers: { 'content-type': 'application/json', ...(e.header !== undefined && { 'stripe-signature': e.header }) },
+  });
+
+const subscription = (
+  customer: string,
+  status = 'active',
+  metadata: Record<string, string> = { herald_transactional: '50000', herald_campaigns: '100000', herald_workflows: 'unlimited' },
+) => ({
+  id: 'sub_fake',
+  object: 'subscription',
+  customer,
+  status,
+  items: { object: 'list', data: [{ id: 'si_1', price: { id: 'price_pro', object: 'price', lookup_key: 'pro', metadata } }] },
+});
+
+describe('without STRIPE_SECRET_KEY', () => {
+  test('checkout, portal, invoices and the webhook are 404 BILLING_DISABLED; /config says billingEnabled false', async () => {
+    const p = await bootstrap(plain.api, 'Free');
+    const api = plain.api.as({ cookie: p.cookie });
+    for (const [method, path] of [
+      ['POST', `/users/@me/projects/${p.project.id}/checkout`],
+      ['POST', `/users/@me/projects/${p.project.id}/billing-portal`],
+      ['GET', `/users/@me/projects/${p.project.id}/billing-invoices`],
+      ['POST', '/webhooks/incoming/payments'],
+    ] as const) {
+      const res = await api.request(method, path, method === 'POST' ? { body: {} } : {});
+      assert.equal(res.status, 404, `${path}: ${res.text}`);
+      assert.equal(res.body.error.code, 'BILLING_DISABLED');
+    }
+    const config = await plain.api.get('/config');
+    assert.equal(config.body.billingEnabled, false);
+    const oauth = await plain.api.get('/auth/oauth-config');
+    assert.equal(oauth.status, 200);
+    assert.deepEqual(oauth.body, { github: false, google: false });
+    // Caps work without a payment provider.
+    assert.equal((await api.put(`/users/@me/projects/${p.project.id}/billing-limits`, { transactional: 10 })).status, 200);
+  });
+});
+
+describe('with Stripe', () => {
+  test('checkout creates the customer once and a subscription session for the configured price', async () => {
+    const api = server.api.as({ cookie: b.cookie });
+    const res = await api.post(`/users/@me/projects/${b.project.id}/checkout`);
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.body, { url: 'https://checkout.stripe.test/c/cs_fake' });
+    const again = await api.post(`/users/@me/projects/${b.project.id}/checkout`);
+    assert.equal(again.status, 200);
+    assert.equal(fake.calls.filter((c) => c.path === '/v1/customers').length, 1, 'one customer per project');
+    const session = fake.calls.find((c) => c.path === '/v1/checkout/sessions')!;
+    assert.equal(session.form.get('mode'), 'subscription');
+    assert.equal(session.form.get('customer'), 'cus_fake1');
+    assert.equal(session.form.get('line_items[0][price]'), 'price_pro');
+    assert.equal(session.form.get('client_reference_id'), b.project.id);
+    assert.equal((await server.api.get('/config')).body.billingEnabled, true);
+  });
+
+  test('portal and invoices', async () => {
+    const api = server.api.as({ cookie: b.cookie });
+    const portal = await api.post(`/users/@me/projects/${b.project.id}/billing-portal`);
+    assert.equal(portal.status, 200, portal.text);
+    assert.deepEqual(portal.body, { url: 'https://billing.stripe.test/p/bps_fake' });
+    const invoices = await api.get(`/users/@me/projects/${b.project.id}/billing-invoices`);
+    assert.equal(invoices.status, 200, invoices.text);
+    assert.deepEqual(invoices.body.data[0], {
+      id: 'in_1',
+      number: 'HER-0001',
+      status: 'paid',
+      amountDue: 2900,
+      amountPaid: 2900,
+      currency: 'eur',
+      createdAt: new Date(1_790_000_000_000).toISOString(),
+      hostedInvoiceUrl: 'https://invoice.stripe.test/in_1',
+      pdfUrl: 'https://invoice.stripe.test/in_1.pdf',
+    });
+    assert.equal(fake.calls.at(-1)!.query.get('customer'), 'cus_fake1');
+  });
+
+  test('a MEMBER cannot start a checkout', async () => {
+    const m = await signupUser(server.api);
+    await b.sk.post(`/projects/${b.project.id}/members`, { email: m.email });
+    const res = await asMember(server.api, m.cookie, b.project.id).post(`/users/@me/projects/${b.project.id}/checkout`);
+    assert.equal(res.status, 403, res.text);
+  });
+
+  test('subscription events keep plan and caps in step; bad signatures change nothing; replays are processed once', async () => {
+    const limits = () => server.api.get(`/users/@me/projects/${b.project.id}/billing-limits`, { cookie: b.cookie });
+    const created = signed('customer.subscription.created', subscription('cus_fake1'));
+
+    const missing = await deliver({ payload: created.payload });
+    assert.equal(missing.status, 400, missing.text);
+    const forged = await deliver({ payload: created.payload, header: created.header.replace(/v1=[0-9a-f]+/, `v1=${'0'.repeat(64)}`) });
+    assert.equal(forged.status, 400, forged.text);
+    const tampered = await deliver({ payload: created.payload.replace('50000', '99999999'), header: created.header });
+    assert.equal(tampered.status, 400, tampered.text);
+    assert.equal((await limits()).body.transactional.limit, null, 'nothing changed');
+    assert.equal((await server.sql('SELECT count(*)::int AS n FROM payment_events'))[0].n, 0);
+
+    const ok = await deliver(created);
+    assert.equal(ok.status, 200, ok.text);
+    assert.deepEqual(ok.body, { received: true });
+    let l = (await limits()).body;
+    assert.deepEqual([l.transactional.limit, l.campaigns.limit, l.workflows.limit, l.inbound.limit], [50000, 100000, null, null]);
+    const [row] = await server.sql('SELECT plan, subscription_status FROM project_billing WHERE project_id = $1', [b.project.id]);
+    assert.deepEqual(row, { plan: 'pro', subscription_status: 'active' });
+    assert.equal((await b.sk.get(`/projects/${b.project.id}/setup-state`)).body.hasSubscription, true);
+
+    // Replayed: acknowledged, not processed again (a later update is not overwritten by it).
+    const updated = signed('customer.subscription.updated', subscription('cus_fake1', 'active', { herald_transactional: '60000' }));
+    assert.equal((await deliver(updated)).status, 200);
+    const replay = await deliver(created);
+    assert.equal(replay.status, 200);
+    assert.deepEqual(replay.body, { received: true, duplicate: true });
+    l = (await limits()).body;
+    assert.equal(l.transactional.limit, 60000);
+
+    const unknown = await deliver(signed('charge.refunded', { id: 'ch_1', object: 'charge' }));
+    assert.equal(unknown.status, 200);
+    assert.deepEqual(unknown.body, { received: true, ignored: true });
+
+    const deleted = await deliver(signed('customer.subscription.deleted', subscription('cus_fake1', 'canceled')));
+    assert.equal(deleted.status, 200);
+    l = (await limits()).body;
+    assert.deepEqual([l.transactional.limit, l.campaigns.limit, l.workflows.limit, l.inbound.limit], [0, 0, 0, 0]);
+    assert.equal((await b.sk.get(`/projects/${b.project.id}/setup-state`)).body.hasSubscription, false);
+  });
+
+  test('a failed renewal payment disables the project (BILLING) until an invoice is paid', async () => {
+    const first = await deliver(
+      signed('invoice.payment_failed', { id: 'in_2', object: 'invoice', customer: 'cus_fake1', billing_reason: 'subscription_create' }),
+    );
+    assert.equal(first.status, 200);
+    assert.equal((await b.sk.get('/contacts')).status, 200, 'a failed first payment does not disable');
+
+    assert.equal(
+      (await deliver(signed('invoice.payment_failed', { id: 'in_3', object: 'invoice', customer: 'cus_fake1', billing_reason: 'subscription_cycle' }))).status,
+      200,
+    );
+    const refused = await b.sk.get('/contacts');
+    assert.equal(refused.status, 403, refused.text);
+    assert.equal(refused.body.error.code, 'PROJECT_DISABLED');
+    const [p] = await server.sql('SELECT disabled, disabled_reason FROM projects WHERE id = $1', [b.project.id]);
+    assert.deepEqual(p, { disabled: true, disabled_reason: 'BILLING' });
+
+    assert.equal(
+      (await deliver(signed('invoice.paid', { id: 'in_3', object: 'invoice', customer: 'cus_fake1', billing_reason: 'subscription_cycle' }))).status,
+      200,
+    );
+    assert.equal((await b.sk.get('/contacts')).status, 200);
+  });
+});

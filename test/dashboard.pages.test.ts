@@ -1,0 +1,245 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { journey } from './helpers/browser.ts';
+import { waitForStatus } from './helpers/mail.ts';
+import { openDashboard } from './helpers/dashboard.ts';
+import type { TestServer } from './helpers/server.ts';
+
+/**
+ * The analytics, workflows and members pages in a real headless Chromium, on data made through
+ * the API (capture mode: mail is delivered to the capture store from the sandbox sender).
+ */
+
+let server: TestServer;
+let stop = async () => {};
+let browser: Browser;
+let page: Page;
+let owner: Bootstrapped;
+
+before(async () => {
+  ({ server, owner, page, browser, stop } = await openDashboard('Pages'));
+});
+
+after(() => stop());
+
+const base = () => `${server.url}/app/p/${owner.project.id}`;
+
+test('analytics: totals, top campaigns and top events over the chosen range', { timeout: 180_000 }, async () => {
+  await journey(page, 'analytics', async () => {
+    const sent = await owner.sk.post('/v1/send', { to: 'reader@example.org', from: 'hi@sandbox.herald.test', subject: 'Hello', body: '<p>Hi</p>' });
+    assert.equal(sent.status, 200, sent.text);
+    await waitForStatus(owner.sk, sent.body.data.emails[0].email, ['DELIVERED']);
+    for (let i = 0; i < 3; i++) {
+      const tracked = await owner.pk.post('/v1/track', { email: `buyer${i % 2}@example.org`, event: 'purchased' });
+      assert.equal(tracked.status, 200, tracked.text);
+    }
+
+    await page.goto(`${base()}/analytics?days=7`);
+    await page.getByRole('heading', { name: 'Analytics' }).waitFor();
+    await page.getByTestId('total-sent').filter({ hasText: /^1$/ }).waitFor();
+    await page.getByTestId('total-delivered').filter({ hasText: /^1$/ }).waitFor();
+    const row = page.getByTestId('top-events').getByRole('row', { name: /purchased/ });
+    assert.deepEqual(await row.getByRole('cell').allInnerTexts(), ['purchased', '3', '2']);
+    await page.getByText('No campaigns sent in this range').waitFor();
+
+    // One metric: the totals shrink to it, and the choice is in the URL.
+    await page.getByRole('combobox', { name: 'Metric' }).click();
+    await page.getByRole('option', { name: 'Delivered' }).click();
+    await page.waitForURL(/metric=delivered/);
+    await page.getByTestId('total-sent').waitFor({ state: 'detached' });
+    await page.getByTestId('total-delivered').filter({ hasText: /^1$/ }).waitFor();
+    assert.equal(
+      await page
+        .getByTestId('analytics-totals')
+        .getByTestId(/^total-/)
+        .count(),
+      1,
+    );
+
+    // The home page's last 7 days: totals with a small chart each.
+    await page.goto(base());
+    await page.getByTestId('week-sent').filter({ hasText: /^1$/ }).waitFor();
+    await page.getByTestId('week-delivered').filter({ hasText: /^1$/ }).waitFor();
+    await page.locator('.recharts-surface').nth(4).waitFor();
+    assert.equal(await page.locator('.recharts-surface').count(), 5);
+  });
+});
+
+test('workflows: list, enable from the list, steps with counts, an execution cancelled from the page', { timeout: 180_000 }, async () => {
+  await journey(page, 'workflows', async () => {
+    const created = await owner.sk.post('/workflows', { name: 'Welcome series', eventName: 'signed_up' });
+    assert.equal(created.status, 201, created.text);
+    const w = created.body;
+    const trigger = w.steps.find((s: { type: string }) => s.type === 'TRIGGER');
+    const delay = await owner.sk.post(`/workflows/${w.id}/steps`, { type: 'DELAY', name: 'Wait a day', config: { amount: 1, unit: 'days' } });
+    assert.equal(delay.status, 201, delay.text);
+    assert.equal((await owner.sk.post(`/workflows/${w.id}/transitions`, { fromStepId: trigger.id, toStepId: delay.body.id })).status, 201);
+
+    await page.goto(`${base()}/workflows`);
+    await page.getByRole('link', { name: 'Welcome series' }).waitFor();
+    await page.getByRole('switch', { name: 'Enable Welcome series' }).click();
+    await page.getByText('Welcome series enabled').waitFor();
+    assert.equal((await owner.sk.get(`/workflows/${w.id}`)).body.enabled, true);
+
+    assert.equal((await owner.pk.post('/v1/track', { email: 'newbie@example.org', event: 'signed_up' })).status, 200);
+    let executionId = '';
+    for (let i = 0; i < 100 && !executionId; i++) {
+      const list = await owner.sk.get(`/workflows/${w.id}/executions?status=WAITING`);
+      executionId = list.body.data[0]?.id ?? '';
+      if (!executionId) await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.ok(executionId, 'the tracked event started an execution that waits in the delay');
+
+    await page.getByRole('link', { name: 'Welcome series' }).click();
+    const steps = page.getByTestId('workflow-steps');
+    const delayRow = steps.getByRole('row', { name: /^DELAY/ });
+    await delayRow.waitFor();
+    assert.deepEqual((await delayRow.getByRole('cell').allInnerTexts()).slice(2), ['1', '0', '1', '0']);
+    assert.match(await steps.getByRole('row', { name: /^TRIGGER/ }).innerText(), /Wait a day/);
+
+    const execution = page.getByTestId('workflow-executions').getByRole('row', { name: /newbie@example\.org/ });
+    await execution.getByText('WAITING').waitFor();
+    await execution.getByRole('button', { name: 'Cancel' }).click();
+    await page.getByText('Execution cancelled').waitFor();
+    await execution.getByText('CANCELLED').waitFor();
+    assert.equal((await owner.sk.get(`/workflows/${w.id}/executions/${executionId}`)).body.status, 'CANCELLED');
+  });
+});
+
+test('members: an existing account is added and promoted, a new address is invited and revoked', { timeout: 180_000 }, async () => {
+  await journey(page, 'members', async () => {
+    const colleague = await bootstrap(server.api, 'Elsewhere');
+    const me = await server.api.get('/users/@me', { cookie: colleague.cookie });
+    const colleagueEmail: string = me.body.email;
+
+    await page.goto(`${base()}/settings`);
+    const members = page.getByTestId('members');
+    await members.getByRole('row', { name: /OWNER/ }).waitFor();
+
+    await page.getByLabel('Invite by email').fill(colleagueEmail);
+    await page.getByRole('button', { name: 'Invite' }).click();
+    await page.getByText(`${colleagueEmail} added`).waitFor();
+    await page.getByRole('combobox', { name: `Role of ${colleagueEmail}` }).click();
+    await page.getByRole('option', { name: 'ADMIN' }).click();
+    await page.getByText('Role changed').waitFor();
+    const listed = await owner.sk.get(`/projects/${owner.project.id}/members`, { cookie: owner.cookie });
+    assert.equal(listed.body.members.find((m: { email: string }) => m.email === colleagueEmail)?.role, 'ADMIN');
+
+    await page.getByLabel('Invite by email').fill('newcomer@example.org');
+    await page.getByRole('button', { name: 'Invite' }).click();
+    await page.getByText('Invitation sent to newcomer@example.org').waitFor();
+    const invited = members.getByRole('row', { name: /newcomer@example\.org/ });
+    await invited.getByRole('button', { name: 'Revoke' }).click();
+    await page.getByText('Invitation revoked').waitFor();
+    await invited.waitFor({ state: 'detached' });
+    const after = await server.api.get(`/projects/${owner.project.id}/members`, { cookie: owner.cookie });
+    assert.deepEqual(after.body.invitations, []);
+
+    // The postal address printed in marketing footers.
+    await page.getByLabel('Postal address').fill('Acme Inc., 1 Main St, Springfield');
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await page.getByText('Settings saved').waitFor();
+    const projects = await server.api.get('/users/@me/projects', { cookie: owner.cookie });
+    assert.equal(projects.body.find((p: { id: string }) => p.id === owner.project.id)?.postalAddress, 'Acme Inc., 1 Main St, Springfield');
+
+    // A bad address is refused on its field, and nothing is invited.
+    await page.getByLabel('Invite by email').fill('not-an-address');
+    await page.getByRole('button', { name: 'Invite' }).click();
+    await page.getByText(/email/i, { exact: false }).and(page.locator('.mantine-TextInput-error, .mantine-InputWrapper-error')).waitFor();
+    assert.equal((await server.api.get(`/projects/${owner.project.id}/members`, { cookie: owner.cookie })).body.invitations.length, 0);
+  });
+});
+
+test('an email page: status, what happened when, and the captured source', { timeout: 180_000 }, async () => {
+  await journey(page, 'email-page', async () => {
+    const sent = await owner.sk.post('/v1/send', {
+      to: 'detail@example.org',
+      from: 'hi@sandbox.herald.test',
+      subject: 'Detail page',
+      body: '<p>Body text</p>',
+    });
+    assert.equal(sent.status, 200, sent.text);
+    const id: string = sent.body.data.emails[0].email;
+    await waitForStatus(owner.sk, id, ['DELIVERED']);
+
+    await page.goto(`${base()}/activity`);
+    await page.getByRole('link', { name: 'Detail page' }).first().click();
+    await page.waitForURL(new RegExp(`/emails/${id}$`));
+    await page.getByTestId('email-status').filter({ hasText: 'DELIVERED' }).waitFor();
+    const history = await page.getByTestId('email-history').getByRole('row').allInnerTexts();
+    assert.deepEqual(
+      history.map((r) => r.split('\t')[0]),
+      ['Queued', 'Sent', 'Delivered'],
+    );
+    const raw = await page.getByTestId('email-raw').innerText();
+    assert.match(raw, /^DKIM-Signature: /);
+    assert.match(raw, /Subject: Detail page/);
+  });
+});
+
+test('settings: monthly sending caps with usage bars; a MEMBER sees them but cannot change caps, keys or members', { timeout: 180_000 }, async () => {
+  await journey(page, 'caps', async () => {
+    await page.goto(`${base()}/settings`);
+    await page.getByLabel('Transactional cap').fill('500');
+    await page.getByRole('button', { name: 'Save caps' }).click();
+    await page.getByText('Sending caps saved').waitFor();
+    const limits = await server.api.get(`/users/@me/projects/${owner.project.id}/billing-limits`, { cookie: owner.cookie });
+    assert.equal(limits.body.transactional.limit, 500);
+    assert.equal(limits.body.campaigns.limit, null);
+    await page
+      .getByTestId('usage-transactional')
+      .filter({ hasText: `${limits.body.transactional.usage} sent of 500` })
+      .waitFor();
+
+    const member = await bootstrap(server.api, 'Mine');
+    const memberEmail: string = (await server.api.get('/users/@me', { cookie: member.cookie })).body.email;
+    const added = await server.api.post(`/projects/${owner.project.id}/members`, { email: memberEmail, role: 'MEMBER' }, { cookie: owner.cookie });
+    assert.equal(added.status, 201, added.text);
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const [name, value] = member.cookie.split('=');
+      await context.addCookies([{ name, value, url: server.url }]);
+      const memberPage = await context.newPage();
+      memberPage.setDefaultTimeout(45_000);
+      await memberPage.goto(`${base()}/settings`);
+      await memberPage.getByTestId('usage-transactional').filter({ hasText: 'of 500' }).waitFor();
+      assert.equal(await memberPage.getByLabel('Transactional cap').isDisabled(), true);
+      assert.equal(await memberPage.getByRole('button', { name: 'Save caps' }).count(), 0);
+      assert.equal(await memberPage.getByRole('button', { name: 'Rotate keys…' }).count(), 0);
+      assert.equal(await memberPage.getByRole('button', { name: 'Invite' }).count(), 0);
+    } finally {
+      await context.close();
+    }
+  });
+});
+
+test("a template's page says which workflows send it", { timeout: 180_000 }, async () => {
+  await journey(page, 'template-usage', async () => {
+    const template = await owner.sk.post('/templates', {
+      name: 'Welcome mail',
+      subject: 'Welcome',
+      body: '<p>Hi</p>',
+      from: 'hi@sandbox.herald.test',
+      type: 'MARKETING',
+    });
+    assert.equal(template.status, 201, template.text);
+    const unused = await owner.sk.post('/templates', {
+      name: 'Unused mail',
+      subject: 'x',
+      body: '<p>x</p>',
+      from: 'hi@sandbox.herald.test',
+      type: 'MARKETING',
+    });
+    const flow = await owner.sk.post('/workflows', { name: 'Onboarding', eventName: 'joined' });
+    assert.equal(flow.status, 201, flow.text);
+    const step = await owner.sk.post(`/workflows/${flow.body.id}/steps`, { type: 'SEND_EMAIL', config: { templateId: template.body.id } });
+    assert.equal(step.status, 201, step.text);
+
+    await page.goto(`${base()}/templates/${template.body.id}`);
+    await page.getByTestId('template-usage').getByRole('link', { name: 'Onboarding' }).waitFor();
+    await page.goto(`${base()}/templates/${unused.body.id}`);
+    await page.getByTestId('template-usage').filter({ hasText: 'Not sent by any workflow' }).waitFor();
+  });
+});

@@ -1,0 +1,59 @@
+import { type IncomingMessage, createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export type StripeCall = { method: string; path: string; query: URLSearchParams; form: URLSearchParams };
+
+export type FakeStripe = { url: string; calls: StripeCall[]; stop: () => Promise<void> };
+
+const read = (req: IncomingMessage) =>
+  new Promise<string>((resolve) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
+    req.on('end', () => resolve(body));
+  });
+
+/** A loopback stand-in for the Stripe API: records every call and answers the few Herald makes. */
+export async function startFakeStripe(): Promise<FakeStripe> {
+  const calls: StripeCall[] = [];
+  let customers = 0;
+  const server = createServer(async (req, res) => {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const form = new URLSearchParams(await read(req));
+    calls.push({ method: req.method ?? '', path: url.pathname, query: url.searchParams, form });
+    const json = (status: number, body: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/json', 'request-id': 'req_fake' });
+      res.end(JSON.stringify(body));
+    };
+    if (req.method === 'POST' && url.pathname === '/v1/customers')
+      return json(200, { id: `cus_fake${++customers}`, object: 'customer', email: form.get('email') });
+    if (req.method === 'POST' && url.pathname === '/v1/checkout/sessions')
+      return json(200, { id: 'cs_fake', object: 'checkout.session', url: 'https://checkout.stripe.test/c/cs_fake' });
+    if (req.method === 'POST' && url.pathname === '/v1/billing_portal/sessions')
+      return json(200, { id: 'bps_fake', object: 'billing_portal.session', url: 'https://billing.stripe.test/p/bps_fake' });
+    if (req.method === 'GET' && url.pathname === '/v1/invoices') {
+      return json(200, {
+        object: 'list',
+        has_more: false,
+        url: '/v1/invoices',
+        data: [
+          {
+            id: 'in_1',
+            object: 'invoice',
+            number: 'HER-0001',
+            status: 'paid',
+            amount_due: 2900,
+            amount_paid: 2900,
+            currency: 'eur',
+            created: 1_790_000_000,
+            hosted_invoice_url: 'https://invoice.stripe.test/in_1',
+            invoice_pdf: 'https://invoice.stripe.test/in_1.pdf',
+          },
+        ],
+      });
+    }
+    json(404, { error: { type: 'invalid_request_error', message: `Unrecognized request URL (${req.method}: ${url.pathname})` } });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, calls, stop: () => new Promise((r) => server.close(() => r())) };
+}

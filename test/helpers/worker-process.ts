@@ -1,0 +1,54 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+/**
+ * A real `PROCESS_ROLE=worker` Herald process on the test database (for the tests that kill one
+ * with SIGKILL): its own DATA_DIR, the test JWT_SECRET, output collected into `logs`.
+ */
+export async function spawnWorker(opts: {
+  databaseUrl: string;
+  smtpUrl: string;
+  dnsAddress: string;
+  env?: Record<string, string>;
+  logs: string[];
+}): Promise<ChildProcess> {
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-worker-'));
+  const child = spawn(process.execPath, ['src/main.ts'], {
+    cwd: path.resolve(import.meta.dirname, '..', '..'),
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      DATABASE_URL: opts.databaseUrl,
+      PROCESS_ROLE: 'worker',
+      SMTP_URL: opts.smtpUrl,
+      DNS_SERVERS: opts.dnsAddress,
+      JWT_SECRET: 'test-secret-0123456789abcdef',
+      DATA_DIR: dataDir,
+      LOG_LEVEL: 'warn',
+      ...opts.env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout?.on('data', (d: Buffer) => opts.logs.push(d.toString()));
+  child.stderr?.on('data', (d: Buffer) => opts.logs.push(d.toString()));
+  return child;
+}
+
+/** Worker processes started on demand against one test environment; `killAll` ends those still running. */
+export function workerProcesses(env: () => { databaseUrl: string; smtpUrl: string; dnsAddress: string; env?: Record<string, string> }) {
+  const children: ChildProcess[] = [];
+  const logs: string[] = [];
+  return {
+    logs,
+    start: async (): Promise<ChildProcess> => {
+      const child = await spawnWorker({ ...env(), logs });
+      children.push(child);
+      return child;
+    },
+    killAll: () => {
+      for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    },
+  };
+}

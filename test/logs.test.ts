@@ -1,0 +1,67 @@
+import assert from 'node:assert/strict';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { after, before, test } from 'node:test';
+import pino from 'pino';
+import { loadConfig } from '../src/config.ts';
+import { type Runtime, startRuntime } from '../src/runtime.ts';
+import { bootstrap } from './helpers/bootstrap.ts';
+import { createApi } from './helpers/http.ts';
+import { waitForStatus } from './helpers/mail.ts';
+import { createTestDatabase } from './helpers/server.ts';
+
+// Logs a person can read: one line per request without link tokens, one per email outcome.
+
+type Line = { level: number; msg: string; [k: string]: unknown };
+const lines: Line[] = [];
+let runtime: Runtime;
+let base: string;
+
+before(async () => {
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l) as Line);
+      done();
+    },
+  });
+  const config = loadConfig({
+    DATABASE_URL: await createTestDatabase(),
+    DATA_DIR: await mkdtemp(path.join(tmpdir(), 'herald-logs-')),
+    JWT_SECRET: 'test-secret-0123456789abcdef',
+  });
+  runtime = await startRuntime(config, { log: pino({ level: 'info' }, sink) });
+  await runtime.app!.listen({ port: 0, host: '127.0.0.1' });
+  const address = runtime.app!.server.address();
+  base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+});
+after(() => runtime?.stop());
+
+test('one line per request, with method, URL, status, time and request id; link tokens masked', async () => {
+  const api = createApi(base);
+  const res = await api.get('/unsubscribe/some.secret-token?utm=x&token=abc');
+  const requestId = res.headers.get('x-request-id');
+  const mine = lines.filter((l) => l.reqId === requestId);
+  assert.equal(mine.length, 1, JSON.stringify(mine));
+  const [line] = mine;
+  assert.equal(line.method, 'GET');
+  assert.equal(line.url, '/unsubscribe/:token?utm=x&token=***');
+  assert.equal(line.statusCode, 404);
+  assert.equal(typeof line.ms, 'number');
+  assert.equal(line.msg, `GET /unsubscribe/:token?utm=x&token=*** 404 ${line.ms}ms`);
+  assert.ok(!JSON.stringify(lines).includes('some.secret-token'));
+});
+
+test('one line per email outcome, with the email id, project and reply, and no recipient', async () => {
+  const b = await bootstrap(createApi(base));
+  const sent = await b.sk.post('/v1/send', { to: 'grace@example.com', from: 'hi@sandbox.herald.test', subject: 'Hi', body: '<p>x</p>' });
+  assert.equal(sent.status, 200, sent.text);
+  const id = sent.body.data.emails[0].email;
+  await waitForStatus(b.sk, id, ['DELIVERED']);
+  const outcome = lines.filter((l) => l.emailId === id);
+  assert.equal(outcome.length, 1);
+  assert.equal(outcome[0].msg, `email ${id} delivered (project ${b.project.id}): captured (SMTP_URL is not set)`);
+  assert.equal(outcome[0].projectId, b.project.id);
+  assert.ok(!JSON.stringify(lines).includes('grace@example.com'));
+});

@@ -1,0 +1,217 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { Clock } from '../src/context.ts';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
+import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
+import { asMember, invitationToken, signupUser, waitForMail } from './helpers/team.ts';
+
+let server: TestServer;
+let sink: SmtpSink;
+let owner: Bootstrapped;
+let offsetMs = 0;
+const clock: Clock = { now: () => new Date(Date.now() + offsetMs) };
+
+before(async () => {
+  sink = await startSmtpSink();
+  server = await startTestServer({ SMTP_URL: sink.url }, { clock });
+  owner = await bootstrap(server.api, 'Team project');
+});
+after(async () => {
+  await server?.stop();
+  await sink?.stop();
+});
+
+const membersPath = () => `/projects/${owner.project.id}/members`;
+const ownerApi = () => server.api.as({ cookie: owner.cookie });
+
+describe('members', () => {
+  test('the owner is listed; an existing account is added at once with the role asked', async () => {
+    const colleague = await signupUser(server.api);
+    const added = await ownerApi().post(membersPath(), { email: colleague.email.toUpperCase(), role: 'ADMIN' });
+    assert.equal(added.status, 201, added.text);
+    assert.equal(added.body.status, 'added');
+    assert.equal(added.body.member.userId, colleague.id);
+    assert.equal(added.body.member.role, 'ADMIN');
+
+    const list = await ownerApi().get(membersPath());
+    assert.equal(list.status, 200, list.text);
+    assert.deepEqual(
+      list.body.members.map((m: { userId: string; role: string }) => [m.userId, m.role]),
+      [
+        [owner.userId, 'OWNER'],
+        [colleague.id, 'ADMIN'],
+      ],
+    );
+    assert.ok(list.body.members.every((m: { email: string; createdAt: string }) => m.email.includes('@') && !Number.isNaN(Date.parse(m.createdAt))));
+
+    // The colleague now sees the project with their role.
+    const projects = await server.api.get('/users/@me/projects', { cookie: colleague.cookie });
+    assert.deepEqual(
+      projects.body.map((p: { id: string; role: string }) => [p.id, p.role]),
+      [[owner.project.id, 'ADMIN']],
+    );
+
+    const again = await ownerApi().post(membersPath(), { email: colleague.email });
+    assert.equal(again.status, 409, again.text);
+  });
+
+  test('role defaults to MEMBER; PATCH changes it; a member may remove themselves', async () => {
+    const u = await signupUser(server.api);
+    const added = await ownerApi().post(membersPath(), { email: u.email });
+    assert.equal(added.body.member.role, 'MEMBER');
+    const promoted = await ownerApi().patch(`${membersPath()}/${u.id}`, { role: 'ADMIN' });
+    assert.equal(promoted.status, 200, promoted.text);
+    assert.equal(promoted.body.role, 'ADMIN');
+    await ownerApi().patch(`${membersPath()}/${u.id}`, { role: 'MEMBER' });
+
+    const other = await signupUser(server.api);
+    await ownerApi().post(membersPath(), { email: other.email });
+    const removeOther = await server.api.delete(`${membersPath()}/${other.id}`, { cookie: u.cookie });
+    assert.equal(removeOther.status, 403, removeOther.text);
+    assert.equal(removeOther.body.error.code, 'FORBIDDEN');
+
+    const leave = await server.api.delete(`${membersPath()}/${u.id}`, { cookie: u.cookie });
+    assert.equal(leave.status, 204, leave.text);
+    const after = await server.api.get(membersPath(), { cookie: u.cookie });
+    assert.equal(after.status, 404, 'a former member no longer sees the project');
+  });
+
+  test('the OWNER can be neither demoted nor removed, even by an ADMIN or through the API key', async () => {
+    const admin = await signupUser(server.api);
+    await ownerApi().post(membersPath(), { email: admin.email, role: 'ADMIN' });
+    const demote = await server.api.patch(`${membersPath()}/${owner.userId}`, { role: 'MEMBER' }, { cookie: admin.cookie });
+    assert.equal(demote.status, 403, demote.text);
+    assert.equal(demote.body.error.code, 'FORBIDDEN');
+    const remove = await server.api.delete(`${membersPath()}/${owner.userId}`, { cookie: admin.cookie });
+    assert.equal(remove.status, 403, remove.text);
+    const selfRemove = await ownerApi().delete(`${membersPath()}/${owner.userId}`);
+    assert.equal(selfRemove.status, 403, selfRemove.text);
+    const rows = await server.sql(`SELECT role FROM memberships WHERE project_id = $1 AND user_id = $2`, [owner.project.id, owner.userId]);
+    assert.deepEqual(rows, [{ role: 'OWNER' }]);
+  });
+
+  test('the last ADMIN-or-OWNER cannot be removed', async () => {
+    // A project whose owner account is gone keeps its one ADMIN.
+    const founder = await bootstrap(server.api, 'Orphan');
+    const admin = await signupUser(server.api);
+    await server.api.post(`/projects/${founder.project.id}/members`, { email: admin.email, role: 'ADMIN' }, { cookie: founder.cookie });
+    await server.sql('DELETE FROM users WHERE id = $1', [founder.userId]);
+    const res = await server.api.delete(`/projects/${founder.project.id}/members/${admin.id}`, { cookie: admin.cookie });
+    assert.equal(res.status, 409, res.text);
+    assert.equal(res.body.error.code, 'CONFLICT');
+  });
+
+  test('bad input: invalid email, role OWNER, unknown member', async () => {
+    const bad = await ownerApi().post(membersPath(), { email: 'not-an-email' });
+    assert.equal(bad.status, 422, bad.text);
+    assert.equal(bad.body.error.errors[0].field, 'email');
+    const asOwner = await ownerApi().post(membersPath(), { email: 'someone@example.test', role: 'OWNER' });
+    assert.equal(asOwner.status, 422, asOwner.text);
+    assert.equal(asOwner.body.error.errors[0].field, 'role');
+    const patchOwner = await ownerApi().patch(`${membersPath()}/${owner.userId}`, { role: 'OWNER' });
+    assert.equal(patchOwner.status, 422, patchOwner.text);
+    const unknown = await ownerApi().patch(`${membersPath()}/usr_nobody`, { role: 'ADMIN' });
+    assert.equal(unknown.status, 404, unknown.text);
+    assert.equal(unknown.body.error.code, 'MEMBER_NOT_FOUND');
+    const pending = await server.sql(`SELECT count(*)::int AS n FROM project_invitations WHERE email IN ('not-an-email', 'someone@example.test')`);
+    assert.equal(pending[0].n, 0);
+  });
+
+  test('a non-member gets 404 on the members list', async () => {
+    const stranger = await signupUser(server.api);
+    const res = await server.api.get(membersPath(), { cookie: stranger.cookie });
+    assert.equal(res.status, 404, res.text);
+    assert.equal(res.body.error.code, 'PROJECT_NOT_FOUND');
+  });
+});
+
+describe('invitations', () => {
+  test('an address without an account gets a signed single-use link that adds them after signup', async () => {
+    const email = `invitee-${Date.now()}@example.test`;
+    const res = await ownerApi().post(membersPath(), { email, role: 'ADMIN' });
+    assert.equal(res.status, 201, res.text);
+    assert.equal(res.body.status, 'invited');
+    assert.equal(res.body.invitation.email, email);
+    const list = await ownerApi().get(membersPath());
+    assert.ok(list.body.invitations.some((i: { email: string; role: string }) => i.email === email && i.role === 'ADMIN'));
+
+    const mail = await waitForMail(sink, email, 'invited to Team project');
+    const token = invitationToken(mail);
+
+    const newcomer = await signupUser(server.api, email);
+    const accepted = await server.api.post('/invitations/accept', { token }, { cookie: newcomer.cookie });
+    assert.equal(accepted.status, 200, accepted.text);
+    assert.deepEqual(accepted.body, { projectId: owner.project.id, role: 'ADMIN' });
+    const members = await ownerApi().get(membersPath());
+    assert.ok(members.body.members.some((m: { userId: string; role: string }) => m.userId === newcomer.id && m.role === 'ADMIN'));
+    assert.ok(!members.body.invitations.some((i: { email: string }) => i.email === email), 'no longer pending');
+
+    // Used twice: refused.
+    const twice = await server.api.post('/invitations/accept', { token }, { cookie: newcomer.cookie });
+    assert.equal(twice.status, 400, twice.text);
+    assert.equal(twice.body.error.code, 'BAD_REQUEST');
+  });
+
+  test('a link used by another account is refused and stays usable by the invitee', async () => {
+    const email = `second-${Date.now()}@example.test`;
+    await ownerApi().post(membersPath(), { email });
+    const token = invitationToken(await waitForMail(sink, email, 'invited'));
+    const intruder = await signupUser(server.api);
+    const stolen = await server.api.post('/invitations/accept', { token }, { cookie: intruder.cookie });
+    assert.equal(stolen.status, 403, stolen.text);
+    assert.equal(stolen.body.error.code, 'FORBIDDEN');
+    const rows = await server.sql('SELECT 1 FROM memberships WHERE user_id = $1', [intruder.id]);
+    assert.equal(rows.length, 0);
+
+    const invitee = await signupUser(server.api, email);
+    const ok = await server.api.post('/invitations/accept', { token }, { cookie: invitee.cookie });
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(ok.body.role, 'MEMBER');
+  });
+
+  test('a link after 7 days, a revoked one and a forged one are refused', async () => {
+    const late = `late-${Date.now()}@example.test`;
+    await ownerApi().post(membersPath(), { email: late });
+    const lateToken = invitationToken(await waitForMail(sink, late, 'invited'));
+    const lateUser = await signupUser(server.api, late);
+    offsetMs = 7 * 24 * 3600 * 1000 + 60_000;
+    try {
+      const expired = await server.api.post('/invitations/accept', { token: lateToken }, { cookie: lateUser.cookie });
+      assert.equal(expired.status, 400, expired.text);
+      const list = await ownerApi().get(membersPath());
+      assert.ok(!list.body.invitations.some((i: { email: string }) => i.email === late), 'expired invitations are not pending');
+    } finally {
+      offsetMs = 0;
+    }
+
+    const revoked = `revoked-${Date.now()}@example.test`;
+    const inv = await ownerApi().post(membersPath(), { email: revoked });
+    const revokedToken = invitationToken(await waitForMail(sink, revoked, 'invited'));
+    const del = await ownerApi().delete(`/projects/${owner.project.id}/invitations/${inv.body.invitation.id}`);
+    assert.equal(del.status, 204, del.text);
+    const revokedUser = await signupUser(server.api, revoked);
+    const refused = await server.api.post('/invitations/accept', { token: revokedToken }, { cookie: revokedUser.cookie });
+    assert.equal(refused.status, 400, refused.text);
+
+    const forged = await server.api.post('/invitations/accept', { token: `${revokedToken.slice(0, -4)}AAAA` }, { cookie: revokedUser.cookie });
+    assert.equal(forged.status, 400, forged.text);
+    const memberships = await server.sql('SELECT 1 FROM memberships WHERE user_id = ANY($1)', [[lateUser.id, revokedUser.id]]);
+    assert.equal(memberships.length, 0);
+  });
+
+  test('the emailed link accepts for a signed-in browser', async () => {
+    const email = `browser-${Date.now()}@example.test`;
+    await ownerApi().post(membersPath(), { email });
+    const token = invitationToken(await waitForMail(sink, email, 'invited'));
+    const anonymous = await server.api.get(`/invitations/accept?token=${token}`);
+    assert.equal(anonymous.status, 200);
+    assert.match(anonymous.text, /Sign up or sign in/);
+    const user = await signupUser(server.api, email);
+    const page = await server.api.get(`/invitations/accept?token=${token}`, { cookie: user.cookie });
+    assert.equal(page.status, 200, page.text);
+    assert.match(page.text, /You joined the project/);
+    const members = await asMember(server.api, user.cookie, owner.project.id).get('/contacts');
+    assert.equal(members.status, 200, members.text);
+  });
+});

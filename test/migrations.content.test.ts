@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { readFile, readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { test } from 'node:test';
+import pg from 'pg';
+import { createTestDatabase } from './helpers/server.ts';
+
+/**
+ * The migration that moved the shared content of emails into email_contents (issue 14 finding 5)
+ * carries emails written before it over: each keeps its body, variables, headers and attachments.
+ */
+
+const DIR = path.join(import.meta.dirname, '../src/db/migrations');
+
+async function apply(client: pg.Client, file: string) {
+  const text = await readFile(path.join(DIR, file), 'utf8');
+  for (const statement of text.split('--> statement-breakpoint')) {
+    if (statement.trim()) await client.query(statement);
+  }
+}
+
+test('emails stored before the content table keep their content after the migration', async () => {
+  const client = new pg.Client({ connectionString: await createTestDatabase() });
+  await client.connect();
+  try {
+    const files = (await readdir(DIR)).filter((f) => f.endsWith('.sql')).sort();
+    // The migration that creates email_contents, whatever its name (migrations may be merged).
+    const texts = await Promise.all(files.map((f) => readFile(path.join(DIR, f), 'utf8')));
+    const at = texts.findIndex((t) => t.includes('CREATE TABLE "email_contents"'));
+    assert.ok(at > 0, 'a migration creates email_contents after the first');
+    for (const f of files.slice(0, at)) await apply(client, f);
+
+    await client.query(`INSERT INTO projects (id, name, public_key, webhook_secret) VALUES ('prj_m', 'M', 'pk_m', 'whsec')`);
+    const attachments = [{ filename: 'a.txt', content: 'aGk=', contentType: 'text/plain' }];
+    await client.query(
+      `INSERT INTO emails (id, project_id, to_email, from_email, type, subject_source, body_source, variables, headers, attachments, status)
+       VALUES ('01900000-0000-7000-8000-000000000001', 'prj_m', 'a@example.org', 'f@example.org', 'TRANSACTIONAL', 'S {{x}}', '<p>{{x}}</p>',
+               '{"x": 1}', '{"X-Tag": "t"}', $1, 'QUEUED'),
+              ('01900000-0000-7000-8000-000000000002', 'prj_m', 'b@example.org', 'f@example.org', 'MARKETING', 'S2', '<p>two</p>',
+               '{}', '{}', NULL, 'SENT')`,
+      [JSON.stringify(attachments)],
+    );
+    for (const f of files.slice(at)) await apply(client, f);
+
+    const { rows } = await client.query(
+      `SELECT e.id, e.subject_source, e.content_id, c.project_id, c.body_source, c.variables, c.headers, c.attachments
+         FROM emails e JOIN email_contents c ON c.id = e.content_id ORDER BY e.id`,
+    );
+    assert.deepEqual(rows, [
+      {
+        id: '01900000-0000-7000-8000-000000000001',
+        subject_source: 'S {{x}}',
+        content_id: '01900000-0000-7000-8000-000000000001',
+        project_id: 'prj_m',
+        body_source: '<p>{{x}}</p>',
+        variables: { x: 1 },
+        headers: { 'X-Tag': 't' },
+        attachments,
+      },
+      {
+        id: '01900000-0000-7000-8000-000000000002',
+        subject_source: 'S2',
+        content_id: '01900000-0000-7000-8000-000000000002',
+        project_id: 'prj_m',
+        body_source: '<p>two</p>',
+        variables: {},
+        headers: {},
+        attachments: null,
+      },
+    ]);
+    const { rows: columns } = await client.query(
+      `SELECT column_name FROM information_schema.columns WHERE table_name = 'emails' AND column_name IN ('body_source', 'variables', 'headers', 'attachments', 'content_id')`,
+    );
+    assert.deepEqual(
+      columns.map((c) => c.column_name),
+      ['content_id'],
+    );
+  } finally {
+    await client.end();
+  }
+});

@@ -1,0 +1,190 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, lstatSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, describe, test } from 'node:test';
+import pg from 'pg';
+import { startEmbeddedPostgres } from '../src/db/connect.ts';
+import { createTestDatabase } from './helpers/server.ts';
+
+// Herald as a person runs it: `npm start` and `node src/main.ts` as real processes on an embedded
+// database in DATA_DIR (a private 0700 directory, as /root is), stopped with signals.
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const NODE = process.execPath;
+const WAIT_MS = 180_000;
+
+type Proc = { child: ChildProcess; out: () => string; err: () => string; exited: Promise<number | null> };
+
+function launch(cmd: string, args: string[], env: Record<string, string>): Proc {
+  const child = spawn(cmd, args, {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: 'info', LOG_FORMAT: 'json', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, out: () => out, err: () => err, exited };
+}
+
+async function until<T>(what: string, fn: () => T | undefined | false, ms = WAIT_MS): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = fn();
+    if (v) return v;
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The pid of the Herald process that logged it is listening (JSON logs carry the pid). */
+async function listening(p: Proc): Promise<number> {
+  const line = await until('the listening line', () => {
+    if (p.child.exitCode !== null) assert.fail(`exited early: ${p.out()}${p.err()}`);
+    return p
+      .out()
+      .split('\n')
+      .find((l) => l.includes('Herald listening on'));
+  });
+  return (JSON.parse(line) as { pid: number }).pid;
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+const noStack = (text: string) => assert.doesNotMatch(text, /^\s+at .+:\d+:\d+\)?$/m, `a stack trace was printed:\n${text}`);
+
+const dirs: string[] = [];
+async function privateDataDir(): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'herald-proc-')); // 0700, like /root
+  dirs.push(dir);
+  return path.join(dir, 'data');
+}
+after(async () => {
+  for (const dir of dirs) {
+    const link = path.join(dir, 'data', 'postgres');
+    if (existsSync(link) && lstatSync(link).isSymbolicLink()) await rm(realpathSync(link), { recursive: true, force: true });
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+describe('start and stop', () => {
+  test('npm start: one owner per DATA_DIR, one-line failures, SIGTERM stops everything, SIGKILL leaves no lock-out', async () => {
+    const dataDir = await privateDataDir();
+    const port = await freePort();
+    const npm = launch('npm', ['start', '--silent'], { DATA_DIR: dataDir, PORT: String(port) });
+    const pid = await listening(npm);
+    assert.notEqual(pid, npm.child.pid);
+    const health = await fetch(`http://127.0.0.1:${port}/health`);
+    assert.equal(health.status, 200);
+
+    // The embedded database: random passwords in DATA_DIR, Herald connects as a non-superuser owner.
+    const file = path.join(dataDir, 'postgres-passwords.json');
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    const passwords = JSON.parse(readFileSync(file, 'utf8')) as { superuser: string; owner: string };
+    assert.match(passwords.owner, /^[A-Za-z0-9_-]{32}$/);
+    const pgPort = Number(readFileSync(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[3]);
+    const asOwner = new pg.Client({ host: '127.0.0.1', port: pgPort, user: 'herald', password: passwords.owner, database: 'herald' });
+    await asOwner.connect();
+    const role = await asOwner.query('SELECT rolsuper, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = current_user');
+    assert.deepEqual(role.rows[0], { rolsuper: false, rolcreaterole: false, rolcreatedb: false });
+    const owned = await asOwner.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname IN ('public', 'pgboss') AND tableowner <> 'herald'`);
+    assert.equal(owned.rows[0].n, 0);
+    await asOwner.end();
+    const oldPassword = new pg.Client({ host: '127.0.0.1', port: pgPort, user: 'postgres', password: 'herald', database: 'postgres' });
+    await assert.rejects(oldPassword.connect(), (err: { code?: string }) => err.code === '28P01');
+
+    // A second process on the same DATA_DIR: one line saying what to do, exit 1, nothing disturbed.
+    const second = launch(NODE, ['src/main.ts'], { DATA_DIR: dataDir, PORT: String(await freePort()) });
+    assert.equal(await second.exited, 1);
+    assert.equal(
+      second.err().split('\n')[0],
+      `Herald could not start: The embedded database in ${path.join(dataDir, 'postgres')} is already in use by another Herald process (pid ${pid}): stop that process first, or start this one with DATABASE_URL pointing at the same PostgreSQL (see "Scaling" in the README)`,
+    );
+    noStack(second.err());
+
+    // The port taken: one line.
+    const third = launch(NODE, ['src/main.ts'], { DATABASE_URL: await createTestDatabase(), DATA_DIR: dataDir, PORT: String(port) });
+    assert.equal(await third.exited, 1);
+    assert.equal(third.err().trim(), `Herald could not start: Port ${port} on 0.0.0.0 is already in use (another Herald?): stop that program or set PORT`);
+    assert.equal((await fetch(`http://127.0.0.1:${port}/health`)).status, 200);
+
+    // SIGTERM to npm reaches Herald: it stops its database and exits 0, npm with it.
+    npm.child.kill('SIGTERM');
+    assert.equal(await npm.exited, 0);
+    assert.match(npm.out(), /"msg":"stopped"/);
+    await until('Herald to exit', () => !alive(pid));
+    assert.equal(existsSync(path.join(dataDir, 'postgres', 'postmaster.pid')), false);
+    assert.equal(existsSync(path.join(dataDir, 'herald.pid')), false);
+
+    // Killed outright, Herald leaves its database running; the next start takes it over.
+    const killed = launch(NODE, ['src/main.ts'], { DATA_DIR: dataDir, PORT: String(port) });
+    await listening(killed);
+    killed.child.kill('SIGKILL');
+    await killed.exited;
+    const orphan = Number(readFileSync(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    assert.ok(alive(orphan), 'the killed process left its PostgreSQL running');
+    const next = launch(NODE, ['src/main.ts'], { DATA_DIR: dataDir, PORT: String(port) });
+    await listening(next);
+    assert.equal(alive(orphan), false);
+    assert.equal((await fetch(`http://127.0.0.1:${port}/health`)).status, 200);
+    next.child.kill('SIGINT');
+    assert.equal(await next.exited, 0);
+  });
+
+  test('a DATA_DIR from before (superuser password "herald", tables owned by the superuser) keeps working', async () => {
+    const dataDir = await privateDataDir();
+    const quiet = { info: () => {}, debug: () => {}, error: () => {} };
+    const legacy = await startEmbeddedPostgres(path.join(dataDir, 'postgres'), quiet, { superuserPassword: 'herald' });
+    await legacy.ensureDatabase('herald');
+    const c = new pg.Client({ connectionString: legacy.urlFor('herald') });
+    await c.connect();
+    await c.query(`CREATE SCHEMA legacy; CREATE TABLE legacy.notes (id serial PRIMARY KEY, body text); INSERT INTO legacy.notes (body) VALUES ('kept')`);
+    await c.end();
+    await legacy.stop();
+
+    const port = await freePort();
+    const herald = launch(NODE, ['src/main.ts'], { DATA_DIR: dataDir, PORT: String(port) });
+    await listening(herald);
+    assert.equal((await fetch(`http://127.0.0.1:${port}/health`)).status, 200);
+    const passwords = JSON.parse(readFileSync(path.join(dataDir, 'postgres-passwords.json'), 'utf8')) as { owner: string };
+    const pgPort = Number(readFileSync(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[3]);
+    const asOwner = new pg.Client({ host: '127.0.0.1', port: pgPort, user: 'herald', password: passwords.owner, database: 'herald' });
+    await asOwner.connect();
+    const kept = await asOwner.query('INSERT INTO legacy.notes (body) VALUES ($1) RETURNING id', ['new']);
+    assert.equal(kept.rows[0].id, 2);
+    await asOwner.end();
+    const old = new pg.Client({ host: '127.0.0.1', port: pgPort, user: 'postgres', password: 'herald', database: 'postgres' });
+    await assert.rejects(old.connect(), (err: { code?: string }) => err.code === '28P01');
+    herald.child.kill('SIGTERM');
+    assert.equal(await herald.exited, 0);
+  });
+
+  test('invalid configuration: one line naming the variable, nothing started', async () => {
+    const dataDir = await privateDataDir();
+    const p = launch(NODE, ['src/main.ts'], { DATA_DIR: dataDir, PORT: 'eighty' });
+    assert.equal(await p.exited, 1);
+    assert.equal(p.err().trim(), 'Invalid configuration: PORT must be a whole number (got "eighty")');
+    assert.equal(existsSync(path.join(dataDir, 'postgres')), false);
+  });
+});

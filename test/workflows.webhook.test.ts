@@ -1,0 +1,228 @@
+import assert from 'node:assert/strict';
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { type TestDns, startTestDns } from './helpers/dns-server.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
+import { buildWorkflow, testClock, waitFor } from './helpers/workflows.ts';
+
+/**
+ * WEBHOOK steps against a real receiver on loopback: signature verified the way the README tells
+ * users to, retries waiting durably on the (moved) clock, one delivery per Idempotency-Key, and
+ * the SSRF guard refusing a loopback address when WEBHOOK_ALLOW_PRIVATE_NETWORKS is not set.
+ */
+
+type Received = { path: string; headers: http.IncomingHttpHeaders; body: string; signatureOk: boolean };
+
+function startReceiver(secretOf: () => string) {
+  const requests: Received[] = [];
+  const delivered = new Set<string>();
+  const failuresLeft = new Map<string, number>([['/flaky', 2]]);
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      // What a receiver does: check the HMAC of "<t>.<body>" and that t is recent.
+      const sig = String(req.headers['x-herald-signature'] ?? '');
+      const m = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(sig);
+      const expected = m ? createHmac('sha256', secretOf()).update(`${m[1]}.${body}`).digest() : null;
+      const signatureOk = !!m && !!expected && timingSafeEqual(expected, Buffer.from(m[2], 'hex')) && Math.abs(Date.now() / 1000 - Number(m[1])) < 300;
+      const path = (req.url ?? '/').split('?')[0];
+      requests.push({ path: req.url ?? '/', headers: req.headers, body, signatureOk });
+      const left = failuresLeft.get(path) ?? 0;
+      if (path === '/always500') {
+        res.writeHead(500).end('broken');
+      } else if (left > 0) {
+        failuresLeft.set(path, left - 1);
+        res.writeHead(503, { 'retry-after': '1' }).end('busy');
+      } else {
+        const key = String(req.headers['idempotency-key']);
+        const first = !delivered.has(key);
+        delivered.add(key);
+        res.writeHead(200, { 'content-type': 'text/plain' }).end(`${first ? 'ok' : 'duplicate'} ${'x'.repeat(3000)}`);
+      }
+    });
+  });
+  return new Promise<{ port: number; requests: Received[]; delivered: Set<string>; stop: () => Promise<void> }>((resolve) => {
+    server.listen(0, '127.0.0.1', () =>
+      resolve({
+        port: (server.address() as AddressInfo).port,
+        requests,
+        delivered,
+        stop: () => new Promise((r) => server.close(() => r())),
+      }),
+    );
+  });
+}
+
+const SECOND = 1000;
+
+describe('WEBHOOK steps with private networks allowed', () => {
+  let server: TestServer;
+  let p: Bootstrapped;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  const clock = testClock();
+
+  before(async () => {
+    server = await startTestServer({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' }, { clock });
+    p = await bootstrap(server.api, 'Hooks');
+    receiver = await startReceiver(() => (p.project as unknown as { webhookSecret: string }).webhookSecret);
+  });
+  after(async () => {
+    await server?.stop();
+    await receiver?.stop();
+  });
+
+  const execution = async (workflowId: string) =>
+    (
+      await server.sql<{ id: string; status: string; error: string | null }>('SELECT id, status, error FROM workflow_executions WHERE workflow_id = $1', [
+        workflowId,
+      ])
+    )[0];
+  const hookRow = async (executionId: string, stepId: string) =>
+    (
+      await server.sql<{ id: string; status: string; attempt: number; output: Record<string, unknown>; error: string | null }>(
+        'SELECT id, status, attempt, output, error FROM workflow_step_executions WHERE execution_id = $1 AND step_id = $2',
+        [executionId, stepId],
+      )
+    )[0];
+
+  test('a signed webhook is retried after two 503s, waiting durably, and delivered once by its idempotency key', async () => {
+    assert.match((p.project as unknown as { webhookSecret: string }).webhookSecret, /.{16,}/, 'the project shows its webhook secret');
+    const wf = await buildWorkflow(p.sk, {
+      eventName: 'order_paid',
+      steps: [
+        {
+          key: 'hook',
+          type: 'WEBHOOK',
+          config: {
+            url: `http://127.0.0.1:${receiver.port}/flaky?order={{event.orderId}}`,
+            headers: { 'X-Order': 'order {{event.orderId}}' },
+            body: { order: '{{event.orderId}}', amount: '{{event.amount}}', note: 'Order {{event.orderId}} for {{email}}', plan: '{{event.plan ?? "free"}}' },
+          },
+        },
+        { key: 'mark', type: 'UPDATE_CONTACT', config: { data: { hooked: true } } },
+      ],
+      edges: [
+        ['trigger', 'hook'],
+        ['hook', 'mark'],
+      ],
+    });
+    const tracked = await p.pk.post('/v1/track', { email: 'buyer@shop.test', event: 'order_paid', data: { orderId: 'A/1', amount: 42 } });
+    assert.equal(tracked.status, 200, tracked.text);
+
+    await waitFor('the first attempt', async () => receiver.requests.length === 1);
+    const e = await waitFor('the execution to wait for its retry', async () => {
+      const x = await execution(wf.id);
+      const row = x && (await hookRow(x.id, wf.steps.hook));
+      return row?.attempt === 2 ? x : null;
+    });
+    assert.equal(e.status, 'WAITING');
+    await new Promise((r) => setTimeout(r, 600));
+    assert.equal(receiver.requests.length, 1, 'no second attempt before the backoff is over');
+
+    clock.advance(10 * SECOND + 200);
+    await waitFor('the second attempt', async () => receiver.requests.length === 2);
+    await waitFor('the third attempt to be scheduled', async () => (await hookRow(e.id, wf.steps.hook)).attempt === 3);
+    clock.advance(30 * SECOND + 200);
+    await waitFor('the third attempt', async () => receiver.requests.length === 3);
+    await waitFor('the execution to complete', async () => (await execution(wf.id)).status === 'COMPLETED');
+
+    const row = await hookRow(e.id, wf.steps.hook);
+    assert.equal(row.status, 'COMPLETED');
+    assert.equal(row.attempt, 3);
+    assert.equal(row.output.status, 200);
+    assert.equal(String(row.output.body).length, 1024, 'the first 1 KB of the response is kept');
+    assert.match(String(row.output.body), /^ok x+$/);
+
+    assert.ok(
+      receiver.requests.every((r) => r.signatureOk),
+      'every attempt carries a valid signature',
+    );
+    assert.deepEqual(new Set(receiver.requests.map((r) => r.headers['idempotency-key'])), new Set([row.id]), 'one Idempotency-Key, the step run id');
+    assert.equal(receiver.delivered.size, 1, 'one delivery counted by idempotency key');
+    const req = receiver.requests[2];
+    assert.equal(req.path, '/flaky?order=A%2F1');
+    assert.equal(req.headers['x-order'], 'order A/1');
+    assert.equal(req.headers['content-type'], 'application/json');
+    assert.deepEqual(JSON.parse(req.body), { order: 'A/1', amount: 42, note: 'Order A/1 for buyer@shop.test', plan: 'free' });
+    const [contact] = await server.sql<{ data: Record<string, unknown> }>("SELECT data FROM contacts WHERE email = 'buyer@shop.test'");
+    assert.equal(contact.data.hooked, true, 'the walk went on after the webhook');
+  });
+
+  test('a webhook that keeps failing ends the execution FAILED with the reason after 3 attempts', async () => {
+    const wf = await buildWorkflow(p.sk, {
+      eventName: 'doomed',
+      steps: [{ key: 'hook', type: 'WEBHOOK', config: { url: `http://127.0.0.1:${receiver.port}/always500` } }],
+      edges: [['trigger', 'hook']],
+    });
+    const before = receiver.requests.filter((r) => r.path === '/always500').length;
+    await p.pk.post('/v1/track', { email: 'doomed@shop.test', event: 'doomed', data: { n: 1 } });
+    const count = () => receiver.requests.filter((r) => r.path === '/always500').length - before;
+    await waitFor('attempt 1', async () => count() === 1 && (await execution(wf.id)).status === 'WAITING');
+    await waitFor('attempt 2 scheduled', async () => (await hookRow((await execution(wf.id)).id, wf.steps.hook)).attempt === 2);
+    clock.advance(10 * SECOND + 200);
+    await waitFor('attempt 3 scheduled', async () => count() === 2 && (await hookRow((await execution(wf.id)).id, wf.steps.hook)).attempt === 3);
+    clock.advance(30 * SECOND + 200);
+    const failed = await waitFor('FAILED', async () => {
+      const x = await execution(wf.id);
+      return x.status === 'FAILED' ? x : null;
+    });
+    assert.equal(count(), 3);
+    assert.equal(failed.error, 'webhook failed after 3 attempts: HTTP 500');
+    const row = await hookRow(failed.id, wf.steps.hook);
+    assert.equal(row.status, 'FAILED');
+    assert.equal(row.output.status, 500);
+    assert.equal(row.output.body, 'broken');
+    // The default body (no `body` configured) names the workflow, execution, contact and context.
+    const sent = JSON.parse(receiver.requests.filter((r) => r.path === '/always500').at(-1)!.body);
+    assert.equal(sent.workflowId, wf.id);
+    assert.equal(sent.contact.email, 'doomed@shop.test');
+    assert.deepEqual(sent.event, { n: 1 });
+  });
+});
+
+describe('WEBHOOK steps without WEBHOOK_ALLOW_PRIVATE_NETWORKS', () => {
+  let dns: TestDns;
+  let server: TestServer;
+  let p: Bootstrapped;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+
+  before(async () => {
+    dns = await startTestDns();
+    server = await startTestServer({ DNS_SERVERS: dns.address });
+    p = await bootstrap(server.api, 'Guarded');
+    receiver = await startReceiver(() => '');
+  });
+  after(async () => {
+    await server?.stop();
+    await receiver?.stop();
+    await dns?.stop();
+  });
+
+  test('a host that resolves to loopback is refused on the resolved address: no request, FAILED with the reason', async () => {
+    dns.set('hooks.example.test', 'A', ['127.0.0.1']);
+    const literal = await p.sk.post('/workflows', { name: 'literal', eventName: 'x' });
+    const refusedAtConfig = await p.sk.post(`/workflows/${literal.body.id}/steps`, {
+      type: 'WEBHOOK',
+      config: { url: `http://127.0.0.1:${receiver.port}/hook` },
+    });
+    assert.equal(refusedAtConfig.status, 400, 'a literal loopback URL is refused when the step is saved');
+
+    const wf = await buildWorkflow(p.sk, {
+      eventName: 'ping',
+      steps: [{ key: 'hook', type: 'WEBHOOK', config: { url: `http://hooks.example.test:${receiver.port}/hook` } }],
+      edges: [['trigger', 'hook']],
+    });
+    await p.pk.post('/v1/track', { email: 'guard@shop.test', event: 'ping' });
+    const failed = await waitFor('FAILED', async () => {
+      const [x] = await server.sql<{ status: string; error: string | null }>('SELECT status, error FROM workflow_executions WHERE workflow_id = $1', [wf.id]);
+      return x?.status === 'FAILED' ? x : null;
+    });
+    assert.match(failed.error ?? '', /refused: hooks\.example\.test resolves to a private or reserved address \(127\.0\.0\.1\)/);
+    assert.equal(receiver.requests.length, 0, 'nothing reached the loopback receiver');
+  });
+});

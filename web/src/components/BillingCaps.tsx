@@ -1,0 +1,109 @@
+import { Badge, Button, Card, Group, NumberInput, Progress, SimpleGrid, Stack, Text, Title } from '@mantine/core';
+import { useForm } from '@mantine/form';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useEffect } from 'react';
+import { api } from '../api.ts';
+import { formatDate, formatNumber } from '../hooks.ts';
+import type { Project } from '../types.ts';
+import { notifySuccess, showApiError } from './forms.ts';
+import { Loading, PageError } from './states.tsx';
+
+const CATEGORIES = [
+  ['transactional', 'Transactional'],
+  ['campaigns', 'Campaigns'],
+  ['workflows', 'Workflows'],
+] as const;
+type Category = (typeof CATEGORIES)[number][0];
+type CategoryLimit = { limit: number | null; usage: number; percentage: number | null; isWarning: boolean; isBlocked: boolean };
+type Limits = Record<Category, CategoryLimit> & { period: { start: string; end: string } };
+
+/** Settings → Sending caps: this month's usage per category as bars, and the monthly caps (ADMIN and OWNER change them; empty means no cap). */
+export function BillingCapsCard({ project }: { project: Project }) {
+  const queryClient = useQueryClient();
+  const canManage = project.role !== 'MEMBER';
+  const key = [project.id, 'billing-limits'];
+  const limits = useQuery({ queryKey: key, queryFn: () => api.get<Limits>(`/users/@me/projects/${project.id}/billing-limits`) });
+  const form = useForm<Record<Category, number | ''>>({ mode: 'controlled', initialValues: { transactional: '', campaigns: '', workflows: '' } });
+  const loaded = limits.data;
+  useEffect(() => {
+    if (loaded && !form.initialized) form.initialize(Object.fromEntries(CATEGORIES.map(([c]) => [c, loaded[c].limit ?? ''])) as Record<Category, number | ''>);
+  }, [loaded, form]);
+  const save = useMutation({
+    mutationFn: (v: Record<Category, number | ''>) =>
+      api.put<Limits>(`/users/@me/projects/${project.id}/billing-limits`, Object.fromEntries(CATEGORIES.map(([c]) => [c, v[c] === '' ? null : v[c]]))),
+    onSuccess: (saved) => {
+      queryClient.setQueryData(key, saved);
+      form.resetDirty();
+      notifySuccess('Sending caps saved');
+    },
+    onError: (err) => showApiError(err, form),
+  });
+  return (
+    <Card withBorder>
+      <Stack gap="md">
+        <Group justify="space-between">
+          <Title order={3} size="h4">
+            Monthly sending caps
+          </Title>
+          {loaded && (
+            <Text size="xs" c="dimmed">
+              {formatDate(loaded.period.start)} – {formatDate(loaded.period.end)}
+            </Text>
+          )}
+        </Group>
+        {limits.isPending ? (
+          <Loading />
+        ) : limits.error ? (
+          <PageError error={limits.error} onRetry={() => void limits.refetch()} />
+        ) : (
+          <form onSubmit={form.onSubmit((v) => save.mutate(v))} noValidate>
+            <SimpleGrid cols={{ base: 1, sm: 3 }}>
+              {CATEGORIES.map(([c, label]) => {
+                const l = limits.data[c];
+                return (
+                  <Stack key={c} gap={6} data-testid={`cap-${c}`}>
+                    <Group justify="space-between" gap="xs">
+                      <Text size="sm" fw={500}>
+                        {label}
+                      </Text>
+                      {l.isBlocked ? (
+                        <Badge color="red" variant="light">
+                          Cap reached
+                        </Badge>
+                      ) : l.isWarning ? (
+                        <Badge color="orange" variant="light">
+                          Near the cap
+                        </Badge>
+                      ) : null}
+                    </Group>
+                    <Progress value={l.percentage ?? 0} color={l.isBlocked ? 'red' : l.isWarning ? 'orange' : 'indigo'} aria-label={`${label} usage`} />
+                    <Text size="xs" c="dimmed" data-testid={`usage-${c}`}>
+                      {formatNumber(l.usage)} sent{l.limit === null ? ' · no cap' : ` of ${formatNumber(l.limit)}`}
+                    </Text>
+                    <NumberInput
+                      label={`${label} cap`}
+                      placeholder="No cap"
+                      min={0}
+                      allowDecimal={false}
+                      allowNegative={false}
+                      thousandSeparator=","
+                      disabled={!canManage}
+                      {...form.getInputProps(c)}
+                    />
+                  </Stack>
+                );
+              })}
+            </SimpleGrid>
+            {canManage && (
+              <Group mt="md">
+                <Button type="submit" loading={save.isPending} disabled={!form.isDirty()}>
+                  Save caps
+                </Button>
+              </Group>
+            )}
+          </form>
+        )}
+      </Stack>
+    </Card>
+  );
+}

@@ -1,0 +1,89 @@
+import '@mantine/charts/styles.css';
+import { AreaChart } from '@mantine/charts';
+import { Card, SimpleGrid, Table, Text, Title } from '@mantine/core';
+import { useQuery } from '@tanstack/react-query';
+import { api } from '../api.ts';
+import { formatNumber, useProjectId } from '../hooks.ts';
+import { Empty, Loading, PageError } from './states.tsx';
+
+type Point = { t: string; sent?: number; opened?: number; clicked?: number };
+type Breakdown = { series: { interval: 'hour' | 'day'; points: Point[] }; links: { url: string; clicks: number; uniqueClicks: number }[] };
+
+/**
+ * A sent campaign's opens and clicks over time and its clicks per link (GET /analytics/campaign-stats),
+ * loaded with the report page's chart only (the charts library stays out of the first page).
+ */
+export default function CampaignActivity({ campaignId, sentAt }: { campaignId: string; sentAt: string }) {
+  const projectId = useProjectId();
+  const from = new Date(new Date(sentAt).getTime() - 3_600_000);
+  const to = new Date(Math.ceil(Date.now() / 60_000) * 60_000);
+  const days = (to.getTime() - from.getTime()) / 86_400_000;
+  // Hourly for the first days; daily after that, within the API's 366-day range.
+  const interval = days <= 3 ? 'hour' : 'day';
+  const start = days > 365 ? new Date(to.getTime() - 365 * 86_400_000) : from;
+  const breakdown = useQuery({
+    queryKey: [projectId, 'campaign-activity', campaignId, interval],
+    queryFn: () => api.get<Breakdown>('/analytics/campaign-stats', { campaignId, interval, from: start.toISOString(), to: to.toISOString() }),
+    refetchInterval: 30_000,
+  });
+  if (breakdown.isPending) return <Loading />;
+  if (breakdown.error) return <PageError error={breakdown.error} onRetry={() => void breakdown.refetch()} />;
+  const { series, links } = breakdown.data;
+  const label = (t: string) =>
+    interval === 'hour' ? new Date(t).toLocaleString([], { month: 'short', day: 'numeric', hour: '2-digit' }) : new Date(t).toLocaleDateString();
+  return (
+    <SimpleGrid cols={{ base: 1, md: 2 }}>
+      <Card withBorder>
+        <Title order={3} size="h4" mb="sm">
+          Opens and clicks over time
+        </Title>
+        <AreaChart
+          h={220}
+          data={series.points.map((p) => ({ t: label(p.t), sent: p.sent ?? 0, opened: p.opened ?? 0, clicked: p.clicked ?? 0 }))}
+          dataKey="t"
+          series={[
+            { name: 'sent', label: 'Sent', color: 'blue.6' },
+            { name: 'opened', label: 'Opened', color: 'indigo.6' },
+            { name: 'clicked', label: 'Clicked', color: 'grape.6' },
+          ]}
+          curveType="monotone"
+          withDots={false}
+          withLegend
+        />
+      </Card>
+      <Card withBorder>
+        <Title order={3} size="h4" mb="sm">
+          Clicks per link
+        </Title>
+        {links.length === 0 ? (
+          <Empty title="No clicks yet" />
+        ) : (
+          <Table.ScrollContainer minWidth={360}>
+            <Table data-testid="link-clicks">
+              <Table.Thead>
+                <Table.Tr>
+                  <Table.Th>Link</Table.Th>
+                  <Table.Th ta="right">Clicks</Table.Th>
+                  <Table.Th ta="right">Unique</Table.Th>
+                </Table.Tr>
+              </Table.Thead>
+              <Table.Tbody>
+                {links.map((l) => (
+                  <Table.Tr key={l.url}>
+                    <Table.Td>
+                      <Text size="sm" lineClamp={1} style={{ wordBreak: 'break-all' }}>
+                        {l.url}
+                      </Text>
+                    </Table.Td>
+                    <Table.Td ta="right">{formatNumber(l.clicks)}</Table.Td>
+                    <Table.Td ta="right">{formatNumber(l.uniqueClicks)}</Table.Td>
+                  </Table.Tr>
+                ))}
+              </Table.Tbody>
+            </Table>
+          </Table.ScrollContainer>
+        )}
+      </Card>
+    </SimpleGrid>
+  );
+}

@@ -1,0 +1,147 @@
+import { Badge, Button, Card, Group, Select, Stack, Table, Text, TextInput, Title } from '@mantine/core';
+import { useForm } from '@mantine/form';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { api } from '../api.ts';
+import { formatDate } from '../hooks.ts';
+import type { Project, Role } from '../types.ts';
+import { notifySuccess, showApiError } from './forms.ts';
+import { useMe } from './RequireUser.tsx';
+import { Loading, PageError } from './states.tsx';
+
+type Member = { userId: string; email: string; role: Role; createdAt: string };
+type Invitation = { id: string; email: string; role: Role; createdAt: string; expiresAt: string };
+type Members = { members: Member[]; invitations: Invitation[] };
+
+/** Settings → Members: who works on the project and with which role; ADMIN and OWNER invite, change roles and remove (the server enforces it). */
+export function MembersCard({ project }: { project: Project }) {
+  const queryClient = useQueryClient();
+  const me = useMe();
+  const canManage = project.role !== 'MEMBER';
+  const key = [project.id, 'members'];
+  const list = useQuery({ queryKey: key, queryFn: () => api.get<Members>(`/projects/${project.id}/members`) });
+  const refresh = () => void queryClient.invalidateQueries({ queryKey: key });
+  const form = useForm({ mode: 'controlled', initialValues: { email: '', role: 'MEMBER' } });
+  const invite = useMutation({
+    mutationFn: (v: typeof form.values) => api.post<{ status: 'added' | 'invited' }>(`/projects/${project.id}/members`, v),
+    onSuccess: (r, v) => {
+      refresh();
+      form.reset();
+      notifySuccess(r.status === 'added' ? `${v.email} added` : `Invitation sent to ${v.email}`);
+    },
+    onError: (err) => showApiError(err, form),
+  });
+  const changeRole = useMutation({
+    mutationFn: (m: { userId: string; role: string }) => api.patch(`/projects/${project.id}/members/${m.userId}`, { role: m.role }),
+    onSuccess: () => {
+      refresh();
+      notifySuccess('Role changed');
+    },
+    onError: (err) => showApiError(err),
+  });
+  const remove = useMutation({
+    mutationFn: (userId: string) => api.delete(`/projects/${project.id}/members/${userId}`),
+    onSuccess: () => {
+      refresh();
+      notifySuccess('Member removed');
+    },
+    onError: (err) => showApiError(err),
+  });
+  const revoke = useMutation({
+    mutationFn: (id: string) => api.delete(`/projects/${project.id}/invitations/${id}`),
+    onSuccess: () => {
+      refresh();
+      notifySuccess('Invitation revoked');
+    },
+    onError: (err) => showApiError(err),
+  });
+
+  return (
+    <Card withBorder>
+      <Stack gap="md">
+        <Title order={3} size="h4">
+          Members
+        </Title>
+        {list.isPending ? (
+          <Loading />
+        ) : list.error ? (
+          <PageError error={list.error} onRetry={() => void list.refetch()} />
+        ) : (
+          <Table.ScrollContainer minWidth={520}>
+            <Table data-testid="members">
+              <Table.Thead>
+                <Table.Tr>
+                  <Table.Th>Email</Table.Th>
+                  <Table.Th>Role</Table.Th>
+                  <Table.Th>Since</Table.Th>
+                  <Table.Th />
+                </Table.Tr>
+              </Table.Thead>
+              <Table.Tbody>
+                {list.data.members.map((m) => (
+                  <Table.Tr key={m.userId}>
+                    <Table.Td>{m.email}</Table.Td>
+                    <Table.Td>
+                      {canManage && m.role !== 'OWNER' ? (
+                        <Select
+                          aria-label={`Role of ${m.email}`}
+                          size="xs"
+                          w={120}
+                          allowDeselect={false}
+                          data={['ADMIN', 'MEMBER']}
+                          value={m.role}
+                          onChange={(role) => role && role !== m.role && changeRole.mutate({ userId: m.userId, role })}
+                        />
+                      ) : (
+                        <Badge variant="light">{m.role}</Badge>
+                      )}
+                    </Table.Td>
+                    <Table.Td>{formatDate(m.createdAt)}</Table.Td>
+                    <Table.Td>
+                      {m.role !== 'OWNER' && (canManage || m.userId === me.data?.id) && (
+                        <Button size="xs" variant="subtle" color="red" onClick={() => remove.mutate(m.userId)}>
+                          {m.userId === me.data?.id ? 'Leave' : 'Remove'}
+                        </Button>
+                      )}
+                    </Table.Td>
+                  </Table.Tr>
+                ))}
+                {list.data.invitations.map((i) => (
+                  <Table.Tr key={i.id}>
+                    <Table.Td>
+                      {i.email}{' '}
+                      <Text span size="xs" c="dimmed">
+                        (invited, until {formatDate(i.expiresAt)})
+                      </Text>
+                    </Table.Td>
+                    <Table.Td>
+                      <Badge variant="outline">{i.role}</Badge>
+                    </Table.Td>
+                    <Table.Td>{formatDate(i.createdAt)}</Table.Td>
+                    <Table.Td>
+                      {canManage && (
+                        <Button size="xs" variant="subtle" color="red" onClick={() => revoke.mutate(i.id)}>
+                          Revoke
+                        </Button>
+                      )}
+                    </Table.Td>
+                  </Table.Tr>
+                ))}
+              </Table.Tbody>
+            </Table>
+          </Table.ScrollContainer>
+        )}
+        {canManage && (
+          <form onSubmit={form.onSubmit((v) => invite.mutate(v))} noValidate>
+            <Group align="flex-end" gap="sm">
+              <TextInput label="Invite by email" type="email" placeholder="colleague@example.com" w={280} {...form.getInputProps('email')} />
+              <Select label="Role" w={130} allowDeselect={false} data={['MEMBER', 'ADMIN']} {...form.getInputProps('role')} />
+              <Button type="submit" loading={invite.isPending}>
+                Invite
+              </Button>
+            </Group>
+          </form>
+        )}
+      </Stack>
+    </Card>
+  );
+}

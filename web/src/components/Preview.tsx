@@ -1,0 +1,79 @@
+import { Alert, Card, Group, Loader, SegmentedControl, Stack, Text } from '@mantine/core';
+import { useDebouncedValue } from '@mantine/hooks';
+import { keepPreviousData, useQuery } from '@tanstack/react-query';
+import { useState } from 'react';
+import { ApiError, api } from '../api.ts';
+import { useProjectId } from '../hooks.ts';
+import type { Preview } from '../types.ts';
+import { ContactPicker } from './ContactPicker.tsx';
+
+/**
+ * The server renders subject and body for the chosen contact (same sandbox and limits as a send);
+ * the HTML shows in a sandboxed frame that can run no script.
+ */
+export function LivePreview({ subject, body }: { subject: string; body: string }) {
+  const projectId = useProjectId();
+  const [contactId, setContactId] = useState<string | null>(null);
+  const [view, setView] = useState('html');
+  const [input] = useDebouncedValue({ subject, body, contactId }, 400);
+  const preview = useQuery({
+    queryKey: [projectId, 'preview', input],
+    queryFn: () => api.post<Preview>('/templates/preview', { subject: input.subject, body: input.body, contactId: input.contactId ?? undefined }),
+    enabled: input.body.length > 0 || input.subject.length > 0,
+    placeholderData: keepPreviousData,
+    retry: false,
+  });
+  const errors = preview.error instanceof ApiError ? preview.error.errors : [];
+  return (
+    <Card withBorder padding="sm" data-testid="preview">
+      <Stack gap="xs">
+        <Group justify="space-between" align="flex-end" wrap="wrap">
+          <ContactPicker label="Preview as" value={contactId} onChange={setContactId} />
+          <Group gap="xs">
+            {preview.isFetching && <Loader size="xs" aria-label="Rendering" />}
+            <SegmentedControl
+              size="xs"
+              value={view}
+              onChange={setView}
+              data={[
+                { value: 'html', label: 'HTML' },
+                { value: 'text', label: 'Text' },
+              ]}
+            />
+          </Group>
+        </Group>
+        {preview.error ? (
+          <Alert color="red" title="The template does not render" data-testid="preview-error">
+            {errors.length > 0 ? errors.map((e) => <Text key={e.field + e.message} size="sm">{`${e.field}: ${e.message}`}</Text>) : preview.error.message}
+          </Alert>
+        ) : null}
+        {preview.data ? (
+          <>
+            <Text size="sm">
+              <Text span fw={600}>
+                Subject:
+              </Text>{' '}
+              <span data-testid="preview-subject">{preview.data.subject}</span>
+            </Text>
+            {view === 'html' ? (
+              <iframe
+                title="Email preview"
+                sandbox=""
+                srcDoc={preview.data.html}
+                style={{ width: '100%', minHeight: 420, border: '1px solid var(--mantine-color-gray-3)', borderRadius: 6, background: 'white' }}
+              />
+            ) : (
+              <Text component="pre" size="sm" style={{ whiteSpace: 'pre-wrap', minHeight: 420 }}>
+                {preview.data.text}
+              </Text>
+            )}
+          </>
+        ) : !preview.error ? (
+          <Text c="dimmed" size="sm">
+            Write a subject or body to see the preview.
+          </Text>
+        ) : null}
+      </Stack>
+    </Card>
+  );
+}

@@ -1,0 +1,21 @@
+import { useQuery } from '@tanstack/react-query';
+import { Navigate, Outlet, useLocation } from 'react-router';
+import { ApiError, api } from '../api.ts';
+import type { User } from '../types.ts';
+import { Loading, PageError } from './states.tsx';
+
+export function useMe() {
+  return useQuery({ queryKey: ['me'], queryFn: () => api.get<User>('/users/@me'), staleTime: 60_000 });
+}
+
+/** Pages behind the session: without one you go to the login page and come back afterwards. */
+export function RequireUser() {
+  const me = useMe();
+  const location = useLocation();
+  if (me.isPending) return <Loading />;
+  if (me.error instanceof ApiError && me.error.status === 401) {
+    return <Navigate to={`/login?next=${encodeURIComponent(location.pathname + location.search)}`} replace />;
+  }
+  if (me.error) return <PageError error={me.error} onRetry={() => void me.refetch()} />;
+  return <Outlet />;
+}

@@ -1,0 +1,47 @@
+import '@mantine/charts/styles.css';
+import { Sparkline } from '@mantine/charts';
+import { Paper, SimpleGrid, Text } from '@mantine/core';
+import { useQuery } from '@tanstack/react-query';
+import { api } from '../api.ts';
+import { formatNumber, useProjectId } from '../hooks.ts';
+import { Loading, PageError } from './states.tsx';
+
+const METRICS = [
+  ['sent', 'Sent', 'blue'],
+  ['delivered', 'Delivered', 'teal'],
+  ['opened', 'Opened', 'indigo'],
+  ['clicked', 'Clicked', 'grape'],
+  ['bounced', 'Bounced', 'red'],
+] as const;
+type Metric = (typeof METRICS)[number][0];
+type Series = { totals: Partial<Record<Metric, number>>; points: ({ t: string } & Partial<Record<Metric, number>>)[] };
+
+/** The home page's last 7 days: a total and a small daily chart per outcome (GET /analytics/timeseries; loaded with the home page's charts only). */
+export default function WeekSparklines() {
+  const projectId = useProjectId();
+  const to = new Date(Math.ceil(Date.now() / 60_000) * 60_000);
+  const week = useQuery({
+    queryKey: [projectId, 'analytics', 'week'],
+    queryFn: () =>
+      api.get<Series>('/analytics/timeseries', { interval: 'day', from: new Date(to.getTime() - 7 * 86_400_000).toISOString(), to: to.toISOString() }),
+  });
+  if (week.isPending) return <Loading />;
+  if (week.error) return <PageError error={week.error} onRetry={() => void week.refetch()} />;
+  return (
+    <SimpleGrid cols={{ base: 2, sm: 5 }}>
+      {METRICS.map(([key, label, color]) => (
+        <Paper key={key} withBorder p="md">
+          <Text size="xs" c="dimmed" tt="uppercase" fw={600}>
+            {label}
+          </Text>
+          <Text size="xl" fw={700} data-testid={`week-${key}`}>
+            {formatNumber(week.data.totals[key] ?? 0)}
+          </Text>
+          <div role="img" aria-label={`${label} per day`}>
+            <Sparkline h={36} data={week.data.points.map((p) => p[key] ?? 0)} color={color} curveType="linear" fillOpacity={0.3} />
+          </div>
+        </Paper>
+      ))}
+    </SimpleGrid>
+  );
+}

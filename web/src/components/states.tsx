@@ -1,0 +1,71 @@
+import { Alert, Button, Center, Group, Loader, Stack, Text, Title } from '@mantine/core';
+import type { ReactNode } from 'react';
+import { Link } from 'react-router';
+import { ApiError } from '../api.ts';
+
+export function Loading({ label = 'Loading…' }: { label?: string }) {
+  return (
+    <Center py="xl" role="status" aria-live="polite" data-testid="loading">
+      <Group gap="sm">
+        <Loader size="sm" />
+        <Text c="dimmed">{label}</Text>
+      </Group>
+    </Center>
+  );
+}
+
+export function errorMessage(err: unknown): string {
+  if (err instanceof ApiError || err instanceof Error) return err.message;
+  return 'Something went wrong';
+}
+
+export function PageError({ error, onRetry }: { error: unknown; onRetry?: () => void }) {
+  return (
+    <Alert color="red" title="Could not load this page" role="alert">
+      <Stack gap="xs">
+        <Text size="sm">{errorMessage(error)}</Text>
+        {onRetry && (
+          <Group>
+            <Button size="xs" variant="light" color="red" onClick={onRetry}>
+              Try again
+            </Button>
+          </Group>
+        )}
+      </Stack>
+    </Alert>
+  );
+}
+
+export function Empty({ title, children }: { title: string; children?: ReactNode }) {
+  return (
+    <Stack align="center" gap="xs" py="xl" data-testid="empty-state">
+      <Text fw={600}>{title}</Text>
+      {children && (
+        <Text c="dimmed" size="sm" ta="center" maw={460}>
+          {children}
+        </Text>
+      )}
+    </Stack>
+  );
+}
+
+export function NotFound() {
+  return (
+    <Stack align="center" py="xl">
+      <Title order={2}>Page not found</Title>
+      <Text c="dimmed">This page does not exist, or you do not have access to it.</Text>
+      <Button component={Link} to="/">
+        Go to the dashboard
+      </Button>
+    </Stack>
+  );
+}
+
+export function PageHeader({ title, children }: { title: string; children?: ReactNode }) {
+  return (
+    <Group justify="space-between" mb="md" wrap="wrap" gap="sm">
+      <Title order={2}>{title}</Title>
+      {children && <Group gap="sm">{children}</Group>}
+    </Group>
+  );
+}

@@ -1,0 +1,63 @@
+import '@mantine/core/styles.css';
+import '@mantine/notifications/styles.css';
+import { type CSSVariablesResolver, MantineProvider, createTheme } from '@mantine/core';
+import { Notifications } from '@mantine/notifications';
+import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
+import { StrictMode } from 'react';
+import { createRoot } from 'react-dom/client';
+import { RouterProvider } from 'react-router';
+import { ApiError, setUnauthorizedHandler } from './api.ts';
+import { createRouter } from './router.tsx';
+
+const queryClient = new QueryClient({
+  defaultOptions: {
+    queries: {
+      staleTime: 10_000,
+      // A 4xx will not get better by asking again.
+      retry: (count, err) => !(err instanceof ApiError && err.status >= 400 && err.status < 500) && count < 2,
+    },
+  },
+});
+
+const router = createRouter();
+
+// An expired session sends you to the login page, which brings you back here afterwards.
+setUnauthorizedHandler(() => {
+  // window.location, not the router's: the next path must be relative to the /app basename.
+  const path = window.location.pathname.replace(/^\/app(?=\/|$)/, '') || '/';
+  if (['/login', '/signup', '/forgot-password', '/reset-password'].includes(path)) return;
+  queryClient.clear();
+  void router.navigate(`/login?next=${encodeURIComponent(path + window.location.search)}`, { replace: true });
+});
+
+// Shades dark enough for WCAG AA contrast on white (4.5:1): the primary colour's 8th shade and a
+// darker "dimmed" grey than Mantine's default (the axe scan in test/dashboard.a11y.test.ts checks).
+const theme = createTheme({
+  primaryColor: 'indigo',
+  primaryShade: { light: 8, dark: 6 },
+  components: {
+    // A table that scrolls sideways (on a phone) can be scrolled with the keyboard.
+    TableScrollContainer: { defaultProps: { scrollAreaProps: { viewportProps: { tabIndex: 0 } } } },
+    // The × of every dialog has a name for screen readers.
+    Modal: { defaultProps: { closeButtonProps: { 'aria-label': 'Close' } } },
+  },
+  defaultRadius: 'md',
+  fontFamily: 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif',
+});
+
+const cssVariablesResolver: CSSVariablesResolver = () => ({
+  variables: {},
+  light: { '--mantine-color-dimmed': 'var(--mantine-color-gray-7)', '--mantine-color-placeholder': 'var(--mantine-color-gray-6)' },
+  dark: {},
+});
+
+createRoot(document.getElementById('root')!).render(
+  <StrictMode>
+    <MantineProvider theme={theme} cssVariablesResolver={cssVariablesResolver}>
+      <Notifications position="top-right" />
+      <QueryClientProvider client={queryClient}>
+        <RouterProvider router={router} />
+      </QueryClientProvider>
+    </MantineProvider>
+  </StrictMode>,
+);

@@ -1,0 +1,443 @@
+import {
+  ActionIcon,
+  Anchor,
+  Badge,
+  Button,
+  Card,
+  Checkbox,
+  Code,
+  Group,
+  Modal,
+  SegmentedControl,
+  Select,
+  Stack,
+  Switch,
+  Table,
+  Text,
+  TextInput,
+  Timeline,
+  Title,
+} from '@mantine/core';
+import { useForm } from '@mantine/form';
+import { useDebouncedValue, useDisclosure } from '@mantine/hooks';
+import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useCallback, useState } from 'react';
+import { Link, useNavigate, useParams, useSearchParams } from 'react-router';
+import { api } from '../api.ts';
+import { BulkBar, ImportModal, MAX_BULK } from '../components/ContactJobs.tsx';
+import { notifySuccess, showApiError } from '../components/forms.ts';
+import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
+import { formatDate, useProjectId } from '../hooks.ts';
+import type { ActivityItem, Contact, CursorPage } from '../types.ts';
+
+const PAGE_SIZE = 25;
+const SORTS = [
+  { value: 'newest', label: 'Newest first', sort: 'createdAt', dir: 'desc' },
+  { value: 'oldest', label: 'Oldest first', sort: 'createdAt', dir: 'asc' },
+  { value: 'email', label: 'Email A–Z', sort: 'email', dir: 'asc' },
+  { value: 'email-desc', label: 'Email Z–A', sort: 'email', dir: 'desc' },
+] as const;
+
+export function ContactsPage() {
+  const projectId = useProjectId();
+  const [params, setParams] = useSearchParams();
+  const search = params.get('search') ?? '';
+  const subscribed = params.get('subscribed') ?? 'all';
+  const order = SORTS.find((s) => s.value === params.get('order')) ?? SORTS[0];
+  const [searchInput, setSearchInput] = useState(search);
+  const [debounced] = useDebouncedValue(searchInput, 300);
+  // Cursors of the pages before this one, so Previous works without loading more than one page.
+  const [cursors, setCursors] = useState<string[]>([]);
+  const cursor = cursors[cursors.length - 1];
+  const [creating, createModal] = useDisclosure(false);
+  const [importing, importModal] = useDisclosure(false);
+  // Selected rows, kept across pages (ids; at most MAX_BULK can be acted on at once).
+  const [selected, setSelected] = useState<string[]>([]);
+  const clearSelection = useCallback(() => setSelected([]), []);
+
+  if (debounced !== search) {
+    const next = new URLSearchParams(params);
+    if (debounced) next.set('search', debounced);
+    else next.delete('search');
+    setParams(next, { replace: true });
+    setCursors([]);
+    setSelected([]);
+  }
+
+  const list = useQuery({
+    queryKey: [projectId, 'contacts', { search, subscribed, cursor, order: order.value }],
+    queryFn: () =>
+      api.get<CursorPage<Contact>>('/contacts', {
+        limit: PAGE_SIZE,
+        cursor,
+        search: search || undefined,
+        subscribed: subscribed === 'all' ? undefined : subscribed === 'subscribed' ? 'true' : 'false',
+        sort: order.sort,
+        dir: order.dir,
+      }),
+    placeholderData: keepPreviousData,
+  });
+  const [total, setTotal] = useState<number | null>(null);
+  if (list.data?.total !== undefined && list.data.total !== total && cursors.length === 0) setTotal(list.data.total);
+
+  return (
+    <>
+      <PageHeader title="Contacts">
+        <Button variant="default" onClick={importModal.open}>
+          Import CSV
+        </Button>
+        <Button onClick={createModal.open}>New contact</Button>
+      </PageHeader>
+      <Group mb="md" align="flex-end" wrap="wrap">
+        <TextInput
+          label="Search"
+          placeholder="Email address"
+          value={searchInput}
+          onChange={(e) => setSearchInput(e.currentTarget.value)}
+          w={{ base: '100%', sm: 320 }}
+        />
+        <SegmentedControl
+          aria-label="Subscription"
+          value={subscribed}
+          onChange={(v) => {
+            const next = new URLSearchParams(params);
+            if (v === 'all') next.delete('subscribed');
+            else next.set('subscribed', v);
+            setParams(next, { replace: true });
+            setCursors([]);
+            setSelected([]);
+          }}
+          data={[
+            { value: 'all', label: 'All' },
+            { value: 'subscribed', label: 'Subscribed' },
+            { value: 'unsubscribed', label: 'Unsubscribed' },
+          ]}
+        />
+        <Select
+          label="Sort"
+          w={160}
+          allowDeselect={false}
+          data={SORTS.map((s) => ({ value: s.value, label: s.label }))}
+          value={order.value}
+          onChange={(v) => {
+            const next = new URLSearchParams(params);
+            if (!v || v === 'newest') next.delete('order');
+            else next.set('order', v);
+            setParams(next, { replace: true });
+            setCursors([]);
+          }}
+        />
+        {total !== null && (
+          <Text size="sm" c="dimmed" ml="auto">
+            {total.toLocaleString()} contact{total === 1 ? '' : 's'}
+          </Text>
+        )}
+      </Group>
+      {list.isPending ? (
+        <Loading />
+      ) : list.error ? (
+        <PageError error={list.error} onRetry={() => void list.refetch()} />
+      ) : list.data.data.length === 0 ? (
+        <Empty title={search || subscribed !== 'all' ? 'No contacts match' : 'No contacts yet'}>
+          {search || subscribed !== 'all'
+            ? 'Try another search or filter.'
+            : 'Add one here, import a CSV, or send with /v1/send and /v1/track: contacts are created as you go.'}
+        </Empty>
+      ) : (
+        <>
+          {selected.length > 0 && <BulkBar selected={selected} onDone={clearSelection} onClear={clearSelection} />}
+          <Table.ScrollContainer minWidth={560}>
+            <Table striped highlightOnHover>
+              <Table.Thead>
+                <Table.Tr>
+                  <Table.Th w={40}>
+                    <Checkbox
+                      aria-label="Select all contacts on this page"
+                      checked={list.data.data.every((c) => selected.includes(c.id))}
+                      indeterminate={list.data.data.some((c) => selected.includes(c.id)) && !list.data.data.every((c) => selected.includes(c.id))}
+                      onChange={(e) => {
+                        const ids = list.data.data.map((c) => c.id);
+                        setSelected(
+                          e.currentTarget.checked
+                            ? [...selected, ...ids.filter((id) => !selected.includes(id))].slice(0, MAX_BULK)
+                            : selected.filter((id) => !ids.includes(id)),
+                        );
+                      }}
+                    />
+                  </Table.Th>
+                  <Table.Th>Email</Table.Th>
+                  <Table.Th>Status</Table.Th>
+                  <Table.Th>Fields</Table.Th>
+                  <Table.Th>Created</Table.Th>
+                </Table.Tr>
+              </Table.Thead>
+              <Table.Tbody>
+                {list.data.data.map((c) => (
+                  <Table.Tr key={c.id}>
+                    <Table.Td>
+                      <Checkbox
+                        aria-label={`Select ${c.email}`}
+                        checked={selected.includes(c.id)}
+                        onChange={(e) => setSelected(e.currentTarget.checked ? [...selected, c.id] : selected.filter((id) => id !== c.id))}
+                      />
+                    </Table.Td>
+                    <Table.Td>
+                      <Anchor component={Link} to={`/p/${projectId}/contacts/${c.id}`}>
+                        {c.email}
+                      </Anchor>
+                    </Table.Td>
+                    <Table.Td>
+                      <Badge color={c.subscribed ? 'green' : 'gray'} variant="dot">
+                        {c.subscribed ? 'subscribed' : 'unsubscribed'}
+                      </Badge>
+                    </Table.Td>
+                    <Table.Td>{Object.keys(c.data ?? {}).length}</Table.Td>
+                    <Table.Td>{formatDate(c.createdAt)}</Table.Td>
+                  </Table.Tr>
+                ))}
+              </Table.Tbody>
+            </Table>
+          </Table.ScrollContainer>
+          <Group justify="flex-end" mt="md">
+            <Button variant="default" disabled={cursors.length === 0} onClick={() => setCursors(cursors.slice(0, -1))}>
+              Previous
+            </Button>
+            <Button
+              variant="default"
+              disabled={!list.data.hasMore || !list.data.cursor}
+              onClick={() => list.data.cursor && setCursors([...cursors, list.data.cursor])}
+            >
+              Next
+            </Button>
+          </Group>
+        </>
+      )}
+      <CreateContactModal opened={creating} onClose={createModal.close} />
+      <ImportModal opened={importing} onClose={importModal.close} />
+    </>
+  );
+}
+
+type FieldType = 'string' | 'number' | 'boolean';
+
+function typedValue(type: FieldType, raw: string): string | number | boolean {
+  if (type === 'number') return Number(raw);
+  if (type === 'boolean') return raw === 'true';
+  return raw;
+}
+
+function CreateContactModal({ opened, onClose }: { opened: boolean; onClose: () => void }) {
+  const projectId = useProjectId();
+  const navigate = useNavigate();
+  const queryClient = useQueryClient();
+  const form = useForm({
+    mode: 'controlled',
+    initialValues: { email: '', subscribed: true, firstName: '' },
+  });
+  const create = useMutation({
+    mutationFn: (v: typeof form.values) =>
+      api.post<Contact>('/contacts', {
+        email: v.email,
+        subscribed: v.subscribed,
+        ...(v.firstName ? { data: { firstName: v.firstName } } : {}),
+      }),
+    onSuccess: (contact) => {
+      void queryClient.invalidateQueries({ queryKey: [projectId] });
+      form.reset();
+      onClose();
+      notifySuccess('Contact saved');
+      navigate(`/p/${projectId}/contacts/${contact.id}`);
+    },
+    onError: (err) => showApiError(err, form),
+  });
+  return (
+    <Modal opened={opened} onClose={onClose} title="New contact">
+      <form onSubmit={form.onSubmit((v) => create.mutate(v))} noValidate>
+        <Stack>
+          <TextInput label="Email" required {...form.getInputProps('email')} />
+          <TextInput label="First name" description="Stored as data.firstName" {...form.getInputProps('firstName')} />
+          <Checkbox label="Subscribed to marketing email" {...form.getInputProps('subscribed', { type: 'checkbox' })} />
+          <Group justify="flex-end">
+            <Button variant="default" onClick={onClose}>
+              Cancel
+            </Button>
+            <Button type="submit" loading={create.isPending}>
+              Create contact
+            </Button>
+          </Group>
+        </Stack>
+      </form>
+    </Modal>
+  );
+}
+
+export function ContactPage() {
+  const projectId = useProjectId();
+  const { contactId = '' } = useParams();
+  const navigate = useNavigate();
+  const queryClient = useQueryClient();
+  const [confirmDelete, deleteModal] = useDisclosure(false);
+  const contact = useQuery({
+    queryKey: [projectId, 'contact', contactId],
+    queryFn: () => api.get<Contact>(`/contacts/${encodeURIComponent(contactId)}`),
+  });
+  const timeline = useQuery({
+    queryKey: [projectId, 'activity', { contactId }],
+    queryFn: () => api.get<CursorPage<ActivityItem>>('/activity', { contactId, limit: 25 }),
+  });
+  const patch = useMutation({
+    mutationFn: (body: { subscribed?: boolean; data?: Record<string, unknown> }) => api.patch<Contact>(`/contacts/${encodeURIComponent(contactId)}`, body),
+    onSuccess: (updated) => {
+      queryClient.setQueryData([projectId, 'contact', contactId], updated);
+      void queryClient.invalidateQueries({ queryKey: [projectId, 'contacts'] });
+      void queryClient.invalidateQueries({ queryKey: [projectId, 'activity'] });
+    },
+    onError: (err) => showApiError(err),
+  });
+  const remove = useMutation({
+    mutationFn: () => api.delete(`/contacts/${encodeURIComponent(contactId)}`),
+    onSuccess: () => {
+      void queryClient.invalidateQueries({ queryKey: [projectId, 'contacts'] });
+      notifySuccess('Contact deleted');
+      navigate(`/p/${projectId}/contacts`);
+    },
+    onError: (err) => showApiError(err),
+  });
+  const fieldForm = useForm({
+    mode: 'controlled',
+    initialValues: { key: '', type: 'string' as FieldType, value: '' },
+    validate: {
+      key: (v) => (v.trim() ? null : 'Name the field'),
+      value: (v, values) => (values.type === 'number' && Number.isNaN(Number(v)) ? 'Enter a number' : null),
+    },
+  });
+
+  if (contact.isPending) return <Loading />;
+  if (contact.error) return <PageError error={contact.error} onRetry={() => void contact.refetch()} />;
+  const c = contact.data;
+  const entries = Object.entries(c.data ?? {});
+
+  return (
+    <Stack>
+      <Group justify="space-between" wrap="wrap">
+        <div>
+          <Anchor component={Link} to={`/p/${projectId}/contacts`} size="sm">
+            ← Contacts
+          </Anchor>
+          <Title order={2}>{c.email}</Title>
+          <Text size="sm" c="dimmed">
+            Created {formatDate(c.createdAt)} · <Code>{c.id}</Code>
+          </Text>
+        </div>
+        <Group>
+          <Switch
+            label="Subscribed"
+            checked={c.subscribed}
+            disabled={patch.isPending}
+            onChange={(e) => patch.mutate({ subscribed: e.currentTarget.checked })}
+          />
+          <Button color="red" variant="light" onClick={deleteModal.open}>
+            Delete
+          </Button>
+        </Group>
+      </Group>
+
+      <Card withBorder>
+        <Title order={3} size="h4" mb="sm">
+          Data
+        </Title>
+        {entries.length === 0 ? (
+          <Text c="dimmed" size="sm">
+            No custom fields yet.
+          </Text>
+        ) : (
+          <Table.ScrollContainer minWidth={400}>
+            <Table>
+              <Table.Thead>
+                <Table.Tr>
+                  <Table.Th>Field</Table.Th>
+                  <Table.Th>Value</Table.Th>
+                  <Table.Th w={60}>
+                    <span aria-hidden />
+                  </Table.Th>
+                </Table.Tr>
+              </Table.Thead>
+              <Table.Tbody>
+                {entries.map(([k, v]) => (
+                  <Table.Tr key={k}>
+                    <Table.Td>
+                      <Code>{k}</Code>
+                    </Table.Td>
+                    <Table.Td style={{ wordBreak: 'break-all' }}>{typeof v === 'string' ? v : JSON.stringify(v)}</Table.Td>
+                    <Table.Td>
+                      <ActionIcon variant="subtle" color="red" aria-label={`Remove ${k}`} onClick={() => patch.mutate({ data: { [k]: null } })}>
+                        ×
+                      </ActionIcon>
+                    </Table.Td>
+                  </Table.Tr>
+                ))}
+              </Table.Tbody>
+            </Table>
+          </Table.ScrollContainer>
+        )}
+        <form
+          onSubmit={fieldForm.onSubmit((v) => patch.mutate({ data: { [v.key.trim()]: typedValue(v.type, v.value) } }, { onSuccess: () => fieldForm.reset() }))}
+          noValidate
+        >
+          <Group mt="md" align="flex-start" wrap="wrap">
+            <TextInput label="Field" placeholder="plan" {...fieldForm.getInputProps('key')} />
+            <Select label="Type" w={120} allowDeselect={false} data={['string', 'number', 'boolean']} {...fieldForm.getInputProps('type')} />
+            {fieldForm.values.type === 'boolean' ? (
+              <Select label="Value" w={120} data={['true', 'false']} {...fieldForm.getInputProps('value')} />
+            ) : (
+              <TextInput label="Value" {...fieldForm.getInputProps('value')} />
+            )}
+            <Button type="submit" mt={25} variant="light" loading={patch.isPending}>
+              Set field
+            </Button>
+          </Group>
+        </form>
+      </Card>
+
+      <Card withBorder>
+        <Title order={3} size="h4" mb="sm">
+          Events and emails
+        </Title>
+        {timeline.isPending ? (
+          <Loading />
+        ) : timeline.error ? (
+          <PageError error={timeline.error} onRetry={() => void timeline.refetch()} />
+        ) : timeline.data.data.length === 0 ? (
+          <Text c="dimmed" size="sm">
+            Nothing has happened to this contact yet.
+          </Text>
+        ) : (
+          <Timeline bulletSize={14} lineWidth={2}>
+            {timeline.data.data.map((a) => (
+              <Timeline.Item key={a.id} title={a.eventName ?? a.type}>
+                <Text size="sm">{a.subject ?? ''}</Text>
+                <Text size="xs" c="dimmed">
+                  {formatDate(a.occurredAt)}
+                </Text>
+              </Timeline.Item>
+            ))}
+          </Timeline>
+        )}
+      </Card>
+
+      <Modal opened={confirmDelete} onClose={deleteModal.close} title="Delete this contact?">
+        <Stack>
+          <Text size="sm">{c.email} and its custom data are deleted. This cannot be undone.</Text>
+          <Group justify="flex-end">
+            <Button variant="default" onClick={deleteModal.close}>
+              Cancel
+            </Button>
+            <Button color="red" loading={remove.isPending} onClick={() => remove.mutate()}>
+              Delete contact
+            </Button>
+          </Group>
+        </Stack>
+      </Modal>
+    </Stack>
+  );
+}

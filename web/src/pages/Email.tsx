@@ -1,0 +1,165 @@
+import { Anchor, Badge, Card, Code, Group, ScrollArea, Stack, Table, Text, Title } from '@mantine/core';
+import { useQuery } from '@tanstack/react-query';
+import { Link, useParams } from 'react-router';
+import { ApiError, api } from '../api.ts';
+import { Loading, PageError } from '../components/states.tsx';
+import { formatDate, useProjectId } from '../hooks.ts';
+
+/** One email: its status and what happened when (from GET /emails/:id), the SMTP answer of a failure, and the raw message when it was captured. */
+
+type EmailRecord = {
+  id: string;
+  contactId: string | null;
+  to: string;
+  from: string;
+  fromName: string | null;
+  subject: string;
+  type: string;
+  status: string;
+  error: string | null;
+  campaignId: string | null;
+  workflowId: string | null;
+  messageId: string | null;
+  attempts: number;
+  openCount: number;
+  clickCount: number;
+  createdAt: string;
+  sentAt: string | null;
+  deliveredAt: string | null;
+  openedAt: string | null;
+  clickedAt: string | null;
+  bouncedAt: string | null;
+  complainedAt: string | null;
+};
+
+const STATUS_COLORS: Record<string, string> = {
+  SENT: 'blue',
+  DELIVERED: 'teal',
+  BOUNCED: 'red',
+  COMPLAINED: 'red',
+  FAILED: 'red',
+  QUEUED: 'gray',
+  SENDING: 'yellow',
+};
+
+export function EmailPage() {
+  const projectId = useProjectId();
+  const { emailId = '' } = useParams();
+  const email = useQuery({ queryKey: [projectId, 'email', emailId], queryFn: () => api.get<EmailRecord>(`/emails/${emailId}`) });
+  // The stored source exists only for captured mail (no SMTP_URL): 404 otherwise, shown as "not stored".
+  const raw = useQuery({
+    queryKey: [projectId, 'email-raw', emailId],
+    queryFn: () =>
+      api.text(`/emails/${encodeURIComponent(emailId)}/raw`).catch((err: unknown) => {
+        if (err instanceof ApiError && err.status === 404) return null;
+        throw err;
+      }),
+    enabled: email.isSuccess,
+  });
+  if (email.isPending) return <Loading />;
+  if (email.error) return <PageError error={email.error} onRetry={() => void email.refetch()} />;
+  const e = email.data;
+  const history = (
+    [
+      ['Queued', e.createdAt],
+      ['Sent', e.sentAt],
+      ['Delivered', e.deliveredAt],
+      ['First opened', e.openedAt],
+      ['First clicked', e.clickedAt],
+      ['Bounced', e.bouncedAt],
+      ['Complained', e.complainedAt],
+    ] as const
+  ).filter(([, at]) => at);
+  return (
+    <Stack>
+      <div>
+        <Anchor component={Link} to={`/p/${projectId}/activity`} size="sm">
+          ← Activity
+        </Anchor>
+        <Group gap="sm">
+          <Title order={2}>{e.subject || '(no subject)'}</Title>
+          <Badge color={STATUS_COLORS[e.status] ?? 'gray'} variant="light" data-testid="email-status">
+            {e.status}
+          </Badge>
+        </Group>
+        <Text size="sm" c="dimmed">
+          To{' '}
+          {e.contactId ? (
+            <Anchor component={Link} to={`/p/${projectId}/contacts/${e.contactId}`}>
+              {e.to}
+            </Anchor>
+          ) : (
+            e.to
+          )}{' '}
+          from {e.fromName ? `${e.fromName} <${e.from}>` : e.from} · {e.type.toLowerCase()}
+          {e.campaignId && (
+            <>
+              {' · '}
+              <Anchor component={Link} to={`/p/${projectId}/campaigns/${e.campaignId}/report`}>
+                campaign
+              </Anchor>
+            </>
+          )}
+          {e.workflowId && (
+            <>
+              {' · '}
+              <Anchor component={Link} to={`/p/${projectId}/workflows/${e.workflowId}`}>
+                workflow
+              </Anchor>
+            </>
+          )}
+        </Text>
+      </div>
+      {e.error && (
+        <Card withBorder>
+          <Text fw={600} size="sm">
+            {e.status === 'BOUNCED' || e.status === 'FAILED' ? 'The server answered' : 'Last error'}
+          </Text>
+          <Code block data-testid="email-error">
+            {e.error}
+          </Code>
+        </Card>
+      )}
+      <Card withBorder>
+        <Title order={3} size="h4" mb="sm">
+          What happened
+        </Title>
+        <Table data-testid="email-history">
+          <Table.Tbody>
+            {history.map(([label, at]) => (
+              <Table.Tr key={label}>
+                <Table.Td>{label}</Table.Td>
+                <Table.Td>{formatDate(at)}</Table.Td>
+              </Table.Tr>
+            ))}
+          </Table.Tbody>
+        </Table>
+        <Text size="xs" c="dimmed" mt="xs">
+          {e.attempts} delivery attempt{e.attempts === 1 ? '' : 's'} · {e.openCount} open{e.openCount === 1 ? '' : 's'} · {e.clickCount} click
+          {e.clickCount === 1 ? '' : 's'}
+          {e.messageId ? ` · Message-ID ${e.messageId}` : ''}
+        </Text>
+      </Card>
+      <Card withBorder>
+        <Title order={3} size="h4" mb="sm">
+          Message source
+        </Title>
+        {raw.isPending ? (
+          <Loading />
+        ) : raw.error ? (
+          <PageError error={raw.error} onRetry={() => void raw.refetch()} />
+        ) : raw.data === null ? (
+          <Text size="sm" c="dimmed">
+            Not stored: Herald keeps the source of captured mail only (when SMTP_URL is not set).
+          </Text>
+        ) : (
+          <ScrollArea.Autosize mah={480} type="auto">
+            <Code block data-testid="email-raw">
+              {raw.data}
+            </Code>
+          </ScrollArea.Autosize>
+        )}
+      </Card>
+    </Stack>
+  );
+}

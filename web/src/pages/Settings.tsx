@@ -1,0 +1,162 @@
+import { ActionIcon, Button, Card, Code, Group, Modal, Select, Stack, Text, TextInput, Textarea, Title, Tooltip } from '@mantine/core';
+import { useForm } from '@mantine/form';
+import { useMutation, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { api } from '../api.ts';
+import { Copy } from '../components/Copy.tsx';
+import { BillingCapsCard } from '../components/BillingCaps.tsx';
+import { MembersCard } from '../components/Members.tsx';
+import { useProject } from '../components/ProjectLayout.tsx';
+import { notifySuccess, showApiError } from '../components/forms.ts';
+import { PageHeader } from '../components/states.tsx';
+import type { Project } from '../types.ts';
+
+function KeyRow({ label, value, secret, help }: { label: string; value: string | undefined; secret: boolean; help: string }) {
+  const [shown, setShown] = useState(!secret);
+  return (
+    <Stack gap={4}>
+      <Text fw={500} size="sm">
+        {label}
+      </Text>
+      <Text size="xs" c="dimmed">
+        {help}
+      </Text>
+      {value ? (
+        <Group gap="xs" wrap="nowrap">
+          <Code data-testid={`key-${label.toLowerCase().replace(/\s+/g, '-')}`} style={{ wordBreak: 'break-all', flex: 1 }}>
+            {shown ? value : `${value.slice(0, 3)}${'•'.repeat(24)}`}
+          </Code>
+          {secret && (
+            <Tooltip label={shown ? 'Hide' : 'Reveal'}>
+              <ActionIcon variant="default" aria-label={shown ? `Hide ${label}` : `Reveal ${label}`} onClick={() => setShown(!shown)}>
+                {shown ? '◉' : '◎'}
+              </ActionIcon>
+            </Tooltip>
+          )}
+          <Copy value={value} label={`Copy ${label}`} />
+        </Group>
+      ) : (
+        <Text size="sm" c="dimmed">
+          Shown only when created or rotated. Rotate the keys to get a new one.
+        </Text>
+      )}
+    </Stack>
+  );
+}
+
+export function SettingsPage() {
+  const project = useProject();
+  const queryClient = useQueryClient();
+  const canManage = project.role !== 'MEMBER';
+  const [confirmRotate, setConfirmRotate] = useState(false);
+  const [rotated, setRotated] = useState<Project | null>(null);
+  const form = useForm({
+    mode: 'controlled',
+    initialValues: { name: project.name, tracking: project.tracking, language: project.language, postalAddress: project.postalAddress ?? '' },
+  });
+  const save = useMutation({
+    mutationFn: (v: typeof form.values) => api.patch<Project>(`/users/@me/projects/${project.id}`, v),
+    onSuccess: () => {
+      void queryClient.invalidateQueries({ queryKey: ['projects'] });
+      form.resetDirty();
+      notifySuccess('Settings saved');
+    },
+    onError: (err) => showApiError(err, form),
+  });
+  const rotate = useMutation({
+    mutationFn: () => api.post<Project>(`/users/@me/projects/${project.id}/regenerate-keys`),
+    onSuccess: (p) => {
+      setRotated(p);
+      setConfirmRotate(false);
+      void queryClient.invalidateQueries({ queryKey: ['projects'] });
+      notifySuccess('New keys issued; the old ones no longer work');
+    },
+    onError: (err) => showApiError(err),
+  });
+  const keys = rotated ?? project;
+  return (
+    <Stack>
+      <PageHeader title="Settings" />
+      <Card withBorder>
+        <form onSubmit={form.onSubmit((v) => save.mutate(v))} noValidate>
+          <Stack gap="sm" maw={520}>
+            <Title order={3} size="h4">
+              Project
+            </Title>
+            <TextInput label="Name" disabled={!canManage} {...form.getInputProps('name')} />
+            <Select
+              label="Open and click tracking"
+              allowDeselect={false}
+              disabled={!canManage}
+              data={[
+                { value: 'ENABLED', label: 'All email' },
+                { value: 'MARKETING_ONLY', label: 'Marketing email only' },
+                { value: 'DISABLED', label: 'Off' },
+              ]}
+              {...form.getInputProps('tracking')}
+            />
+            <TextInput
+              label="Language"
+              description="Default language of the unsubscribe footer and pages, e.g. en, de, fr"
+              disabled={!canManage}
+              {...form.getInputProps('language')}
+            />
+            <Textarea
+              label="Postal address"
+              description="Printed in the footer of marketing email, as bulk-mail rules in the US and EU expect"
+              autosize
+              minRows={2}
+              maxLength={500}
+              disabled={!canManage}
+              {...form.getInputProps('postalAddress')}
+            />
+            {canManage && (
+              <Group>
+                <Button type="submit" loading={save.isPending} disabled={!form.isDirty()}>
+                  Save
+                </Button>
+              </Group>
+            )}
+          </Stack>
+        </form>
+      </Card>
+      <Card withBorder>
+        <Stack gap="md">
+          <Group justify="space-between">
+            <Title order={3} size="h4">
+              API keys
+            </Title>
+            {canManage && (
+              <Button color="red" variant="light" size="xs" onClick={() => setConfirmRotate(true)}>
+                Rotate keys…
+              </Button>
+            )}
+          </Group>
+          <KeyRow label="Secret key" value={keys.secretKey} secret help="For your servers: authenticates every API endpoint. Never ship it to a browser." />
+          <KeyRow label="Public key" value={keys.publicKey} secret={false} help="Safe in web pages and apps: only accepted by /v1/track." />
+          <Text size="xs" c="dimmed">
+            Project id: <Code>{project.id}</Code>
+          </Text>
+        </Stack>
+      </Card>
+      <MembersCard project={project} />
+      <BillingCapsCard project={project} />
+      <Modal opened={confirmRotate} onClose={() => setConfirmRotate(false)} title="Rotate both API keys?">
+        <Stack>
+          <Text size="sm">
+            New secret and public keys are issued and the current ones stop working immediately, in every running process. Update your servers and pages right
+            after.
+          </Text>
+          <Group justify="flex-end">
+            <Button variant="default" onClick={() => setConfirmRotate(false)}>
+              Cancel
+            </Button>
+            <Button color="red" loading={rotate.isPending} onClick={() => rotate.mutate()}>
+              Rotate keys
+            </Button>
+          </Group>
+        </Stack>
+      </Modal>
+    </Stack>
+  );
+}

@@ -1,0 +1,365 @@
+import { Anchor, Badge, Button, Card, Group, Pagination, Select, Stack, Switch, Table, Text, TextInput, Title } from '@mantine/core';
+import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { Link, useParams, useSearchParams } from 'react-router';
+import { api } from '../api.ts';
+import { notifySuccess, showApiError } from '../components/forms.ts';
+import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
+import { formatDate, formatNumber, useProjectId } from '../hooks.ts';
+import type { CursorPage, NumberedPage } from '../types.ts';
+
+/** Workflows, read-mostly: the list with enable/disable, one workflow's graph with per-step counts, its executions. Building graphs is the API's (and a later page's) job. */
+
+type Workflow = { id: string; name: string; description: string | null; eventName: string; enabled: boolean; allowReentry: boolean; updatedAt: string };
+type StepCounts = { entered: number; completed: number; waiting: number; failed: number };
+type Step = { id: string; type: string; name: string | null; config: Record<string, unknown>; counts: StepCounts };
+type Transition = { id: string; fromStepId: string; toStepId: string; branch: string | null };
+type WorkflowDetail = Workflow & { steps: Step[]; transitions: Transition[]; activeExecutions: number };
+type Execution = {
+  id: string;
+  contact: { id: string; email: string } | null;
+  status: string;
+  currentStepId: string | null;
+  waitingFor: string | null;
+  dueAt: string | null;
+  exitReason: string | null;
+  error: string | null;
+  startedAt: string;
+};
+
+const STATUS_COLORS: Record<string, string> = {
+  RUNNING: 'blue',
+  WAITING: 'yellow',
+  COMPLETED: 'green',
+  EXITED: 'gray',
+  FAILED: 'red',
+  CANCELLED: 'gray',
+};
+const EXECUTION_STATUSES = ['RUNNING', 'WAITING', 'COMPLETED', 'EXITED', 'FAILED', 'CANCELLED'];
+
+function useToggleWorkflow(projectId: string) {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: (w: { id: string; enabled: boolean }) => api.patch<Workflow>(`/workflows/${w.id}`, { enabled: w.enabled }),
+    onSuccess: (w) => {
+      void queryClient.invalidateQueries({ queryKey: [projectId, 'workflows'] });
+      notifySuccess(`${w.name} ${w.enabled ? 'enabled' : 'disabled'}`);
+    },
+    onError: (err) => showApiError(err),
+  });
+}
+
+export function WorkflowsPage() {
+  const projectId = useProjectId();
+  const [params, setParams] = useSearchParams();
+  const page = Math.max(1, Number(params.get('page')) || 1);
+  const search = params.get('search') ?? '';
+  const setParam = (key: string, value: string) => {
+    const next = new URLSearchParams(params);
+    if (value) next.set(key, value);
+    else next.delete(key);
+    if (key !== 'page') next.delete('page');
+    setParams(next, { replace: true });
+  };
+  const list = useQuery({
+    queryKey: [projectId, 'workflows', 'list', { page, search }],
+    queryFn: () => api.get<NumberedPage<Workflow>>('/workflows', { page, pageSize: 25, search }),
+  });
+  const toggle = useToggleWorkflow(projectId);
+
+  return (
+    <>
+      <PageHeader title="Workflows" />
+      <TextInput
+        label="Search"
+        placeholder="Name, description or trigger event"
+        defaultValue={search}
+        onChange={(e) => setParam('search', e.currentTarget.value)}
+        maw={420}
+        mb="md"
+      />
+      {list.isPending ? (
+        <Loading />
+      ) : list.error ? (
+        <PageError error={list.error} onRetry={() => void list.refetch()} />
+      ) : list.data.data.length === 0 ? (
+        <Empty title={search ? 'No workflow matches' : 'No workflows yet'}>
+          Workflows are built with the API (POST /workflows, then its steps and transitions); they show up here to watch and switch on or off.
+        </Empty>
+      ) : (
+        <>
+          <Table.ScrollContainer minWidth={560}>
+            <Table striped>
+              <Table.Thead>
+                <Table.Tr>
+                  <Table.Th>Name</Table.Th>
+                  <Table.Th>Trigger event</Table.Th>
+                  <Table.Th>Updated</Table.Th>
+                  <Table.Th>Enabled</Table.Th>
+                </Table.Tr>
+              </Table.Thead>
+              <Table.Tbody>
+                {list.data.data.map((w) => (
+                  <Table.Tr key={w.id}>
+                    <Table.Td>
+                      <Anchor component={Link} to={`/p/${projectId}/workflows/${w.id}`}>
+                        {w.name}
+                      </Anchor>
+                    </Table.Td>
+                    <Table.Td>
+                      <Text ff="monospace" size="sm">
+                        {w.eventName}
+                      </Text>
+                    </Table.Td>
+                    <Table.Td>{formatDate(w.updatedAt)}</Table.Td>
+                    <Table.Td>
+                      <Switch
+                        aria-label={`Enable ${w.name}`}
+                        checked={w.enabled}
+                        disabled={toggle.isPending}
+                        onChange={(e) => toggle.mutate({ id: w.id, enabled: e.currentTarget.checked })}
+                      />
+                    </Table.Td>
+                  </Table.Tr>
+                ))}
+              </Table.Tbody>
+            </Table>
+          </Table.ScrollContainer>
+          {list.data.totalPages > 1 && <Pagination mt="md" total={list.data.totalPages} value={page} onChange={(p) => setParam('page', String(p))} />}
+        </>
+      )}
+    </>
+  );
+}
+
+/** Steps in the order a contact meets them (breadth-first from the trigger), then any step the trigger cannot reach. */
+function orderSteps(steps: Step[], transitions: Transition[]): Step[] {
+  const trigger = steps.find((s) => s.type === 'TRIGGER');
+  const byId = new Map(steps.map((s) => [s.id, s]));
+  const seen = new Set<string>();
+  const queue = trigger ? [trigger.id] : [];
+  const ordered: Step[] = [];
+  while (queue.length > 0) {
+    const id = queue.shift()!;
+    if (seen.has(id) || !byId.has(id)) continue;
+    seen.add(id);
+    ordered.push(byId.get(id)!);
+    for (const t of transitions) if (t.fromStepId === id) queue.push(t.toStepId);
+  }
+  return [...ordered, ...steps.filter((s) => !seen.has(s.id))];
+}
+
+function stepSummary(step: Step): string {
+  const c = step.config;
+  switch (step.type) {
+    case 'TRIGGER':
+      return 'Entry';
+    case 'SEND_EMAIL':
+      return c.templateId ? `template ${String(c.templateId)}` : 'no template yet';
+    case 'DELAY':
+      return `${String(c.amount ?? c.duration ?? '')} ${String(c.unit ?? '')}`.trim();
+    case 'WAIT_FOR_EVENT':
+      return `${String(c.eventName ?? '')}${c.timeout ? `, timeout ${JSON.stringify(c.timeout)}` : ''}`;
+    case 'WEBHOOK':
+      return String(c.url ?? '');
+    default:
+      return '';
+  }
+}
+
+export function WorkflowPage() {
+  const projectId = useProjectId();
+  const { workflowId = '' } = useParams();
+  const [params, setParams] = useSearchParams();
+  const status = EXECUTION_STATUSES.includes(params.get('status') ?? '') ? params.get('status')! : null;
+  const queryClient = useQueryClient();
+  const workflow = useQuery({
+    queryKey: [projectId, 'workflows', workflowId],
+    queryFn: () => api.get<WorkflowDetail>(`/workflows/${workflowId}`),
+  });
+  const executions = useInfiniteQuery({
+    queryKey: [projectId, 'workflows', workflowId, 'executions', status],
+    queryFn: ({ pageParam }) =>
+      api.get<CursorPage<Execution>>(`/workflows/${workflowId}/executions`, { limit: 50, cursor: pageParam, status: status ?? undefined }),
+    initialPageParam: undefined as string | undefined,
+    getNextPageParam: (last) => (last.hasMore && last.cursor ? last.cursor : undefined),
+  });
+  const toggle = useToggleWorkflow(projectId);
+  const cancel = useMutation({
+    mutationFn: (executionId: string) => api.delete(`/workflows/${workflowId}/executions/${executionId}`),
+    onSuccess: () => {
+      void queryClient.invalidateQueries({ queryKey: [projectId, 'workflows', workflowId] });
+      notifySuccess('Execution cancelled');
+    },
+    onError: (err) => showApiError(err),
+  });
+
+  if (workflow.isPending) return <Loading />;
+  if (workflow.error) return <PageError error={workflow.error} onRetry={() => void workflow.refetch()} />;
+  const w = workflow.data;
+  const steps = orderSteps(w.steps, w.transitions);
+  const stepName = new Map(w.steps.map((s) => [s.id, s.name ?? s.type]));
+  const items = executions.data?.pages.flatMap((p) => p.data) ?? [];
+
+  return (
+    <Stack>
+      <PageHeader title={w.name}>
+        <Switch
+          label="Enabled"
+          checked={w.enabled}
+          disabled={toggle.isPending}
+          onChange={(e) => toggle.mutate({ id: w.id, enabled: e.currentTarget.checked })}
+        />
+      </PageHeader>
+      <Text c="dimmed">
+        Starts when a contact triggers{' '}
+        <Text span ff="monospace">
+          {w.eventName}
+        </Text>
+        {w.allowReentry ? ', every time' : ', once per contact'}. {formatNumber(w.activeExecutions)} in progress.
+      </Text>
+      <Card withBorder padding="lg">
+        <Title order={3} size="h4" mb="sm">
+          Steps
+        </Title>
+        <Table.ScrollContainer minWidth={640}>
+          <Table data-testid="workflow-steps">
+            <Table.Thead>
+              <Table.Tr>
+                <Table.Th>Step</Table.Th>
+                <Table.Th>Then</Table.Th>
+                <Table.Th ta="right">Entered</Table.Th>
+                <Table.Th ta="right">Completed</Table.Th>
+                <Table.Th ta="right">Waiting</Table.Th>
+                <Table.Th ta="right">Failed</Table.Th>
+              </Table.Tr>
+            </Table.Thead>
+            <Table.Tbody>
+              {steps.map((s) => (
+                <Table.Tr key={s.id}>
+                  <Table.Td>
+                    <Group gap="xs" wrap="nowrap">
+                      <Badge variant="light">{s.type}</Badge>
+                      <div>
+                        <Text size="sm">{s.name ?? ''}</Text>
+                        <Text size="xs" c="dimmed">
+                          {stepSummary(s)}
+                        </Text>
+                      </div>
+                    </Group>
+                  </Table.Td>
+                  <Table.Td>
+                    <Text size="sm">
+                      {w.transitions
+                        .filter((t) => t.fromStepId === s.id)
+                        .map((t) => `${t.branch ? `${t.branch}: ` : ''}${stepName.get(t.toStepId) ?? '?'}`)
+                        .join(', ') || '—'}
+                    </Text>
+                  </Table.Td>
+                  <Table.Td ta="right">{formatNumber(s.counts.entered)}</Table.Td>
+                  <Table.Td ta="right">{formatNumber(s.counts.completed)}</Table.Td>
+                  <Table.Td ta="right">{formatNumber(s.counts.waiting)}</Table.Td>
+                  <Table.Td ta="right">{formatNumber(s.counts.failed)}</Table.Td>
+                </Table.Tr>
+              ))}
+            </Table.Tbody>
+          </Table>
+        </Table.ScrollContainer>
+      </Card>
+      <Card withBorder padding="lg">
+        <Group justify="space-between" mb="sm">
+          <Title order={3} size="h4">
+            Executions
+          </Title>
+          <Select
+            aria-label="Execution status"
+            size="xs"
+            w={180}
+            placeholder="Any status"
+            clearable
+            value={status}
+            data={EXECUTION_STATUSES}
+            onChange={(v) => {
+              const next = new URLSearchParams(params);
+              if (v) next.set('status', v);
+              else next.delete('status');
+              setParams(next, { replace: true });
+            }}
+          />
+        </Group>
+        {executions.isPending ? (
+          <Loading />
+        ) : executions.error ? (
+          <PageError error={executions.error} onRetry={() => void executions.refetch()} />
+        ) : items.length === 0 ? (
+          <Empty title="No executions">Contacts that trigger the workflow while it is enabled appear here.</Empty>
+        ) : (
+          <Table.ScrollContainer minWidth={640}>
+            <Table data-testid="workflow-executions">
+              <Table.Thead>
+                <Table.Tr>
+                  <Table.Th>Contact</Table.Th>
+                  <Table.Th>Status</Table.Th>
+                  <Table.Th>At step</Table.Th>
+                  <Table.Th>Started</Table.Th>
+                  <Table.Th />
+                </Table.Tr>
+              </Table.Thead>
+              <Table.Tbody>
+                {items.map((x) => (
+                  <Table.Tr key={x.id}>
+                    <Table.Td>
+                      {x.contact ? (
+                        <Anchor component={Link} to={`/p/${projectId}/contacts/${x.contact.id}`}>
+                          {x.contact.email}
+                        </Anchor>
+                      ) : (
+                        '—'
+                      )}
+                    </Table.Td>
+                    <Table.Td>
+                      <Badge color={STATUS_COLORS[x.status] ?? 'gray'} variant="light">
+                        {x.status}
+                      </Badge>
+                      {(x.error ?? x.exitReason) && (
+                        <Text size="xs" c="dimmed">
+                          {x.error ?? x.exitReason}
+                        </Text>
+                      )}
+                    </Table.Td>
+                    <Table.Td>
+                      {x.currentStepId ? (stepName.get(x.currentStepId) ?? '—') : '—'}
+                      {x.dueAt && (
+                        <Text size="xs" c="dimmed">
+                          until {formatDate(x.dueAt)}
+                        </Text>
+                      )}
+                    </Table.Td>
+                    <Table.Td>{formatDate(x.startedAt)}</Table.Td>
+                    <Table.Td>
+                      {(x.status === 'RUNNING' || x.status === 'WAITING') && (
+                        <Button
+                          size="xs"
+                          variant="light"
+                          color="red"
+                          loading={cancel.isPending && cancel.variables === x.id}
+                          onClick={() => cancel.mutate(x.id)}
+                        >
+                          Cancel
+                        </Button>
+                      )}
+                    </Table.Td>
+                  </Table.Tr>
+                ))}
+              </Table.Tbody>
+            </Table>
+          </Table.ScrollContainer>
+        )}
+        {executions.hasNextPage && (
+          <Button mt="md" variant="default" loading={executions.isFetchingNextPage} onClick={() => void executions.fetchNextPage()}>
+            Load more
+          </Button>
+        )}
+      </Card>
+    </Stack>
+  );
+}
