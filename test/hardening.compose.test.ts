@@ -62,7 +62,6 @@ async function slowestHealthDuring<T>(work: Promise<T>): Promise<{ result: T; sl
 
 describe('one email cannot stall the server', () => {
   test('90 KB of unclosed <a tags is tracked in linear time; /health keeps answering within 100 ms', async () => {
-    const started = performance.now();
     const { result, slowest } = await slowestHealthDuring(
       (async () => {
         const res = await b.sk.post('/v1/send', {
@@ -75,8 +74,9 @@ describe('one email cannot stall the server', () => {
         return waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT', 'FAILED'], 10_000);
       })(),
     );
+    // SENT proves the linear time: composing runs under a 3 s hard limit, and the quadratic
+    // rewrite took 12 s for this body. (Wall time is not asserted: a shared CI box stretches it.)
     assert.equal(result.status, 'SENT', result.error);
-    assert.ok(performance.now() - started < 5000, 'sent within seconds');
     assert.ok(slowest < idle + STALL_MS, `/health kept answering (slowest ${slowest.toFixed(0)} ms, idle ${idle.toFixed(0)} ms)`);
     const msg = env.sink.messages.find((m) => m.envelope.to.includes('stall@example.com'));
     assert.ok(msg);
@@ -148,6 +148,9 @@ describe('the compose threads', () => {
     try {
       const chain = Array.from({ length: 300 }, () => 'sort | reverse').join(' | ');
       const big = Array.from({ length: 30_000 }, (_, i) => (i * 7919) % 100_003).join(',');
+      // Start the thread first: loading the renderer on a loaded machine can take seconds, and it
+      // happens before the limit's clock starts.
+      assert.equal((await pool.compose({ subject: 'warm', body: 'up', vars: {}, footer: null, tracking: null })).subject, 'warm');
       const started = performance.now();
       await assert.rejects(
         pool.compose({ subject: 's', body: `{% assign a = big | split: "," %}{{ a | ${chain} | size }}`, vars: { big }, footer: null, tracking: null }),
