@@ -137,6 +137,8 @@ export type Project = {
   language: string;
   webhookSecret: string;
   timezone: string;
+  /** Printed in the footer of MARKETING mail */
+  postalAddress: string | null;
   role: "OWNER" | "ADMIN" | "MEMBER";
   createdAt: string;
   updatedAt: string;

@@ -1,22 +1,13 @@
 /**
- * The dashboard's one door to the API: same-origin fetch with the session cookie, `X-Project-Id`
- * for project endpoints, JSON in and out, and the spec's error body turned into an ApiError.
- * (When the typed SDK from sdk/ exists, it replaces this module.)
+ * The dashboard's one door to the API: the typed client from sdk/ (`@herald/client`) over a same-origin
+ * fetch that sends the session cookie, `X-Project-Id` for project endpoints, reports an ended session,
+ * and turns a network failure into a HeraldError like any other.
  */
+import { createHerald, HeraldError } from '@herald/client';
+
+export { HeraldError };
 
 export type FieldError = { field: string; message: string; code: string };
-
-export class ApiError extends Error {
-  readonly status: number;
-  readonly code: string;
-  readonly errors: FieldError[];
-  constructor(status: number, code: string, message: string, errors: FieldError[] = []) {
-    super(message);
-    this.status = status;
-    this.code = code;
-    this.errors = errors;
-  }
-}
 
 let projectId: string | null = null;
 let onUnauthorized: (() => void) | null = null;
@@ -33,69 +24,36 @@ export function setUnauthorizedHandler(fn: () => void): void {
 
 const USER_SCOPED = /^\/(auth|users|config)(\/|$)/;
 
-type Query = Record<string, string | number | boolean | undefined | null>;
-
-export function withQuery(path: string, query: Query = {}): string {
-  const params = new URLSearchParams();
-  for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null && v !== '') params.set(k, String(v));
-  const qs = params.toString();
-  return qs ? `${path}?${qs}` : path;
-}
-
-async function request<T>(method: string, path: string, body?: unknown, as: 'json' | 'text' = 'json'): Promise<T> {
-  const headers: Record<string, string> = { accept: as === 'json' ? 'application/json' : '*/*' };
-  const multipart = body instanceof FormData;
-  if (body !== undefined && !multipart) headers['content-type'] = 'application/json';
-  if (projectId && !USER_SCOPED.test(path)) headers['x-project-id'] = projectId;
+async function dashboardFetch(input: RequestInfo | URL, init: RequestInit = {}): Promise<Response> {
+  const { pathname } = new URL(input instanceof Request ? input.url : input, window.location.origin);
+  const headers = new Headers(init.headers);
+  if (projectId && !USER_SCOPED.test(pathname)) headers.set('x-project-id', projectId);
   let res: Response;
   try {
-    res = await fetch(path, {
-      method,
-      headers,
-      credentials: 'same-origin',
-      body: body === undefined ? undefined : multipart ? body : JSON.stringify(body),
-    });
+    res = await fetch(input, { ...init, headers, credentials: 'same-origin' });
   } catch {
-    throw new ApiError(0, 'NETWORK_ERROR', 'Could not reach the server. Check your connection and try again.');
+    const error = { code: 'NETWORK_ERROR', message: 'Could not reach the server. Check your connection and try again.' };
+    throw new HeraldError(0, { error }, null);
   }
-  if (res.status === 204) return undefined as T;
-  const text = await res.text();
-  if (res.ok && as === 'text') return text as T;
-  let json: unknown = null;
-  try {
-    json = text ? JSON.parse(text) : null;
-  } catch {
-    json = null;
-  }
-  if (!res.ok) {
-    if (res.status === 401 && !path.startsWith('/auth/')) onUnauthorized?.();
-    throw toApiError(res.status, json);
-  }
-  return json as T;
+  if (res.status === 401 && !pathname.startsWith('/auth/')) onUnauthorized?.();
+  return res;
 }
 
-function toApiError(status: number, json: unknown): ApiError {
-  const body = (json ?? {}) as { error?: unknown };
-  if (typeof body.error === 'string') {
-    // The spec's simple 400 body: `{ error: "from is required" }`; point it at the field it names.
-    const field = /^(\w+) (is|are) required$/.exec(body.error)?.[1];
-    return new ApiError(status, 'BAD_REQUEST', body.error, field ? [{ field, message: body.error, code: 'required' }] : []);
-  }
-  if (body.error && typeof body.error === 'object') {
-    const e = body.error as { code?: string; message?: string; errors?: FieldError[] };
-    return new ApiError(status, e.code ?? 'ERROR', e.message ?? `Request failed (${status})`, e.errors ?? []);
-  }
-  return new ApiError(status, 'ERROR', `Request failed (${status})`);
+export const herald = createHerald({ baseUrl: window.location.origin, fetch: dashboardFetch });
+
+/** An API error with this HTTP status (any API error without one). */
+export function isApiError(err: unknown, ...statuses: number[]): err is HeraldError {
+  return err instanceof HeraldError && (statuses.length === 0 || statuses.includes(err.statusCode));
 }
 
-export const api = {
-  get: <T>(path: string, query?: Query) => request<T>('GET', withQuery(path, query)),
-  post: <T>(path: string, body: unknown = {}) => request<T>('POST', path, body),
-  put: <T>(path: string, body: unknown) => request<T>('PUT', path, body),
-  patch: <T>(path: string, body: unknown) => request<T>('PATCH', path, body),
-  delete: <T = void>(path: string, body?: unknown) => request<T>('DELETE', path, body),
-  /** A multipart upload (the browser sets the boundary). */
-  upload: <T>(path: string, form: FormData) => request<T>('POST', path, form),
-  /** A non-JSON body as text (errors still come as ApiError). */
-  text: (path: string) => request<string>('GET', path, undefined, 'text'),
-};
+/**
+ * The field errors of an API error: its `errors[]`, or the spec's simple 400 body
+ * (`{ error: "from is required" }`) pointed at the field it names.
+ */
+export function fieldErrors(err: unknown): FieldError[] {
+  if (!(err instanceof HeraldError)) return [];
+  if (err.errors?.length) return err.errors;
+  const simple = typeof err.body === 'object' && err.body !== null && 'error' in err.body && typeof err.body.error === 'string';
+  const field = simple ? /^(\w+) (is|are) required$/.exec(err.message)?.[1] : undefined;
+  return field ? [{ field, message: err.message, code: 'required' }] : [];
+}

@@ -6,7 +6,7 @@ import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { RouterProvider } from 'react-router';
-import { ApiError, setUnauthorizedHandler } from './api.ts';
+import { isApiError, setUnauthorizedHandler } from './api.ts';
 import { createRouter } from './router.tsx';
 
 const queryClient = new QueryClient({
@@ -14,7 +14,7 @@ const queryClient = new QueryClient({
     queries: {
       staleTime: 10_000,
       // A 4xx will not get better by asking again.
-      retry: (count, err) => !(err instanceof ApiError && err.status >= 400 && err.status < 500) && count < 2,
+      retry: (count, err) => !(isApiError(err) && err.statusCode >= 400 && err.statusCode < 500) && count < 2,
     },
   },
 });

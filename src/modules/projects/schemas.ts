@@ -87,6 +87,7 @@ export const projectSchema = component(
     language: z.string(),
     webhookSecret: z.string(),
     timezone: z.string(),
+    postalAddress: z.string().nullable().describe('Printed in the footer of MARKETING mail'),
     role: z.enum(['OWNER', 'ADMIN', 'MEMBER']),
     createdAt: z.string(),
     updatedAt: z.string(),

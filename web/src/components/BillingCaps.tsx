@@ -2,7 +2,7 @@ import { Badge, Button, Card, Group, NumberInput, Progress, SimpleGrid, Stack, T
 import { useForm } from '@mantine/form';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect } from 'react';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { formatDate, formatNumber } from '../hooks.ts';
 import type { Project } from '../types.ts';
 import { notifySuccess, showApiError } from './forms.ts';
@@ -14,15 +14,13 @@ const CATEGORIES = [
   ['workflows', 'Workflows'],
 ] as const;
 type Category = (typeof CATEGORIES)[number][0];
-type CategoryLimit = { limit: number | null; usage: number; percentage: number | null; isWarning: boolean; isBlocked: boolean };
-type Limits = Record<Category, CategoryLimit> & { period: { start: string; end: string } };
 
 /** Settings → Sending caps: this month's usage per category as bars, and the monthly caps (ADMIN and OWNER change them; empty means no cap). */
 export function BillingCapsCard({ project }: { project: Project }) {
   const queryClient = useQueryClient();
   const canManage = project.role !== 'MEMBER';
   const key = [project.id, 'billing-limits'];
-  const limits = useQuery({ queryKey: key, queryFn: () => api.get<Limits>(`/users/@me/projects/${project.id}/billing-limits`) });
+  const limits = useQuery({ queryKey: key, queryFn: () => herald.billing.limits(project.id) });
   const form = useForm<Record<Category, number | ''>>({ mode: 'controlled', initialValues: { transactional: '', campaigns: '', workflows: '' } });
   const loaded = limits.data;
   useEffect(() => {
@@ -30,7 +28,7 @@ export function BillingCapsCard({ project }: { project: Project }) {
   }, [loaded, form]);
   const save = useMutation({
     mutationFn: (v: Record<Category, number | ''>) =>
-      api.put<Limits>(`/users/@me/projects/${project.id}/billing-limits`, Object.fromEntries(CATEGORIES.map(([c]) => [c, v[c] === '' ? null : v[c]]))),
+      herald.billing.setLimits(project.id, Object.fromEntries(CATEGORIES.map(([c]) => [c, v[c] === '' ? null : v[c]]))),
     onSuccess: (saved) => {
       queryClient.setQueryData(key, saved);
       form.resetDirty();

@@ -2,12 +2,9 @@ import '@mantine/charts/styles.css';
 import { AreaChart } from '@mantine/charts';
 import { Card, SimpleGrid, Table, Text, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { formatNumber, useProjectId } from '../hooks.ts';
 import { Empty, Loading, PageError } from './states.tsx';
-
-type Point = { t: string; sent?: number; opened?: number; clicked?: number };
-type Breakdown = { series: { interval: 'hour' | 'day'; points: Point[] }; links: { url: string; clicks: number; uniqueClicks: number }[] };
 
 /**
  * A sent campaign's opens and clicks over time and its clicks per link (GET /analytics/campaign-stats),
@@ -23,7 +20,7 @@ export default function CampaignActivity({ campaignId, sentAt }: { campaignId: s
   const start = days > 365 ? new Date(to.getTime() - 365 * 86_400_000) : from;
   const breakdown = useQuery({
     queryKey: [projectId, 'campaign-activity', campaignId, interval],
-    queryFn: () => api.get<Breakdown>('/analytics/campaign-stats', { campaignId, interval, from: start.toISOString(), to: to.toISOString() }),
+    queryFn: () => herald.analytics.campaign({ campaignId, interval, from: start.toISOString(), to: to.toISOString() }),
     refetchInterval: 30_000,
   });
   if (breakdown.isPending) return <Loading />;

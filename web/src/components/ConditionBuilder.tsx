@@ -1,9 +1,8 @@
 import { ActionIcon, Autocomplete, Button, Card, Group, NumberInput, SegmentedControl, Select, Stack, TagsInput, Text, TextInput } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import type { ReactNode } from 'react';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { useProjectId } from '../hooks.ts';
-import type { Segment } from '../types.ts';
 
 /**
  * The visual editor of a condition tree (api-spec § Condition tree, decisions.md § Conditions):
@@ -81,8 +80,6 @@ const OPERATORS: Record<Kind, { value: string; label: string; shape: Shape }[]> 
   ],
 };
 
-type FieldItem = { field: string; type: ValueType; isCustom: boolean };
-
 export type FieldCatalog = { kindOf: (field: string) => Kind; options: { group: string; items: { value: string; label: string }[] }[] };
 
 /** Loads what a filter can name, once per builder. */
@@ -90,13 +87,13 @@ export function useFieldCatalog(excludeSegmentId?: string): { catalog: FieldCata
   const projectId = useProjectId();
   const fields = useQuery({
     queryKey: [projectId, 'contact-fields'],
-    queryFn: () => api.get<{ fields: FieldItem[] }>('/contacts/fields'),
+    queryFn: () => herald.contacts.fields(),
   });
   const events = useQuery({
     queryKey: [projectId, 'event-names'],
-    queryFn: () => api.get<{ names: { name: string }[] }>('/events/names'),
+    queryFn: () => herald.events.names(),
   });
-  const segments = useQuery({ queryKey: [projectId, 'segments'], queryFn: () => api.get<Segment[]>('/segments') });
+  const segments = useQuery({ queryKey: [projectId, 'segments'], queryFn: () => herald.segments.list() });
   const types = new Map((fields.data?.fields ?? []).map((f) => [f.field, f.type]));
   const kindOf = (field: string): Kind => {
     const known = types.get(field);
@@ -347,7 +344,7 @@ function useSeenValues(field: string, enabled: boolean): string[] {
   const projectId = useProjectId();
   const seen = useQuery({
     queryKey: [projectId, 'field-values', field],
-    queryFn: () => api.get<{ values: unknown[] }>(`/contacts/fields/${encodeURIComponent(field)}/values`, { limit: 50 }),
+    queryFn: () => herald.contacts.fieldValues(field, { limit: 50 }),
     enabled,
     staleTime: 60_000,
   });

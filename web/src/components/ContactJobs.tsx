@@ -1,7 +1,7 @@
 import { Alert, Button, FileInput, Group, Modal, Progress, Stack, Table, Text } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { formatNumber, useProjectId } from '../hooks.ts';
 import { notifySuccess, showApiError } from './forms.ts';
 
@@ -11,24 +11,9 @@ import { notifySuccess, showApiError } from './forms.ts';
  * polled at GET /contacts/bulk/:jobId). Both show a live progress bar until the job settles.
  */
 
-type JobStatus = 'queued' | 'processing' | 'completed' | 'failed';
-const settled = (s: JobStatus | undefined) => s === 'completed' || s === 'failed';
+const settled = (s: string | undefined) => s === 'completed' || s === 'failed';
 const POLL_MS = 500;
 const MAX_IMPORT_BYTES = 5 * 1024 * 1024;
-
-type ImportJob = {
-  jobId: string;
-  status: JobStatus;
-  fileName: string | null;
-  totalRows: number;
-  processedRows: number;
-  imported: number;
-  updated: number;
-  skipped: number;
-  errors: { row: number; email: string; reason: string }[];
-  errorCount: number;
-  failureReason?: string;
-};
 
 const pct = (done: number, total: number) => (total > 0 ? Math.min(100, Math.round((done / total) * 100)) : 0);
 
@@ -42,14 +27,14 @@ export function ImportModal({ opened, onClose }: { opened: boolean; onClose: () 
     mutationFn: (f: File) => {
       const form = new FormData();
       form.append('file', f, f.name);
-      return api.upload<{ jobId: string }>('/contacts/import', form);
+      return herald.contacts.import(form);
     },
     onSuccess: (r) => setJobId(r.jobId),
     onError: (err) => showApiError(err),
   });
   const job = useQuery({
     queryKey: [projectId, 'import', jobId],
-    queryFn: () => api.get<ImportJob>(`/contacts/import/${jobId ?? ''}`),
+    queryFn: () => herald.contacts.importJob(jobId ?? ''),
     enabled: jobId !== null,
     refetchInterval: (q) => (settled(q.state.data?.status) ? false : POLL_MS),
   });
@@ -175,21 +160,10 @@ export function ImportModal({ opened, onClose }: { opened: boolean; onClose: () 
 
 export type BulkType = 'bulk-subscribe' | 'bulk-unsubscribe' | 'bulk-delete';
 
-type BulkJob = {
-  jobId: string;
-  status: JobStatus;
-  total: number;
-  processed: number;
-  succeeded: number;
-  unchanged: number;
-  failed: number;
-  failureReason?: string;
-};
-
-const VERB: Record<BulkType, { label: string; past: string }> = {
-  'bulk-subscribe': { label: 'Subscribe', past: 'subscribed' },
-  'bulk-unsubscribe': { label: 'Unsubscribe', past: 'unsubscribed' },
-  'bulk-delete': { label: 'Delete', past: 'deleted' },
+const VERB: Record<BulkType, { label: string; past: string; start: typeof herald.contacts.bulkDelete }> = {
+  'bulk-subscribe': { label: 'Subscribe', past: 'subscribed', start: herald.contacts.bulkSubscribe },
+  'bulk-unsubscribe': { label: 'Unsubscribe', past: 'unsubscribed', start: herald.contacts.bulkUnsubscribe },
+  'bulk-delete': { label: 'Delete', past: 'deleted', start: herald.contacts.bulkDelete },
 };
 
 export const MAX_BULK = 1000;
@@ -201,7 +175,7 @@ export function BulkBar({ selected, onDone, onClear }: { selected: string[]; onD
   const [confirmDelete, setConfirmDelete] = useState(false);
   const [running, setRunning] = useState<{ jobId: string; type: BulkType } | null>(null);
   const start = useMutation({
-    mutationFn: (type: BulkType) => api.post<{ jobId: string }>(`/contacts/${type}`, { contactIds: selected }),
+    mutationFn: (type: BulkType) => VERB[type].start({ contactIds: selected }),
     onSuccess: (r, type) => {
       setConfirmDelete(false);
       setRunning({ jobId: r.jobId, type });
@@ -213,7 +187,7 @@ export function BulkBar({ selected, onDone, onClear }: { selected: string[]; onD
   });
   const job = useQuery({
     queryKey: [projectId, 'bulk', running?.jobId],
-    queryFn: () => api.get<BulkJob>(`/contacts/bulk/${running?.jobId ?? ''}`),
+    queryFn: () => herald.contacts.bulkJob(running?.jobId ?? ''),
     enabled: running !== null,
     refetchInterval: (q) => (settled(q.state.data?.status) ? false : POLL_MS),
   });

@@ -2,9 +2,8 @@ import { Select } from '@mantine/core';
 import { useDebouncedValue } from '@mantine/hooks';
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { useProjectId } from '../hooks.ts';
-import type { Contact, CursorPage } from '../types.ts';
 
 /** A searchable contact select that loads at most 10 matches at a time. */
 export function ContactPicker({ value, onChange, label }: { value: string | null; onChange: (id: string | null) => void; label: string }) {
@@ -14,7 +13,7 @@ export function ContactPicker({ value, onChange, label }: { value: string | null
   const [selected, setSelected] = useState<{ value: string; label: string } | null>(null);
   const contacts = useQuery({
     queryKey: [projectId, 'contacts', { search: debounced, picker: true }],
-    queryFn: () => api.get<CursorPage<Contact>>('/contacts', { limit: 10, search: debounced || undefined }),
+    queryFn: () => herald.contacts.list({ limit: 10, search: debounced || undefined }),
   });
   const options = (contacts.data?.data ?? []).map((c) => ({ value: c.id, label: c.email }));
   if (selected && !options.some((o) => o.value === selected.value)) options.unshift(selected);

@@ -1,16 +1,16 @@
 import { Badge, Button, Card, Group, Select, Stack, Table, Text, TextInput, Title } from '@mantine/core';
 import { useForm } from '@mantine/form';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { formatDate } from '../hooks.ts';
-import type { Project, Role } from '../types.ts';
+import type { Project } from '../types.ts';
 import { notifySuccess, showApiError } from './forms.ts';
 import { useMe } from './RequireUser.tsx';
 import { Loading, PageError } from './states.tsx';
 
-type Member = { userId: string; email: string; role: Role; createdAt: string };
-type Invitation = { id: string; email: string; role: Role; createdAt: string; expiresAt: string };
-type Members = { members: Member[]; invitations: Invitation[] };
+/** The roles an invitation or a role change can give (OWNER stays with the project's creator). */
+type GivenRole = 'ADMIN' | 'MEMBER';
+const isGivenRole = (role: string | null): role is GivenRole => role === 'ADMIN' || role === 'MEMBER';
 
 /** Settings → Members: who works on the project and with which role; ADMIN and OWNER invite, change roles and remove (the server enforces it). */
 export function MembersCard({ project }: { project: Project }) {
@@ -18,11 +18,11 @@ export function MembersCard({ project }: { project: Project }) {
   const me = useMe();
   const canManage = project.role !== 'MEMBER';
   const key = [project.id, 'members'];
-  const list = useQuery({ queryKey: key, queryFn: () => api.get<Members>(`/projects/${project.id}/members`) });
+  const list = useQuery({ queryKey: key, queryFn: () => herald.members.list(project.id) });
   const refresh = () => void queryClient.invalidateQueries({ queryKey: key });
-  const form = useForm({ mode: 'controlled', initialValues: { email: '', role: 'MEMBER' } });
+  const form = useForm<{ email: string; role: GivenRole }>({ mode: 'controlled', initialValues: { email: '', role: 'MEMBER' } });
   const invite = useMutation({
-    mutationFn: (v: typeof form.values) => api.post<{ status: 'added' | 'invited' }>(`/projects/${project.id}/members`, v),
+    mutationFn: (v: typeof form.values) => herald.members.add(project.id, v),
     onSuccess: (r, v) => {
       refresh();
       form.reset();
@@ -31,7 +31,7 @@ export function MembersCard({ project }: { project: Project }) {
     onError: (err) => showApiError(err, form),
   });
   const changeRole = useMutation({
-    mutationFn: (m: { userId: string; role: string }) => api.patch(`/projects/${project.id}/members/${m.userId}`, { role: m.role }),
+    mutationFn: (m: { userId: string; role: GivenRole }) => herald.members.updateRole(project.id, m.userId, { role: m.role }),
     onSuccess: () => {
       refresh();
       notifySuccess('Role changed');
@@ -39,7 +39,7 @@ export function MembersCard({ project }: { project: Project }) {
     onError: (err) => showApiError(err),
   });
   const remove = useMutation({
-    mutationFn: (userId: string) => api.delete(`/projects/${project.id}/members/${userId}`),
+    mutationFn: (userId: string) => herald.members.remove(project.id, userId),
     onSuccess: () => {
       refresh();
       notifySuccess('Member removed');
@@ -47,7 +47,7 @@ export function MembersCard({ project }: { project: Project }) {
     onError: (err) => showApiError(err),
   });
   const revoke = useMutation({
-    mutationFn: (id: string) => api.delete(`/projects/${project.id}/invitations/${id}`),
+    mutationFn: (id: string) => herald.members.revokeInvitation(project.id, id),
     onSuccess: () => {
       refresh();
       notifySuccess('Invitation revoked');
@@ -89,7 +89,7 @@ export function MembersCard({ project }: { project: Project }) {
                           allowDeselect={false}
                           data={['ADMIN', 'MEMBER']}
                           value={m.role}
-                          onChange={(role) => role && role !== m.role && changeRole.mutate({ userId: m.userId, role })}
+                          onChange={(role) => isGivenRole(role) && role !== m.role && changeRole.mutate({ userId: m.userId, role })}
                         />
                       ) : (
                         <Badge variant="light">{m.role}</Badge>

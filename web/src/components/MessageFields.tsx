@@ -1,7 +1,7 @@
 import { Grid, Input, Select, TextInput, Textarea } from '@mantine/core';
 import { Suspense, lazy } from 'react';
 import type { UseFormReturnType } from '@mantine/form';
-import { EMAIL_TYPES } from '../types.ts';
+import { EMAIL_TYPES, type EmailType } from '../types.ts';
 
 const CodeEditor = lazy(() => import('./CodeEditor.tsx'));
 const BODY_LABEL = 'Body (HTML with Liquid)';
@@ -13,7 +13,7 @@ export type MessageValues = {
   from: string;
   fromName: string;
   replyTo: string;
-  type: string;
+  type: EmailType;
   body: string;
 };
 

@@ -2,9 +2,8 @@ import { Alert, Card, Group, Loader, SegmentedControl, Stack, Text } from '@mant
 import { useDebouncedValue } from '@mantine/hooks';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
-import { ApiError, api } from '../api.ts';
+import { fieldErrors, herald } from '../api.ts';
 import { useProjectId } from '../hooks.ts';
-import type { Preview } from '../types.ts';
 import { ContactPicker } from './ContactPicker.tsx';
 
 /**
@@ -18,12 +17,12 @@ export function LivePreview({ subject, body }: { subject: string; body: string }
   const [input] = useDebouncedValue({ subject, body, contactId }, 400);
   const preview = useQuery({
     queryKey: [projectId, 'preview', input],
-    queryFn: () => api.post<Preview>('/templates/preview', { subject: input.subject, body: input.body, contactId: input.contactId ?? undefined }),
+    queryFn: () => herald.templates.preview({ subject: input.subject, body: input.body, contactId: input.contactId ?? undefined }),
     enabled: input.body.length > 0 || input.subject.length > 0,
     placeholderData: keepPreviousData,
     retry: false,
   });
-  const errors = preview.error instanceof ApiError ? preview.error.errors : [];
+  const errors = fieldErrors(preview.error);
   return (
     <Card withBorder padding="sm" data-testid="preview">
       <Stack gap="xs">

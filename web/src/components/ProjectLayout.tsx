@@ -3,7 +3,7 @@ import { useDisclosure } from '@mantine/hooks';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { Suspense, useEffect } from 'react';
 import { Link, Outlet, useLocation, useNavigate, useParams } from 'react-router';
-import { api, setProject } from '../api.ts';
+import { herald, setProject } from '../api.ts';
 import type { Project } from '../types.ts';
 import { useMe } from './RequireUser.tsx';
 import { Loading, NotFound, PageError } from './states.tsx';
@@ -11,7 +11,7 @@ import { Loading, NotFound, PageError } from './states.tsx';
 export const LAST_PROJECT_KEY = 'herald.lastProject';
 
 export function useProjects() {
-  return useQuery({ queryKey: ['projects'], queryFn: () => api.get<Project[]>('/users/@me/projects') });
+  return useQuery({ queryKey: ['projects'], queryFn: () => herald.projects.list() });
 }
 
 /** The project named in the URL; the layout guarantees it exists. */
@@ -37,7 +37,7 @@ const NAV = [
 ];
 
 export async function logout(navigate: (to: string) => void, clear: () => void) {
-  await api.get('/auth/logout').catch(() => undefined);
+  await herald.auth.logout().catch(() => undefined);
   setProject(null);
   clear();
   navigate('/login');

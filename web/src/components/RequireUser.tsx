@@ -1,11 +1,10 @@
 import { useQuery } from '@tanstack/react-query';
 import { Navigate, Outlet, useLocation } from 'react-router';
-import { ApiError, api } from '../api.ts';
-import type { User } from '../types.ts';
+import { herald, isApiError } from '../api.ts';
 import { Loading, PageError } from './states.tsx';
 
 export function useMe() {
-  return useQuery({ queryKey: ['me'], queryFn: () => api.get<User>('/users/@me'), staleTime: 60_000 });
+  return useQuery({ queryKey: ['me'], queryFn: () => herald.users.me(), staleTime: 60_000 });
 }
 
 /** Pages behind the session: without one you go to the login page and come back afterwards. */
@@ -13,7 +12,7 @@ export function RequireUser() {
   const me = useMe();
   const location = useLocation();
   if (me.isPending) return <Loading />;
-  if (me.error instanceof ApiError && me.error.status === 401) {
+  if (isApiError(me.error, 401)) {
     return <Navigate to={`/login?next=${encodeURIComponent(location.pathname + location.search)}`} replace />;
   }
   if (me.error) return <PageError error={me.error} onRetry={() => void me.refetch()} />;

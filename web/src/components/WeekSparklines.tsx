@@ -2,7 +2,7 @@ import '@mantine/charts/styles.css';
 import { Sparkline } from '@mantine/charts';
 import { Paper, SimpleGrid, Text } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { formatNumber, useProjectId } from '../hooks.ts';
 import { Loading, PageError } from './states.tsx';
 
@@ -13,8 +13,6 @@ const METRICS = [
   ['clicked', 'Clicked', 'grape'],
   ['bounced', 'Bounced', 'red'],
 ] as const;
-type Metric = (typeof METRICS)[number][0];
-type Series = { totals: Partial<Record<Metric, number>>; points: ({ t: string } & Partial<Record<Metric, number>>)[] };
 
 /** The home page's last 7 days: a total and a small daily chart per outcome (GET /analytics/timeseries; loaded with the home page's charts only). */
 export default function WeekSparklines() {
@@ -22,8 +20,7 @@ export default function WeekSparklines() {
   const to = new Date(Math.ceil(Date.now() / 60_000) * 60_000);
   const week = useQuery({
     queryKey: [projectId, 'analytics', 'week'],
-    queryFn: () =>
-      api.get<Series>('/analytics/timeseries', { interval: 'day', from: new Date(to.getTime() - 7 * 86_400_000).toISOString(), to: to.toISOString() }),
+    queryFn: () => herald.analytics.timeseries({ interval: 'day', from: new Date(to.getTime() - 7 * 86_400_000).toISOString(), to: to.toISOString() }),
   });
   if (week.isPending) return <Loading />;
   if (week.error) return <PageError error={week.error} onRetry={() => void week.refetch()} />;

@@ -1,5 +1,5 @@
 import { notifications } from '@mantine/notifications';
-import { ApiError } from '../api.ts';
+import { fieldErrors } from '../api.ts';
 
 type FormLike = { setFieldError: (path: string, error: string) => void; getValues: () => object };
 
@@ -10,9 +10,10 @@ type FormLike = { setFieldError: (path: string, error: string) => void; getValue
  */
 export function showApiError(err: unknown, form?: FormLike): void {
   const unplaced: string[] = [];
-  if (err instanceof ApiError && form && err.errors.length > 0) {
+  const errors = fieldErrors(err);
+  if (form && errors.length > 0) {
     const values = form.getValues() as Record<string, unknown>;
-    for (const e of err.errors) {
+    for (const e of errors) {
       const field = e.field in values ? e.field : e.field.split('.')[0];
       if (field in values) form.setFieldError(field, e.message);
       else unplaced.push(`${e.field}: ${e.message}`);

@@ -1,7 +1,6 @@
 import { Alert, Button, Center, Group, Loader, Stack, Text, Title } from '@mantine/core';
 import type { ReactNode } from 'react';
 import { Link } from 'react-router';
-import { ApiError } from '../api.ts';
 
 export function Loading({ label = 'Loading…' }: { label?: string }) {
   return (
@@ -15,7 +14,7 @@ export function Loading({ label = 'Loading…' }: { label?: string }) {
 }
 
 export function errorMessage(err: unknown): string {
-  if (err instanceof ApiError || err instanceof Error) return err.message;
+  if (err instanceof Error) return err.message;
   return 'Something went wrong';
 }
 

@@ -1,10 +1,9 @@
 import { Anchor, Badge, Button, Center, MultiSelect, Table, Text } from '@mantine/core';
 import { useInfiniteQuery, useQuery } from '@tanstack/react-query';
 import { Link, useSearchParams } from 'react-router';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, useProjectId } from '../hooks.ts';
-import type { ActivityItem, CursorPage } from '../types.ts';
 
 const COLORS: Record<string, string> = {
   'email.sent': 'blue',
@@ -20,11 +19,11 @@ export function ActivityPage() {
   const projectId = useProjectId();
   const [params, setParams] = useSearchParams();
   const types = params.get('types')?.split(',').filter(Boolean) ?? [];
-  const known = useQuery({ queryKey: [projectId, 'activity-types'], queryFn: () => api.get<string[] | { types: string[] }>('/activity/types') });
-  const typeOptions = Array.isArray(known.data) ? known.data : (known.data?.types ?? []);
+  const known = useQuery({ queryKey: [projectId, 'activity-types'], queryFn: () => herald.activity.types() });
+  const typeOptions = known.data?.types ?? [];
   const feed = useInfiniteQuery({
     queryKey: [projectId, 'activity', { types }],
-    queryFn: ({ pageParam }) => api.get<CursorPage<ActivityItem>>('/activity', { limit: 50, cursor: pageParam, types: types.join(',') || undefined }),
+    queryFn: ({ pageParam }) => herald.activity.list({ limit: 50, cursor: pageParam, types: types.join(',') || undefined }),
     initialPageParam: undefined as string | undefined,
     getNextPageParam: (last) => (last.hasMore && last.cursor ? last.cursor : undefined),
   });

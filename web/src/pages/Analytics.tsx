@@ -3,7 +3,7 @@ import { AreaChart } from '@mantine/charts';
 import { Anchor, Card, Group, SegmentedControl, Select, SimpleGrid, Stack, Table, Text, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { Link, useSearchParams } from 'react-router';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatNumber, useProjectId } from '../hooks.ts';
 
@@ -11,16 +11,6 @@ import { formatNumber, useProjectId } from '../hooks.ts';
 
 const METRICS = ['sent', 'delivered', 'opened', 'clicked', 'bounced', 'complained', 'unsubscribed'] as const;
 type Metric = (typeof METRICS)[number];
-type Series = {
-  interval: string;
-  from: string;
-  to: string;
-  totals: Partial<Record<Metric, number>>;
-  points: ({ t: string } & Partial<Record<Metric, number>>)[];
-};
-type TopCampaign = { id: string; name: string; sent: number; opens: number; clicks: number; openRate: number; clickRate: number };
-type TopEvent = { name: string; count: number; uniqueContacts: number };
-
 const RANGES = [
   { value: '7', label: '7 days' },
   { value: '30', label: '30 days' },
@@ -55,15 +45,15 @@ export function AnalyticsPage() {
 
   const series = useQuery({
     queryKey: [projectId, 'analytics', 'timeseries', days, metric],
-    queryFn: () => api.get<Series>('/analytics/timeseries', { ...range, interval, metric: metric === 'all' ? undefined : metric }),
+    queryFn: () => herald.analytics.timeseries({ ...range, interval, metric: metric === 'all' ? undefined : metric }),
   });
   const campaigns = useQuery({
     queryKey: [projectId, 'analytics', 'top-campaigns', days],
-    queryFn: () => api.get<{ data: TopCampaign[] }>('/analytics/top-campaigns', { ...range, metric: 'opens', limit: 10 }),
+    queryFn: () => herald.analytics.topCampaigns({ ...range, metric: 'opens', limit: 10 }),
   });
   const events = useQuery({
     queryKey: [projectId, 'analytics', 'top-events', days],
-    queryFn: () => api.get<{ data: TopEvent[] }>('/analytics/top-events', { ...range, limit: 10 }),
+    queryFn: () => herald.analytics.topEvents({ ...range, limit: 10 }),
   });
   const shown = metric === 'all' ? METRICS : [metric];
 

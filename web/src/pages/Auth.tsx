@@ -2,9 +2,8 @@ import { Anchor, Button, Center, Paper, PasswordInput, Stack, Text, TextInput, T
 import { useForm } from '@mantine/form';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { Link, useNavigate, useSearchParams } from 'react-router';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { showApiError } from '../components/forms.ts';
-import type { User } from '../types.ts';
 
 /** Only same-app paths are followed after login (no open redirect). */
 function safeNext(next: string | null): string {
@@ -24,7 +23,7 @@ function AuthForm({ mode }: { mode: 'login' | 'signup' }) {
     },
   });
   const submit = useMutation({
-    mutationFn: (values: typeof form.values) => api.post<User>(mode === 'login' ? '/auth/login' : '/auth/signup', values),
+    mutationFn: (values: typeof form.values) => (mode === 'login' ? herald.auth.login(values) : herald.auth.signup(values)),
     onSuccess: (user) => {
       queryClient.setQueryData(['me'], user);
       void queryClient.invalidateQueries({ queryKey: ['projects'] });

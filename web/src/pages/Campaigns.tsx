@@ -23,7 +23,7 @@ import { useForm } from '@mantine/form';
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useState } from 'react';
 import { Link, Navigate, useNavigate, useParams, useSearchParams } from 'react-router';
-import { ApiError, api } from '../api.ts';
+import { fieldErrors, herald, isApiError } from '../api.ts';
 import { MessageFields, type MessageValues, messagePayload } from '../components/MessageFields.tsx';
 import type { Condition } from '../components/ConditionBuilder.tsx';
 import { LivePreview } from '../components/Preview.tsx';
@@ -31,7 +31,7 @@ import { useMe } from '../components/RequireUser.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, formatNumber, useProjectId } from '../hooks.ts';
-import { CAMPAIGN_STATUSES, type Campaign, type CampaignStats, type CampaignStatus, type NumberedPage, type Segment, type Template } from '../types.ts';
+import { CAMPAIGN_STATUSES, type Campaign, type CampaignStatus } from '../types.ts';
 
 // The report's chart brings the charts library: loaded with it, not with the first page.
 const CampaignActivity = lazy(() => import('../components/CampaignActivity.tsx'));
@@ -59,7 +59,7 @@ export function CampaignsPage() {
   const status = params.get('status');
   const list = useQuery({
     queryKey: [projectId, 'campaigns', { page, status }],
-    queryFn: () => api.get<NumberedPage<Campaign>>('/campaigns', { page, pageSize: 20, status: status ?? undefined }),
+    queryFn: () => herald.campaigns.list({ page, pageSize: 20, status: status ?? undefined }),
     placeholderData: keepPreviousData,
   });
   const setParam = (key: string, value: string | null) => {
@@ -184,7 +184,7 @@ export function CampaignPage() {
   const { campaignId = '' } = useParams();
   const campaign = useQuery({
     queryKey: [projectId, 'campaign', campaignId],
-    queryFn: () => api.get<Campaign>(`/campaigns/${campaignId}`),
+    queryFn: () => herald.campaigns.get(campaignId),
   });
   if (campaign.isPending) return <Loading />;
   if (campaign.error) return <PageError error={campaign.error} onRetry={() => void campaign.refetch()} />;
@@ -197,10 +197,10 @@ function Composer({ campaign }: { campaign?: Campaign }) {
   const navigate = useNavigate();
   const queryClient = useQueryClient();
   const form = useForm<ComposerValues>({ mode: 'controlled', initialValues: campaign ? toValues(campaign) : EMPTY });
-  const segments = useQuery({ queryKey: [projectId, 'segments'], queryFn: () => api.get<Segment[]>('/segments') });
+  const segments = useQuery({ queryKey: [projectId, 'segments'], queryFn: () => herald.segments.list() });
   const templates = useQuery({
     queryKey: [projectId, 'templates', { picker: true }],
-    queryFn: () => api.get<NumberedPage<Template>>('/templates', { pageSize: 50, sort: 'updatedAt' }),
+    queryFn: () => herald.templates.list({ pageSize: 50, sort: 'updatedAt' }),
   });
   const save = useMutation({
     mutationFn: async (v: ComposerValues) => {
@@ -210,8 +210,8 @@ function Composer({ campaign }: { campaign?: Campaign }) {
         segmentId: v.audienceType === 'SEGMENT' ? v.segmentId : null,
         audienceCondition: v.audienceType === 'FILTERED' ? v.audienceCondition : null,
       };
-      if (campaign) return api.put<Campaign>(`/campaigns/${campaign.id}`, body);
-      return (await api.post<{ data: Campaign }>('/campaigns', body)).data;
+      if (campaign) return herald.campaigns.update(campaign.id, body);
+      return (await herald.campaigns.create(body)).data;
     },
     onSuccess: (saved) => {
       queryClient.setQueryData([projectId, 'campaign', saved.id], saved);
@@ -222,7 +222,7 @@ function Composer({ campaign }: { campaign?: Campaign }) {
     },
     onError: (err, v) => {
       // The condition engine answers 400 naming the place of the first bad filter: shown under the builder.
-      if (v.audienceType === 'FILTERED' && err instanceof ApiError && err.status === 400 && err.errors.length === 0) {
+      if (v.audienceType === 'FILTERED' && isApiError(err, 400) && fieldErrors(err).length === 0) {
         form.setFieldError('audienceCondition', err.message);
       } else showApiError(err, form);
     },
@@ -322,12 +322,12 @@ function SendPanel({ campaign, dirty }: { campaign: Campaign; dirty: boolean }) 
   const [confirm, setConfirm] = useState<null | 'now' | 'schedule'>(null);
   const [when, setWhen] = useState('');
   const test = useMutation({
-    mutationFn: () => api.post<{ to: string }>(`/campaigns/${campaign.id}/test`, { email: testTo }),
+    mutationFn: () => herald.campaigns.sendTest(campaign.id, { email: testTo }),
     onSuccess: () => notifySuccess(`Test email sent to ${testTo}`),
     onError: (err) => showApiError(err),
   });
   const send = useMutation({
-    mutationFn: (scheduledFor: string | null) => api.post<{ message: string }>(`/campaigns/${campaign.id}/send`, { scheduledFor }),
+    mutationFn: (scheduledFor: string | null) => herald.campaigns.send(campaign.id, { scheduledFor }),
     onSuccess: (res) => {
       void queryClient.invalidateQueries({ queryKey: [projectId] });
       notifySuccess(res.message);
@@ -412,16 +412,16 @@ export function CampaignReportPage() {
   const queryClient = useQueryClient();
   const campaign = useQuery({
     queryKey: [projectId, 'campaign', campaignId],
-    queryFn: () => api.get<Campaign>(`/campaigns/${campaignId}`),
+    queryFn: () => herald.campaigns.get(campaignId),
     refetchInterval: (q) => (q.state.data && ['SENDING', 'SCHEDULED'].includes(q.state.data.status) ? 2000 : false),
   });
   const stats = useQuery({
     queryKey: [projectId, 'campaign-stats', campaignId],
-    queryFn: () => api.get<CampaignStats>(`/campaigns/${campaignId}/stats`),
+    queryFn: () => herald.campaigns.stats(campaignId),
     refetchInterval: () => (campaign.data && ['SENDING', 'SCHEDULED', 'SENT'].includes(campaign.data.status) ? 3000 : false),
   });
   const cancel = useMutation({
-    mutationFn: () => api.post(`/campaigns/${campaignId}/cancel`),
+    mutationFn: () => herald.campaigns.cancel(campaignId),
     onSuccess: () => void queryClient.invalidateQueries({ queryKey: [projectId] }),
     onError: (err) => showApiError(err),
   });

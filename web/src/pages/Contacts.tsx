@@ -23,12 +23,11 @@ import { useDebouncedValue, useDisclosure } from '@mantine/hooks';
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useState } from 'react';
 import { Link, useNavigate, useParams, useSearchParams } from 'react-router';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { BulkBar, ImportModal, MAX_BULK } from '../components/ContactJobs.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, useProjectId } from '../hooks.ts';
-import type { ActivityItem, Contact, CursorPage } from '../types.ts';
 
 const PAGE_SIZE = 25;
 const SORTS = [
@@ -67,7 +66,7 @@ export function ContactsPage() {
   const list = useQuery({
     queryKey: [projectId, 'contacts', { search, subscribed, cursor, order: order.value }],
     queryFn: () =>
-      api.get<CursorPage<Contact>>('/contacts', {
+      herald.contacts.list({
         limit: PAGE_SIZE,
         cursor,
         search: search || undefined,
@@ -236,7 +235,7 @@ function CreateContactModal({ opened, onClose }: { opened: boolean; onClose: () 
   });
   const create = useMutation({
     mutationFn: (v: typeof form.values) =>
-      api.post<Contact>('/contacts', {
+      herald.contacts.upsert({
         email: v.email,
         subscribed: v.subscribed,
         ...(v.firstName ? { data: { firstName: v.firstName } } : {}),
@@ -279,14 +278,14 @@ export function ContactPage() {
   const [confirmDelete, deleteModal] = useDisclosure(false);
   const contact = useQuery({
     queryKey: [projectId, 'contact', contactId],
-    queryFn: () => api.get<Contact>(`/contacts/${encodeURIComponent(contactId)}`),
+    queryFn: () => herald.contacts.get(contactId),
   });
   const timeline = useQuery({
     queryKey: [projectId, 'activity', { contactId }],
-    queryFn: () => api.get<CursorPage<ActivityItem>>('/activity', { contactId, limit: 25 }),
+    queryFn: () => herald.activity.list({ contactId, limit: 25 }),
   });
   const patch = useMutation({
-    mutationFn: (body: { subscribed?: boolean; data?: Record<string, unknown> }) => api.patch<Contact>(`/contacts/${encodeURIComponent(contactId)}`, body),
+    mutationFn: (body: { subscribed?: boolean; data?: Record<string, unknown> }) => herald.contacts.update(contactId, body),
     onSuccess: (updated) => {
       queryClient.setQueryData([projectId, 'contact', contactId], updated);
       void queryClient.invalidateQueries({ queryKey: [projectId, 'contacts'] });
@@ -295,7 +294,7 @@ export function ContactPage() {
     onError: (err) => showApiError(err),
   });
   const remove = useMutation({
-    mutationFn: () => api.delete(`/contacts/${encodeURIComponent(contactId)}`),
+    mutationFn: () => herald.contacts.delete(contactId),
     onSuccess: () => {
       void queryClient.invalidateQueries({ queryKey: [projectId, 'contacts'] });
       notifySuccess('Contact deleted');

@@ -2,7 +2,7 @@ import { Badge, Button, Card, Code, Group, Modal, Stack, Table, Text, TextInput,
 import { useForm } from '@mantine/form';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { Copy } from '../components/Copy.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
@@ -24,7 +24,7 @@ function DomainCard({ domain }: { domain: Domain }) {
   const [confirm, setConfirm] = useState(false);
   const refresh = () => void queryClient.invalidateQueries({ queryKey: [projectId] });
   const verify = useMutation({
-    mutationFn: () => api.get<Domain>(`/domains/${domain.id}/verify`),
+    mutationFn: () => herald.domains.verify(domain.id),
     onSuccess: (d) => {
       refresh();
       if (d.status === 'verified') notifySuccess(`${d.domain} is verified`);
@@ -33,7 +33,7 @@ function DomainCard({ domain }: { domain: Domain }) {
     onError: (err) => showApiError(err),
   });
   const remove = useMutation({
-    mutationFn: () => api.delete(`/domains/${domain.id}`),
+    mutationFn: () => herald.domains.delete(domain.id),
     onSuccess: refresh,
     onError: (err) => showApiError(err),
   });
@@ -128,11 +128,11 @@ export function DomainsPage() {
   const queryClient = useQueryClient();
   const domains = useQuery({
     queryKey: [projectId, 'domains'],
-    queryFn: () => api.get<Domain[]>(`/domains/project/${projectId}`),
+    queryFn: () => herald.domains.list(projectId),
   });
   const form = useForm({ mode: 'controlled', initialValues: { domain: '' } });
   const add = useMutation({
-    mutationFn: (v: { domain: string }) => api.post<Domain>('/domains', v),
+    mutationFn: (v: { domain: string }) => herald.domains.create(v),
     onSuccess: () => {
       form.reset();
       void queryClient.invalidateQueries({ queryKey: [projectId] });

@@ -1,36 +1,11 @@
 import { Anchor, Badge, Card, Code, Group, ScrollArea, Stack, Table, Text, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { Link, useParams } from 'react-router';
-import { ApiError, api } from '../api.ts';
+import { herald, isApiError } from '../api.ts';
 import { Loading, PageError } from '../components/states.tsx';
 import { formatDate, useProjectId } from '../hooks.ts';
 
 /** One email: its status and what happened when (from GET /emails/:id), the SMTP answer of a failure, and the raw message when it was captured. */
-
-type EmailRecord = {
-  id: string;
-  contactId: string | null;
-  to: string;
-  from: string;
-  fromName: string | null;
-  subject: string;
-  type: string;
-  status: string;
-  error: string | null;
-  campaignId: string | null;
-  workflowId: string | null;
-  messageId: string | null;
-  attempts: number;
-  openCount: number;
-  clickCount: number;
-  createdAt: string;
-  sentAt: string | null;
-  deliveredAt: string | null;
-  openedAt: string | null;
-  clickedAt: string | null;
-  bouncedAt: string | null;
-  complainedAt: string | null;
-};
 
 const STATUS_COLORS: Record<string, string> = {
   SENT: 'blue',
@@ -45,13 +20,13 @@ const STATUS_COLORS: Record<string, string> = {
 export function EmailPage() {
   const projectId = useProjectId();
   const { emailId = '' } = useParams();
-  const email = useQuery({ queryKey: [projectId, 'email', emailId], queryFn: () => api.get<EmailRecord>(`/emails/${emailId}`) });
+  const email = useQuery({ queryKey: [projectId, 'email', emailId], queryFn: () => herald.emails.get(emailId) });
   // The stored source exists only for captured mail (no SMTP_URL): 404 otherwise, shown as "not stored".
   const raw = useQuery({
     queryKey: [projectId, 'email-raw', emailId],
     queryFn: () =>
-      api.text(`/emails/${encodeURIComponent(emailId)}/raw`).catch((err: unknown) => {
-        if (err instanceof ApiError && err.status === 404) return null;
+      herald.emails.raw(emailId).catch((err: unknown) => {
+        if (isApiError(err, 404)) return null;
         throw err;
       }),
     enabled: email.isSuccess,

@@ -2,43 +2,18 @@ import { Anchor, Badge, Card, Group, List, Stack, Text, ThemeIcon, Title, Visual
 import { useQuery } from '@tanstack/react-query';
 import { lazy, Suspense } from 'react';
 import { Link } from 'react-router';
-import { ApiError, api } from '../api.ts';
+import { herald } from '../api.ts';
 import { useProject } from '../components/ProjectLayout.tsx';
 import { Loading, PageError } from '../components/states.tsx';
 import { useProjectId } from '../hooks.ts';
-import type { CursorPage, Contact, Domain, NumberedPage, Template } from '../types.ts';
 
 // The small charts bring the charts library: loaded after the page, not with it.
 const WeekSparklines = lazy(() => import('../components/WeekSparklines.tsx'));
 
-type SetupState = { hasVerifiedDomain: boolean; contactCount: number; hasTemplate: boolean; hasSentEmail: boolean };
-type ActivityStats = { total: number; counts: Record<string, number> };
-
-/** `GET /projects/:id/setup-state` when the server has it; otherwise the same facts from the lists. */
-async function loadSetupState(projectId: string): Promise<SetupState> {
-  try {
-    return await api.get<SetupState>(`/projects/${projectId}/setup-state`);
-  } catch (err) {
-    if (!(err instanceof ApiError && err.status === 404)) throw err;
-  }
-  const [domains, contacts, templates, stats] = await Promise.all([
-    api.get<Domain[]>(`/domains/project/${projectId}`),
-    api.get<CursorPage<Contact>>('/contacts', { limit: 1 }),
-    api.get<NumberedPage<Template>>('/templates', { pageSize: 1 }),
-    api.get<ActivityStats>('/activity/stats'),
-  ]);
-  return {
-    hasVerifiedDomain: domains.some((d) => d.status === 'verified'),
-    contactCount: contacts.total ?? contacts.data.length,
-    hasTemplate: templates.total > 0,
-    hasSentEmail: (stats.counts['email.sent'] ?? 0) > 0,
-  };
-}
-
 export function HomePage() {
   const projectId = useProjectId();
   const project = useProject();
-  const setup = useQuery({ queryKey: [projectId, 'setup-state'], queryFn: () => loadSetupState(projectId) });
+  const setup = useQuery({ queryKey: [projectId, 'setup-state'], queryFn: () => herald.projects.setupState(projectId) });
   const base = `/p/${projectId}`;
 
   const steps = setup.data

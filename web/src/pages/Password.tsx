@@ -3,7 +3,7 @@ import { useForm } from '@mantine/form';
 import { useMutation } from '@tanstack/react-query';
 import type { ReactNode } from 'react';
 import { Link, useNavigate, useSearchParams } from 'react-router';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 
 function Frame({ title, children }: { title: string; children: ReactNode }) {
@@ -24,7 +24,7 @@ function Frame({ title, children }: { title: string; children: ReactNode }) {
 export function ForgotPasswordPage() {
   const form = useForm({ mode: 'controlled', initialValues: { email: '' } });
   const request = useMutation({
-    mutationFn: (v: { email: string }) => api.post('/auth/request-password-reset', v),
+    mutationFn: (v: { email: string }) => herald.auth.requestPasswordReset(v),
     onError: (err) => showApiError(err, form),
   });
   return (
@@ -56,7 +56,7 @@ export function ResetPasswordPage() {
   const token = params.get('token') ?? '';
   const form = useForm({ mode: 'controlled', initialValues: { password: '' } });
   const reset = useMutation({
-    mutationFn: (v: { password: string }) => api.post('/auth/reset-password', { token, password: v.password }),
+    mutationFn: (v: { password: string }) => herald.auth.resetPassword({ token, password: v.password }),
     onSuccess: () => {
       notifySuccess('Password changed: log in with your new password');
       navigate('/login', { replace: true });

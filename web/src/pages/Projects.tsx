@@ -2,11 +2,10 @@ import { Button, Card, Center, Container, Group, SimpleGrid, Stack, Text, TextIn
 import { useForm } from '@mantine/form';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { Link, Navigate, useNavigate } from 'react-router';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { LAST_PROJECT_KEY, logout, useProjects } from '../components/ProjectLayout.tsx';
 import { showApiError } from '../components/forms.ts';
 import { Loading, PageError } from '../components/states.tsx';
-import type { Project } from '../types.ts';
 
 /** `/`: the project you used last, or the first one, or the page to create one. */
 export function ProjectRedirect() {
@@ -28,7 +27,7 @@ export function ProjectsPage() {
     validate: { name: (v) => (v.trim() ? null : 'Name your project') },
   });
   const create = useMutation({
-    mutationFn: (values: { name: string }) => api.post<Project>('/users/@me/projects', values),
+    mutationFn: (values: { name: string }) => herald.projects.create(values),
     onSuccess: async (project) => {
       await queryClient.invalidateQueries({ queryKey: ['projects'] });
       navigate(`/p/${project.id}`);

@@ -23,26 +23,18 @@ import { useDebouncedValue, useDisclosure } from '@mantine/hooks';
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link, useNavigate, useParams, useSearchParams } from 'react-router';
-import { ApiError, api } from '../api.ts';
+import { herald, isApiError } from '../api.ts';
 import { type Condition, ConditionBuilder, emptyCondition, toBuilderTree, useFieldCatalog } from '../components/ConditionBuilder.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, formatNumber, useProjectId } from '../hooks.ts';
-import type { Contact, NumberedPage, Segment } from '../types.ts';
+import type { Segment } from '../types.ts';
 
 /** Segments: the list, a segment's editor with the visual condition builder and live count, its members. */
 
-type SegmentDetail = Segment & {
-  description: string | null;
-  condition: unknown;
-  trackMembership: boolean;
-  createdAt: string;
-  updatedAt: string;
-};
-
 export function SegmentsPage() {
   const projectId = useProjectId();
-  const list = useQuery({ queryKey: [projectId, 'segments'], queryFn: () => api.get<SegmentDetail[]>('/segments') });
+  const list = useQuery({ queryKey: [projectId, 'segments'], queryFn: () => herald.segments.list() });
   return (
     <>
       <PageHeader title="Segments">
@@ -102,7 +94,7 @@ export function SegmentEditorPage() {
   const { segmentId } = useParams();
   const segment = useQuery({
     queryKey: [projectId, 'segment', segmentId],
-    queryFn: () => api.get<SegmentDetail>(`/segments/${encodeURIComponent(segmentId ?? '')}`),
+    queryFn: () => herald.segments.get(segmentId ?? ''),
     enabled: Boolean(segmentId),
   });
   if (segmentId && segment.isPending) return <Loading />;
@@ -117,7 +109,7 @@ function useLiveCount(condition: Condition | null) {
   const [debounced] = useDebouncedValue(json, 400);
   return useQuery({
     queryKey: [projectId, 'segment-count', debounced],
-    queryFn: () => api.post<{ count: number }>('/segments/count', { condition: JSON.parse(debounced) as Condition }),
+    queryFn: () => herald.segments.count({ condition: JSON.parse(debounced) as Condition }),
     enabled: debounced !== '',
     placeholderData: keepPreviousData,
     retry: false,
@@ -125,7 +117,7 @@ function useLiveCount(condition: Condition | null) {
   });
 }
 
-function SegmentEditor({ segment }: { segment: SegmentDetail | null }) {
+function SegmentEditor({ segment }: { segment: Segment | null }) {
   const projectId = useProjectId();
   const navigate = useNavigate();
   const queryClient = useQueryClient();
@@ -154,7 +146,7 @@ function SegmentEditor({ segment }: { segment: SegmentDetail | null }) {
         trackMembership: v.trackMembership,
         ...(v.type === 'DYNAMIC' ? { condition } : {}),
       };
-      return segment ? api.patch<SegmentDetail>(`/segments/${segment.id}`, body) : api.post<SegmentDetail>('/segments', { ...body, type: v.type });
+      return segment ? herald.segments.update(segment.id, body) : herald.segments.create({ ...body, type: v.type });
     },
     onSuccess: (saved) => {
       setConditionError(null);
@@ -167,12 +159,12 @@ function SegmentEditor({ segment }: { segment: SegmentDetail | null }) {
     },
     onError: (err) => {
       // The condition engine answers 400 with the place of the first bad filter.
-      if (err instanceof ApiError && err.status === 400 && /condition|filter|field|operator|group/i.test(err.message)) setConditionError(err.message);
+      if (isApiError(err, 400) && /condition|filter|field|operator|group/i.test(err.message)) setConditionError(err.message);
       else showApiError(err, form);
     },
   });
   const remove = useMutation({
-    mutationFn: () => api.delete(`/segments/${segment?.id ?? ''}`),
+    mutationFn: () => herald.segments.delete(segment?.id ?? ''),
     onSuccess: () => {
       void queryClient.invalidateQueries({ queryKey: [projectId, 'segments'] });
       notifySuccess('Segment deleted');
@@ -287,7 +279,7 @@ function SegmentEditor({ segment }: { segment: SegmentDetail | null }) {
 const MEMBER_PAGE = 25;
 
 /** The member list (live for dynamic segments), one page at a time; a static segment's add and remove. */
-function Members({ segment }: { segment: SegmentDetail }) {
+function Members({ segment }: { segment: Segment }) {
   const projectId = useProjectId();
   const queryClient = useQueryClient();
   const [params, setParams] = useSearchParams();
@@ -295,7 +287,7 @@ function Members({ segment }: { segment: SegmentDetail }) {
   const [emails, setEmails] = useState('');
   const members = useQuery({
     queryKey: [projectId, 'segment-members', segment.id, page],
-    queryFn: () => api.get<NumberedPage<Contact>>(`/segments/${segment.id}/contacts`, { page, pageSize: MEMBER_PAGE }),
+    queryFn: () => herald.segments.contacts(segment.id, { page, pageSize: MEMBER_PAGE }),
     placeholderData: keepPreviousData,
   });
   const changed = () => {
@@ -304,8 +296,7 @@ function Members({ segment }: { segment: SegmentDetail }) {
     void queryClient.invalidateQueries({ queryKey: [projectId, 'segments'] });
   };
   const add = useMutation({
-    mutationFn: (list: string[]) =>
-      api.post<{ added: number; created: number; notFound: string[] }>(`/segments/${segment.id}/members`, { emails: list, createMissing: true }),
+    mutationFn: (list: string[]) => herald.segments.addMembers(segment.id, { emails: list, createMissing: true }),
     onSuccess: (r) => {
       setEmails('');
       changed();
@@ -314,7 +305,7 @@ function Members({ segment }: { segment: SegmentDetail }) {
     onError: (err) => showApiError(err),
   });
   const removeMember = useMutation({
-    mutationFn: (email: string) => api.delete<{ removed: number }>(`/segments/${segment.id}/members`, { emails: [email] }),
+    mutationFn: (email: string) => herald.segments.removeMembers(segment.id, { emails: [email] }),
     onSuccess: (_r, email) => {
       changed();
       notifySuccess(`${email} removed`);

@@ -2,7 +2,7 @@ import { ActionIcon, Button, Card, Code, Group, Modal, Select, Stack, Text, Text
 import { useForm } from '@mantine/form';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { Copy } from '../components/Copy.tsx';
 import { BillingCapsCard } from '../components/BillingCaps.tsx';
 import { MembersCard } from '../components/Members.tsx';
@@ -11,7 +11,7 @@ import { notifySuccess, showApiError } from '../components/forms.ts';
 import { PageHeader } from '../components/states.tsx';
 import type { Project } from '../types.ts';
 
-function KeyRow({ label, value, secret, help }: { label: string; value: string | undefined; secret: boolean; help: string }) {
+function KeyRow({ label, value, secret, help }: { label: string; value: string | null; secret: boolean; help: string }) {
   const [shown, setShown] = useState(!secret);
   return (
     <Stack gap={4}>
@@ -55,7 +55,7 @@ export function SettingsPage() {
     initialValues: { name: project.name, tracking: project.tracking, language: project.language, postalAddress: project.postalAddress ?? '' },
   });
   const save = useMutation({
-    mutationFn: (v: typeof form.values) => api.patch<Project>(`/users/@me/projects/${project.id}`, v),
+    mutationFn: (v: typeof form.values) => herald.projects.update(project.id, v),
     onSuccess: () => {
       void queryClient.invalidateQueries({ queryKey: ['projects'] });
       form.resetDirty();
@@ -64,7 +64,7 @@ export function SettingsPage() {
     onError: (err) => showApiError(err, form),
   });
   const rotate = useMutation({
-    mutationFn: () => api.post<Project>(`/users/@me/projects/${project.id}/regenerate-keys`),
+    mutationFn: () => herald.projects.regenerateKeys(project.id),
     onSuccess: (p) => {
       setRotated(p);
       setConfirmRotate(false);

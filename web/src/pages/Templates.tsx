@@ -4,19 +4,19 @@ import { useDebouncedValue } from '@mantine/hooks';
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { Link, useNavigate, useParams, useSearchParams } from 'react-router';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { MessageFields, type MessageValues, messagePayload } from '../components/MessageFields.tsx';
 import { LivePreview } from '../components/Preview.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, useProjectId } from '../hooks.ts';
-import { EMAIL_TYPES, type NumberedPage, type Template } from '../types.ts';
+import { EMAIL_TYPES, emailTypeOf, type Template } from '../types.ts';
 
 export function TemplatesPage() {
   const projectId = useProjectId();
   const [params, setParams] = useSearchParams();
   const page = Math.max(1, Number(params.get('page')) || 1);
-  const type = params.get('type');
+  const type = emailTypeOf(params.get('type'));
   const [search, setSearch] = useState(params.get('search') ?? '');
   const [debounced] = useDebouncedValue(search, 300);
   const setParam = (key: string, value: string | null) => {
@@ -32,8 +32,7 @@ export function TemplatesPage() {
   }, [debounced]);
   const list = useQuery({
     queryKey: [projectId, 'templates', { page, type, search: debounced }],
-    queryFn: () =>
-      api.get<NumberedPage<Template>>('/templates', { page, pageSize: 20, type: type ?? undefined, search: debounced || undefined, sort: 'updatedAt' }),
+    queryFn: () => herald.templates.list({ page, pageSize: 20, type: type ?? undefined, search: debounced || undefined, sort: 'updatedAt' }),
     placeholderData: keepPreviousData,
   });
   return (
@@ -117,7 +116,7 @@ export function TemplateEditorPage() {
   const { templateId } = useParams();
   const template = useQuery({
     queryKey: [projectId, 'template', templateId],
-    queryFn: () => api.get<Template>(`/templates/${templateId}`),
+    queryFn: () => herald.templates.get(templateId ?? ''),
     enabled: Boolean(templateId),
   });
   if (templateId && template.isPending) return <Loading />;
@@ -145,8 +144,7 @@ function TemplateEditor({ template }: { template?: Template }) {
       : EMPTY,
   });
   const save = useMutation({
-    mutationFn: (v: MessageValues) =>
-      template ? api.patch<Template>(`/templates/${template.id}`, messagePayload(v)) : api.post<Template>('/templates', messagePayload(v)),
+    mutationFn: (v: MessageValues) => (template ? herald.templates.update(template.id, messagePayload(v)) : herald.templates.create(messagePayload(v))),
     onSuccess: (saved) => {
       void queryClient.invalidateQueries({ queryKey: [projectId] });
       notifySuccess('Template saved');
@@ -156,7 +154,7 @@ function TemplateEditor({ template }: { template?: Template }) {
     onError: (err) => showApiError(err, form),
   });
   const duplicate = useMutation({
-    mutationFn: () => api.post<{ id: string }>(`/templates/${template?.id}/duplicate`),
+    mutationFn: () => herald.templates.duplicate(template?.id ?? ''),
     onSuccess: (copy) => {
       void queryClient.invalidateQueries({ queryKey: [projectId, 'templates'] });
       navigate(`/p/${projectId}/templates/${copy.id}`);
@@ -164,7 +162,7 @@ function TemplateEditor({ template }: { template?: Template }) {
     onError: (err) => showApiError(err),
   });
   const remove = useMutation({
-    mutationFn: () => api.delete(`/templates/${template?.id}`),
+    mutationFn: () => herald.templates.delete(template?.id ?? ''),
     onSuccess: () => {
       void queryClient.invalidateQueries({ queryKey: [projectId, 'templates'] });
       navigate(`/p/${projectId}/templates`);
@@ -226,12 +224,10 @@ function TemplateEditor({ template }: { template?: Template }) {
   );
 }
 
-type TemplateUsers = { campaigns: { id: string; name: string }[]; workflows: { id: string; name: string; stepId: string }[] };
-
 /** What sends this template (GET /templates/:id/usage): workflow steps today. */
 function TemplateUsage({ templateId }: { templateId: string }) {
   const projectId = useProjectId();
-  const usage = useQuery({ queryKey: [projectId, 'template-usage', templateId], queryFn: () => api.get<TemplateUsers>(`/templates/${templateId}/usage`) });
+  const usage = useQuery({ queryKey: [projectId, 'template-usage', templateId], queryFn: () => herald.templates.usage(templateId) });
   if (!usage.data) return null;
   const workflows = [...new Map(usage.data.workflows.map((w) => [w.id, w])).values()];
   return (

@@ -1,30 +1,18 @@
 import { Anchor, Badge, Button, Card, Group, Pagination, Select, Stack, Switch, Table, Text, TextInput, Title } from '@mantine/core';
 import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { Link, useParams, useSearchParams } from 'react-router';
-import { api } from '../api.ts';
+import { herald } from '../api.ts';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, formatNumber, useProjectId } from '../hooks.ts';
-import type { CursorPage, NumberedPage } from '../types.ts';
+import type { Answer } from '../types.ts';
 
 /** Workflows, read-mostly: the list with enable/disable, one workflow's graph with per-step counts, its executions. Building graphs is the API's (and a later page's) job. */
 
-type Workflow = { id: string; name: string; description: string | null; eventName: string; enabled: boolean; allowReentry: boolean; updatedAt: string };
-type StepCounts = { entered: number; completed: number; waiting: number; failed: number };
-type Step = { id: string; type: string; name: string | null; config: Record<string, unknown>; counts: StepCounts };
-type Transition = { id: string; fromStepId: string; toStepId: string; branch: string | null };
-type WorkflowDetail = Workflow & { steps: Step[]; transitions: Transition[]; activeExecutions: number };
-type Execution = {
-  id: string;
-  contact: { id: string; email: string } | null;
-  status: string;
-  currentStepId: string | null;
-  waitingFor: string | null;
-  dueAt: string | null;
-  exitReason: string | null;
-  error: string | null;
-  startedAt: string;
-};
+type WorkflowDetail = Answer<'workflows.get'>;
+type Step = WorkflowDetail['steps'][number];
+type Transition = WorkflowDetail['transitions'][number];
+type ExecutionStatus = Answer<'workflows.listExecutions'>['data'][number]['status'];
 
 const STATUS_COLORS: Record<string, string> = {
   RUNNING: 'blue',
@@ -34,12 +22,12 @@ const STATUS_COLORS: Record<string, string> = {
   FAILED: 'red',
   CANCELLED: 'gray',
 };
-const EXECUTION_STATUSES = ['RUNNING', 'WAITING', 'COMPLETED', 'EXITED', 'FAILED', 'CANCELLED'];
+const EXECUTION_STATUSES: ExecutionStatus[] = ['RUNNING', 'WAITING', 'COMPLETED', 'EXITED', 'FAILED', 'CANCELLED'];
 
 function useToggleWorkflow(projectId: string) {
   const queryClient = useQueryClient();
   return useMutation({
-    mutationFn: (w: { id: string; enabled: boolean }) => api.patch<Workflow>(`/workflows/${w.id}`, { enabled: w.enabled }),
+    mutationFn: (w: { id: string; enabled: boolean }) => herald.workflows.update(w.id, { enabled: w.enabled }),
     onSuccess: (w) => {
       void queryClient.invalidateQueries({ queryKey: [projectId, 'workflows'] });
       notifySuccess(`${w.name} ${w.enabled ? 'enabled' : 'disabled'}`);
@@ -62,7 +50,7 @@ export function WorkflowsPage() {
   };
   const list = useQuery({
     queryKey: [projectId, 'workflows', 'list', { page, search }],
-    queryFn: () => api.get<NumberedPage<Workflow>>('/workflows', { page, pageSize: 25, search }),
+    queryFn: () => herald.workflows.list({ page, pageSize: 25, search: search || undefined }),
   });
   const toggle = useToggleWorkflow(projectId);
 
@@ -170,22 +158,21 @@ export function WorkflowPage() {
   const projectId = useProjectId();
   const { workflowId = '' } = useParams();
   const [params, setParams] = useSearchParams();
-  const status = EXECUTION_STATUSES.includes(params.get('status') ?? '') ? params.get('status')! : null;
+  const status = EXECUTION_STATUSES.find((s) => s === params.get('status')) ?? null;
   const queryClient = useQueryClient();
   const workflow = useQuery({
     queryKey: [projectId, 'workflows', workflowId],
-    queryFn: () => api.get<WorkflowDetail>(`/workflows/${workflowId}`),
+    queryFn: () => herald.workflows.get(workflowId),
   });
   const executions = useInfiniteQuery({
     queryKey: [projectId, 'workflows', workflowId, 'executions', status],
-    queryFn: ({ pageParam }) =>
-      api.get<CursorPage<Execution>>(`/workflows/${workflowId}/executions`, { limit: 50, cursor: pageParam, status: status ?? undefined }),
+    queryFn: ({ pageParam }) => herald.workflows.listExecutions(workflowId, { limit: 50, cursor: pageParam, status: status ?? undefined }),
     initialPageParam: undefined as string | undefined,
     getNextPageParam: (last) => (last.hasMore && last.cursor ? last.cursor : undefined),
   });
   const toggle = useToggleWorkflow(projectId);
   const cancel = useMutation({
-    mutationFn: (executionId: string) => api.delete(`/workflows/${workflowId}/executions/${executionId}`),
+    mutationFn: (executionId: string) => herald.workflows.cancelExecution(workflowId, executionId),
     onSuccess: () => {
       void queryClient.invalidateQueries({ queryKey: [projectId, 'workflows', workflowId] });
       notifySuccess('Execution cancelled');
