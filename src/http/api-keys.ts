@@ -1,5 +1,7 @@
 import { createHmac } from 'node:crypto';
+import { isNotNull, sql } from 'drizzle-orm';
 import type { Database } from '../db/client.ts';
+import { projects } from '../db/schema/users.ts';
 import { randomBase62 } from '../db/ids.ts';
 
 /**
@@ -41,16 +43,14 @@ export async function hashLegacySecretKeys(database: Database, jwtSecret: string
   const hash = apiKeyHasher(jwtSecret);
   let done = 0;
   for (;;) {
-    const { rows } = await database.pool.query<{ id: string; secret_key: string }>(
-      'SELECT id, secret_key FROM projects WHERE secret_key IS NOT NULL LIMIT 500',
-    );
-    if (rows.length === 0) return done;
-    await database.pool.query(
-      `UPDATE projects p SET secret_key_hash = v.hash, secret_key_prefix = v.prefix, secret_key = NULL
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS v(id, key, hash, prefix)
-        WHERE p.id = v.id AND p.secret_key = v.key`,
-      [rows.map((r) => r.id), rows.map((r) => r.secret_key), rows.map((r) => hash(r.secret_key)), rows.map((r) => secretKeyPrefix(r.secret_key))],
-    );
-    done += rows.length;
+    const legacy = await database.db.select({ id: projects.id, key: projects.secretKey }).from(projects).where(isNotNull(projects.secretKey)).limit(500);
+    if (legacy.length === 0) return done;
+    const rows = legacy.map((r) => ({ id: r.id, key: r.key!, hash: hash(r.key!), prefix: secretKeyPrefix(r.key!) }));
+    const column = (name: keyof (typeof rows)[number]) => sql`${sql.param(rows.map((r) => r[name]))}::text[]`;
+    await database.db.execute(sql`
+      UPDATE projects p SET secret_key_hash = v.hash, secret_key_prefix = v.prefix, secret_key = NULL
+        FROM unnest(${column('id')}, ${column('key')}, ${column('hash')}, ${column('prefix')}) AS v(id, key, hash, prefix)
+       WHERE p.id = v.id AND p.secret_key = v.key`);
+    done += legacy.length;
   }
 }

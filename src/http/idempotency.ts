@@ -1,6 +1,8 @@
+import { and, eq, lte, sql } from 'drizzle-orm';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { AppContext } from '../context.ts';
+import { idempotencyKeys } from '../db/schema/idempotency.ts';
 import type { QueueDef } from '../jobs/boss.ts';
 import { ApiError, validationError } from './errors.ts';
 
@@ -12,13 +14,7 @@ declare module 'fastify' {
 
 const VALID_KEY = /^[\x20-\x7e]{1,255}$/;
 
-type StoredKey = {
-  method: string;
-  path: string;
-  status_code: number | null;
-  response: unknown;
-  created_at: Date;
-};
+const heldKey = (projectId: string, key: string) => and(eq(idempotencyKeys.projectId, projectId), eq(idempotencyKeys.key, key));
 
 /**
  * `Idempotency-Key` for /v1/send and /v1/track. The key is claimed (one INSERT, so of two
@@ -36,31 +32,34 @@ export function idempotency(ctx: AppContext) {
     }
     const projectId = req.auth!.projectId;
     const path = req.url.split('?')[0];
-    const claimed = await ctx.database.pool.query(
-      `INSERT INTO idempotency_keys (project_id, key, method, path, created_at, expires_at)
-            VALUES ($1, $2, $3, $4, now(), now() + make_interval(hours => $5))
-       ON CONFLICT (project_id, key) DO UPDATE
-            SET method = EXCLUDED.method, path = EXCLUDED.path, status_code = NULL, response = NULL,
-                created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
-          WHERE idempotency_keys.expires_at <= now()
-       RETURNING 1`,
-      [projectId, key, req.method, path, ctx.config.idempotencyKeyTtlHours],
-    );
+    const claimed = await ctx.database.db.execute(sql`
+      INSERT INTO idempotency_keys (project_id, key, method, path, created_at, expires_at)
+           VALUES (${projectId}, ${key}, ${req.method}, ${path}, now(), now() + make_interval(hours => ${ctx.config.idempotencyKeyTtlHours}))
+      ON CONFLICT (project_id, key) DO UPDATE
+           SET method = EXCLUDED.method, path = EXCLUDED.path, status_code = NULL, response = NULL,
+               created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+         WHERE idempotency_keys.expires_at <= now()
+      RETURNING 1`);
     if (claimed.rowCount === 1) {
       req.idempotencyKey = key;
       return;
     }
-    const { rows } = await ctx.database.pool.query<StoredKey>(
-      'SELECT method, path, status_code, response, created_at FROM idempotency_keys WHERE project_id = $1 AND key = $2',
-      [projectId, key],
-    );
-    const original = rows[0];
+    const [original] = await ctx.database.db
+      .select({
+        method: idempotencyKeys.method,
+        path: idempotencyKeys.path,
+        statusCode: idempotencyKeys.statusCode,
+        response: idempotencyKeys.response,
+        createdAt: idempotencyKeys.createdAt,
+      })
+      .from(idempotencyKeys)
+      .where(heldKey(projectId, key));
     throw new ApiError(409, 'IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used; the request was not performed', {
       details: {
         key,
         originalRequest: original ? `${original.method} ${original.path}` : null,
-        originalRequestAt: original?.created_at.toISOString() ?? null,
-        originalStatusCode: original?.status_code ?? null,
+        originalRequestAt: original?.createdAt.toISOString() ?? null,
+        originalStatusCode: original?.statusCode ?? null,
         originalResponse: original?.response ?? null,
       },
     });
@@ -72,15 +71,14 @@ export function idempotency(ctx: AppContext) {
     const projectId = req.auth!.projectId;
     const status = reply.statusCode;
     if (status >= 400 && status < 500) {
-      await ctx.database.pool.query('DELETE FROM idempotency_keys WHERE project_id = $1 AND key = $2', [projectId, key]);
+      await ctx.database.db.delete(idempotencyKeys).where(heldKey(projectId, key));
     } else {
+      // The serialised 2xx body is stored as it was sent (parsed by PostgreSQL, not re-serialised here).
       const body = status < 300 && typeof payload === 'string' ? payload : null;
-      await ctx.database.pool.query('UPDATE idempotency_keys SET status_code = $3, response = $4::jsonb WHERE project_id = $1 AND key = $2', [
-        projectId,
-        key,
-        status,
-        body,
-      ]);
+      await ctx.database.db
+        .update(idempotencyKeys)
+        .set({ statusCode: status, response: sql`${body}::jsonb` })
+        .where(heldKey(projectId, key));
     }
     return payload;
   };
@@ -90,7 +88,7 @@ export function idempotency(ctx: AppContext) {
 
 /** Removes expired keys (hourly job). */
 export async function purgeExpiredIdempotencyKeys(ctx: AppContext): Promise<number> {
-  const { rowCount } = await ctx.database.pool.query('DELETE FROM idempotency_keys WHERE expires_at <= now()');
+  const { rowCount } = await ctx.database.db.delete(idempotencyKeys).where(lte(idempotencyKeys.expiresAt, sql`now()`));
   return rowCount ?? 0;
 }
 

@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import type { PoolClient } from 'pg';
-import { and, desc, eq } from 'drizzle-orm';
+import { and, count, desc, eq, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
-import { withTransaction } from '../../db/client.ts';
+import { type Db, withTransaction } from '../../db/client.ts';
 import { prefixedId } from '../../db/ids.ts';
 import { newProjectKeys } from '../../http/api-keys.ts';
 import { memberships, projects } from '../../db/schema/users.ts';
@@ -38,8 +37,8 @@ export function toProjectRecord(p: ProjectRow, role: Role, secretKey: string | n
 
 export async function createProject(ctx: AppContext, userId: string, input: { name: string }): Promise<ProjectRecord> {
   const keys = newProjectKeys(ctx.config.jwtSecret);
-  return withTransaction(ctx.database, async ({ tx, client }) => {
-    await assertUnderProjectCap(ctx, client, userId);
+  return withTransaction(ctx.database, async ({ tx }) => {
+    await assertUnderProjectCap(ctx, tx, userId);
     const [project] = await tx
       .insert(projects)
       .values({ id: prefixedId('prj'), name: input.name, publicKey: keys.publicKey, ...keys.stored, webhookSecret: newWebhookSecret() })
@@ -50,11 +49,14 @@ export async function createProject(ctx: AppContext, userId: string, input: { na
 }
 
 /** Each project has its own budgets, so one user may own at most MAX_PROJECTS_PER_USER (serialised per user). */
-async function assertUnderProjectCap(ctx: AppContext, client: PoolClient, userId: string): Promise<void> {
-  await client.query(`SELECT pg_advisory_xact_lock(hashtext('project-cap:' || $1))`, [userId]);
-  const { rows } = await client.query<{ owned: number }>(`SELECT count(*)::int AS owned FROM memberships WHERE user_id = $1 AND role = 'OWNER'`, [userId]);
+async function assertUnderProjectCap(ctx: AppContext, tx: Db, userId: string): Promise<void> {
+  await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtext(${`project-cap:${userId}`}))`);
+  const [{ owned }] = await tx
+    .select({ owned: count() })
+    .from(memberships)
+    .where(and(eq(memberships.userId, userId), eq(memberships.role, 'OWNER')));
   const limit = ctx.config.maxProjectsPerUser;
-  if (rows[0].owned >= limit) {
+  if (owned >= limit) {
     throw new ApiError(403, 'FORBIDDEN', `A user can own at most ${limit} projects; delete one first`, { details: { limit } });
   }
 }

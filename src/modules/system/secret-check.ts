@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { eq, sql } from 'drizzle-orm';
 import type { Database } from '../../db/client.ts';
+import { domains } from '../../db/schema/domains.ts';
 import { installation } from '../../db/schema/installation.ts';
 import { secretMatchesStoredKeys } from '../domains/secret-check.ts';
 
@@ -24,7 +25,7 @@ export const secretFingerprint = (secret: string) => createHmac('sha256', secret
  */
 export async function checkSecretAtStartup(database: Database, secret: string): Promise<SecretMismatch | null> {
   const fingerprint = secretFingerprint(secret);
-  const hasKeys = (await database.pool.query('SELECT 1 FROM domains LIMIT 1')).rowCount! > 0;
+  const hasKeys = (await database.db.select({ id: domains.id }).from(domains).limit(1)).length > 0;
   if (hasKeys) {
     if (!(await secretMatchesStoredKeys(database, secret))) return { against: 'dkim-keys' };
     await database.db
