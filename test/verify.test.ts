@@ -279,7 +279,7 @@ describe('POST /v1/verify: DNS cache and timeouts', () => {
     assert.equal(fresh.body.data.valid, false);
   });
 
-  test('a DNS server that never answers still gives an answer within a second', async () => {
+  test('a DNS server that never answers still gives an answer, at the lookup budget (700 ms) rather than the resolver default (5 s a try)', async () => {
     const silent: Socket = createSocket('udp4');
     silent.on('message', () => {}); // swallow every query
     await new Promise<void>((resolve) => silent.bind(0, '127.0.0.1', () => resolve()));
@@ -290,7 +290,8 @@ describe('POST /v1/verify: DNS cache and timeouts', () => {
       const res = await s.sk.post('/v1/verify', { email: 'ada@slow.test' });
       const elapsed = performance.now() - started;
       assert.equal(res.status, 200);
-      assert.ok(elapsed < 1000, `answered in ${Math.round(elapsed)} ms`);
+      // The margin over 700 ms is for a loaded CI box; a resolver left at its defaults takes 10 s or more.
+      assert.ok(elapsed < 3000, `answered in ${Math.round(elapsed)} ms`);
       assert.deepEqual(res.body.data, {
         ...clean,
         email: 'ada@slow.test',
