@@ -5,12 +5,13 @@ import { type WebhookJob, attemptWebhook } from './engine/webhook-step.ts';
 /**
  * The workflow runner of a worker process: a loop that advances due executions in batches
  * (engine/advance.ts). Not a queue job per timer: due executions are found on the `due_at` index,
- * polled every POLL_MS when idle (a timer fires within about that of its due time) and at once
- * while batches come back full. Webhook attempts run beside the loop, a bounded number at a time.
+ * polled every POLL_MS when idle (one claim on the index; a timer fires within about that of its
+ * due time) and at once while batches come back full. Webhook attempts run beside the loop, a
+ * bounded number at a time.
  */
 
 export const RUNNER_BATCH_SIZE = 500;
-const POLL_MS = 200;
+const POLL_MS = 50;
 const MAX_WEBHOOKS_IN_FLIGHT = 100;
 const RETRYABLE_SQLSTATES = new Set(['40001', '40P01', '55P03', '57P01', '08006', '08003']);
 
