@@ -17,6 +17,8 @@ export type BatchState = {
   emails: { email: NewEmail; row: NewStepRow }[];
   /** Per project: whether a monthly `workflows` cap is set, and the emails of this batch counted against it so far. */
   billing: Map<string, { capped: boolean; reserved: number }>;
+  /** Contacts with more than one execution in the batch (their steps run one walk after the other). */
+  sharedContacts: Set<string>;
 };
 
 /** The project's custom field types, read once per batch. */
