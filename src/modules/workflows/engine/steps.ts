@@ -84,15 +84,11 @@ async function condition(b: BatchState, s: StepInput): Promise<StepEffects> {
 }
 
 // Templates within a batch: a batch of one workflow's executions reads each template once.
-const templateCache = new WeakMap<BatchState, Map<string, Promise<TemplateRecord | null>>>();
-
 function templateFor(b: BatchState, projectId: string, id: string): Promise<TemplateRecord | null> {
-  let m = templateCache.get(b);
-  if (!m) templateCache.set(b, (m = new Map()));
-  let p = m.get(id);
+  let p = b.templates.get(id);
   if (!p) {
     p = findTemplate(drizzle(b.client), projectId, id);
-    m.set(id, p);
+    b.templates.set(id, p);
   }
   return p;
 }
