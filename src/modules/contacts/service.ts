@@ -157,6 +157,37 @@ export async function updateContact(
   return contact;
 }
 
+/**
+ * The same `data` change applied to many contacts of a project in one statement (a workflow batch's
+ * UPDATE_CONTACT step): updateContact's merge and field-type rules, without email or subscription
+ * changes (so no event). Throws CONTACT_NOT_FOUND when one of them no longer exists.
+ */
+export async function updateContactsData(
+  db: Db,
+  projectId: string,
+  contactIds: string[],
+  input: Record<string, unknown> | undefined,
+  opts: { now: Date },
+): Promise<Map<string, ContactRecord>> {
+  const iso = opts.now.toISOString();
+  const changes = splitCustomData(input);
+  await checkFieldCapacity(db, projectId, fieldTypesOf(changes.set).keys);
+  const data = mergedData(sql`c.data`, textArray(changes.unset), sql`${JSON.stringify(changes.set)}::jsonb`);
+  const { rows } = await db.execute<ContactRow>(sql`
+    WITH old AS MATERIALIZED (
+      SELECT id FROM contacts WHERE id = ANY(${textArray(contactIds)}) AND project_id = ${projectId} ORDER BY id FOR UPDATE
+    )${recordFieldTypesOf(projectId, changes.set, iso, sql`EXISTS (SELECT 1 FROM old)`)}
+    UPDATE contacts AS c SET
+      data = ${data},
+      updated_at = CASE WHEN ${data} <> c.data THEN ${iso}::timestamptz ELSE c.updated_at END
+      FROM old WHERE c.id = old.id
+    RETURNING ${contactColumns('c')}`);
+  const updated = new Map(rows.map((r) => [r.id, toContactRecord(r)]));
+  const missing = contactIds.find((id) => !updated.has(id));
+  if (missing) throw notFound('contact', missing);
+  return updated;
+}
+
 /** Permanent; the contact's events go with it (and out of the analytics rollups, same statement). */
 export async function deleteContact(db: Db, projectId: string, contactId: string): Promise<void> {
   if (!CONTACT_ID.test(contactId)) throw notFound('contact', contactId);

@@ -3,14 +3,17 @@ import { advanceBatch } from './engine/advance.ts';
 import { type WebhookJob, attemptWebhook } from './engine/webhook-step.ts';
 
 /**
- * The workflow runner of a worker process: a loop that advances due executions in batches
- * (engine/advance.ts). Not a queue job per timer: due executions are found on the `due_at` index,
- * polled every POLL_MS when idle (a timer fires within about that of its due time) and at once
- * while batches come back full. Webhook attempts run beside the loop, a bounded number at a time.
+ * The workflow runner of a worker process: up to RUNNER_LOOPS loops that advance due executions in
+ * batches (engine/advance.ts), so one batch's statements overlap another's work in this process. Not a queue job per timer: due executions are found on the `due_at` index,
+ * polled every POLL_MS when idle (one claim on the index; a timer fires within about that of its
+ * due time) and at once while batches come back full. Webhook attempts run beside the loop, a
+ * bounded number at a time.
  */
 
 export const RUNNER_BATCH_SIZE = 500;
-const POLL_MS = 200;
+const POLL_MS = 50;
+/** Batches advanced at once (each on its own connection; SKIP LOCKED keeps their claims apart). */
+const RUNNER_LOOPS = 3;
 const MAX_WEBHOOKS_IN_FLIGHT = 100;
 const RETRYABLE_SQLSTATES = new Set(['40001', '40P01', '55P03', '57P01', '08006', '08003']);
 
@@ -19,8 +22,11 @@ export type WorkflowRunner = { stop: () => Promise<void>; wake: () => void };
 export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number; pollMs?: number } = {}): WorkflowRunner {
   const batchSize = opts.batchSize ?? ctx.config.workflowBatchSize ?? RUNNER_BATCH_SIZE;
   const pollMs = opts.pollMs ?? POLL_MS;
+  // A batch may take a second pool connection (a cache miss read outside its transaction): a
+  // quarter of the pool at most, so small pools keep room for that, the API and delivery.
+  const loops = Math.max(1, Math.min(RUNNER_LOOPS, Math.floor(ctx.config.databasePoolSize / 4)));
   let stopped = false;
-  let wakeUp: (() => void) | null = null;
+  const sleepers = new Set<() => void>();
   const inFlight = new Set<Promise<void>>();
 
   const sleep = (ms: number) =>
@@ -28,11 +34,14 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
       const t = setTimeout(done, ms);
       function done() {
         clearTimeout(t);
-        wakeUp = null;
+        sleepers.delete(done);
         resolve();
       }
-      wakeUp = done;
+      sleepers.add(done);
     });
+  const wakeAll = () => {
+    for (const wake of [...sleepers]) wake();
+  };
 
   const startWebhook = (job: WebhookJob) => {
     const p = attemptWebhook(ctx, job)
@@ -60,13 +69,13 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
       if (claimed < batchSize && !stopped) await sleep(pollMs);
     }
   };
-  const running = loop();
+  const running = Promise.all(Array.from({ length: loops }, () => loop()));
 
   return {
-    wake: () => wakeUp?.(),
+    wake: wakeAll,
     stop: async () => {
       stopped = true;
-      wakeUp?.();
+      wakeAll();
       await running;
       await Promise.allSettled([...inFlight]);
     },

@@ -6,7 +6,7 @@ import type { WorkflowExecutionStatus, WorkflowStepExecutionStatus } from '../..
 import { queueEmailsWithStatus } from '../../emails/queue.ts';
 import type { BatchState } from './batch.ts';
 import { type RunGraph, type RunStep, loadGraphs } from './graph.ts';
-import { type StepEffects, runStep } from './steps.ts';
+import { type PausedWalk, type StepEffects, runStep, updateContactsTogether, updatesTogether } from './steps.ts';
 import { type WebhookJob, prepareWebhook } from './webhook-step.ts';
 
 /**
@@ -60,7 +60,7 @@ export type StepRowUpdate = {
   completed_at: string | null;
 };
 
-type ExecUpdate = {
+export type ExecUpdate = {
   id: string;
   status: WorkflowExecutionStatus;
   current_step_id: string | null;
@@ -119,13 +119,23 @@ async function advanceIn(ctx: AppContext, client: pg.PoolClient, opts: { batchSi
     claimed.filter((e) => e.status === 'WAITING').map((e) => e.id),
   );
 
-  const batch: BatchState = { ctx, client, now, types: new Map(), emails: [], billing: new Map() };
+  const batch: BatchState = { ctx, client, now, types: new Map(), templates: new Map(), emails: [], billing: new Map(), sharedContacts: new Set() };
   const inserts: NewStepRow[] = [];
   const updates: StepRowUpdate[] = [];
   const execs: ExecUpdate[] = [];
   const webhooks: WebhookJob[] = [];
   const lease = new Date(realNow + WEBHOOK_LEASE_MS + Math.floor(Math.random() * 1000));
 
+  // A contact with one execution in the batch has its UPDATE_CONTACT data changes made together:
+  // its walk pauses there, the paused walks' changes are written per step in one statement, then
+  // they go on. (A contact with several executions here is updated in its walks, in order.)
+  const seen = new Set<string>();
+  for (const e of claimed) (seen.has(e.contact_id) ? batch.sharedContacts : seen).add(e.contact_id);
+  let paused: PausedWalk[] = [];
+  const settle = (r: ExecUpdate | PausedWalk) => {
+    if ('pausedAt' in r) paused.push(r);
+    else execs.push(r);
+  };
   for (const e of claimed) {
     const graph = graphs.get(e.workflow_id)!;
     const step = e.current_step_id ? graph.steps.get(e.current_step_id) : undefined;
@@ -134,7 +144,13 @@ async function advanceIn(ctx: AppContext, client: pg.PoolClient, opts: { batchSi
       webhooks.push(await prepareWebhook(batch, e, step, contacts.get(e.contact_id)!, waiting, lease));
       continue;
     }
-    execs.push(await walk(batch, e, graph, contacts, waiting, inserts, updates));
+    settle(await walk(batch, e, graph, contacts, waiting, inserts, updates));
+  }
+  while (paused.length > 0) {
+    const round = paused;
+    paused = [];
+    await updateContactsTogether(batch, round, contacts);
+    for (const p of round) settle(await walk(batch, p.execution, graphs.get(p.execution.workflow_id)!, contacts, undefined, inserts, updates, p));
   }
 
   if (batch.emails.length > 0) {
@@ -172,9 +188,11 @@ async function walk(
   waiting: { id: string; step_id: string } | undefined,
   inserts: NewStepRow[],
   updates: StepRowUpdate[],
-): Promise<ExecUpdate> {
+  /** Going on after a paused UPDATE_CONTACT step whose change is written. */
+  from?: PausedWalk,
+): Promise<ExecUpdate | PausedWalk> {
   const nowIso = batch.now.toISOString();
-  const state: ExecUpdate = {
+  const state: ExecUpdate = from?.state ?? {
     id: e.id,
     status: 'RUNNING',
     current_step_id: e.current_step_id,
@@ -190,7 +208,13 @@ async function walk(
 
   let stepId = e.current_step_id;
   let resuming = e.status === 'WAITING';
-  for (let n = 0; n < MAX_STEPS_PER_RUN; n++) {
+  let n = 0;
+  if (from) {
+    const next = graph.next(from.pausedAt.id, null);
+    if (!next) return end('COMPLETED');
+    [stepId, resuming, n] = [next, false, from.steps + 1];
+  }
+  for (; n < MAX_STEPS_PER_RUN; n++) {
     const step: RunStep | undefined = stepId ? graph.steps.get(stepId) : undefined;
     if (!step) {
       if (waiting) updates.push({ id: waiting.id, status: 'FAILED', output: null, error: 'step no longer exists', completed_at: nowIso });
@@ -228,6 +252,7 @@ async function walk(
         completed_at: nowIso,
       };
       inserts.push(row);
+      if (updatesTogether(batch, e, step)) return { execution: e, state, pausedAt: step, row, steps: n };
       const fx = await runStep(batch, { execution: e, step, row, contacts, context: state.context });
       if (fx.context) state.context = fx.context;
       if (fx.wait) {

@@ -6,6 +6,7 @@ import { ApiError } from '../../../http/errors.ts';
 import { assertWithinBillingLimit, limitExceeded, projectLimits } from '../../billing/limits.ts';
 import { customFieldTypes } from '../../contacts/fields.ts';
 import type { NewEmail } from '../../emails/queue.ts';
+import type { TemplateRecord } from '../../templates/schemas.ts';
 import type { NewStepRow } from './advance.ts';
 
 /** What a batch shares: caches of per-project reads, the emails to queue at the end and how many of them each project has. */
@@ -14,9 +15,13 @@ export type BatchState = {
   client: pg.PoolClient;
   now: Date;
   types: Map<string, Promise<Map<string, FieldType>>>;
+  /** Templates by id, read once per batch. */
+  templates: Map<string, Promise<TemplateRecord | null>>;
   emails: { email: NewEmail; row: NewStepRow }[];
   /** Per project: whether a monthly `workflows` cap is set, and the emails of this batch counted against it so far. */
   billing: Map<string, { capped: boolean; reserved: number }>;
+  /** Contacts with more than one execution in the batch (their steps run one walk after the other). */
+  sharedContacts: Set<string>;
 };
 
 /** The project's custom field types, read once per batch. */

@@ -2,14 +2,14 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import type { WorkflowBranch } from '../../../db/schema/workflows.ts';
 import { ApiError } from '../../../http/errors.ts';
 import type { Condition } from '../../../conditions/index.ts';
-import { updateContact } from '../../contacts/service.ts';
+import { updateContact, updateContactsData } from '../../contacts/service.ts';
 import { senderDomainFor } from '../../domains/sender.ts';
 import { initialStatus } from '../../emails/send.ts';
 import { scheduleSegmentReevaluation } from '../../segments/membership.ts';
 import { findTemplate } from '../../templates/service.ts';
 import type { TemplateRecord } from '../../templates/schemas.ts';
 import { type DelayConfig, type ExitConfig, type SendEmailConfig, type UpdateContactConfig, type WaitForEventConfig, delayMs } from '../step-config.ts';
-import type { ClaimedExecution, ContactRow, NewStepRow } from './advance.ts';
+import type { ClaimedExecution, ContactRow, ExecUpdate, NewStepRow } from './advance.ts';
 import { type BatchState, countWorkflowEmail, fieldTypesFor } from './batch.ts';
 import { conditionHolds } from './condition.ts';
 import { withWorkflowDepth } from './enrol.ts';
@@ -84,15 +84,11 @@ async function condition(b: BatchState, s: StepInput): Promise<StepEffects> {
 }
 
 // Templates within a batch: a batch of one workflow's executions reads each template once.
-const templateCache = new WeakMap<BatchState, Map<string, Promise<TemplateRecord | null>>>();
-
 function templateFor(b: BatchState, projectId: string, id: string): Promise<TemplateRecord | null> {
-  let m = templateCache.get(b);
-  if (!m) templateCache.set(b, (m = new Map()));
-  let p = m.get(id);
+  let p = b.templates.get(id);
   if (!p) {
     p = findTemplate(drizzle(b.client), projectId, id);
-    m.set(id, p);
+    b.templates.set(id, p);
   }
   return p;
 }
@@ -160,4 +156,34 @@ async function updateContactStep(b: BatchState, s: StepInput): Promise<StepEffec
   await scheduleSegmentReevaluation(b.ctx, e.project_id, e.contact_id, b.client);
   s.row.output = { data: Object.keys(c.data ?? {}), ...(c.subscribed !== undefined ? { subscribed: updated.subscribed } : {}) };
   return { branch: null };
+}
+
+/** A walk stopped at an UPDATE_CONTACT step whose change is written with the batch's others (advance.ts). */
+export type PausedWalk = { execution: ClaimedExecution; state: ExecUpdate; pausedAt: RunStep; row: NewStepRow; steps: number };
+
+/** Whether this UPDATE_CONTACT waits for updateContactsTogether: a data-only change (no event) of a contact with no other execution in the batch. */
+export const updatesTogether = (b: BatchState, e: ClaimedExecution, step: RunStep): boolean =>
+  step.type === 'UPDATE_CONTACT' && (step.config as UpdateContactConfig).subscribed === undefined && !b.sharedContacts.has(e.contact_id);
+
+/** The paused walks' UPDATE_CONTACT changes: one statement per step (contacts service), then each contact's segment re-evaluation. */
+export async function updateContactsTogether(b: BatchState, paused: PausedWalk[], contacts: Map<string, ContactRow>): Promise<void> {
+  const byStep = new Map<string, PausedWalk[]>();
+  for (const p of paused) {
+    const group = byStep.get(p.pausedAt.id);
+    if (group) group.push(p);
+    else byStep.set(p.pausedAt.id, [p]);
+  }
+  for (const group of byStep.values()) {
+    const { pausedAt, execution } = group[0];
+    const c = pausedAt.config as UpdateContactConfig;
+    const ids = group.map((p) => p.execution.contact_id);
+    const updated = await updateContactsData(drizzle(b.client), execution.project_id, ids, c.data, { now: b.now });
+    for (const p of group) {
+      const id = p.execution.contact_id;
+      const u = updated.get(id)!;
+      contacts.set(id, { ...contacts.get(id)!, subscribed: u.subscribed, data: u.data, updatedAt: u.updatedAt });
+      await scheduleSegmentReevaluation(b.ctx, p.execution.project_id, id, b.client);
+      p.row.output = { data: Object.keys(c.data ?? {}) };
+    }
+  }
 }
