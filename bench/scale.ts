@@ -20,7 +20,8 @@ import { countingSink, fmt, printMachine, withBenchDatabase } from './lib.ts';
  */
 
 const FROM = 'bench@mail.bench.test';
-const BODY = '<html><body><h1>Hello {{firstName}}</h1><p>Your order {{order}} has shipped.</p><p><a href="https://example.com/t">Track it</a></p></body></html>';
+const BODY =
+  '<html><body><h1>Hello {{firstName}}</h1><p>Your order {{order}} has shipped.</p><p><a href="https://example.com/t">Track it</a></p></body></html>';
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 
 export async function run(args: string[]): Promise<void> {

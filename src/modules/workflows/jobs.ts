@@ -4,8 +4,9 @@ import { type WebhookJob, attemptWebhook } from './engine/webhook-step.ts';
 
 /**
  * The workflow runner of a worker process: up to RUNNER_LOOPS loops that advance due executions in
- * batches (engine/advance.ts), so one batch's statements overlap another's work in this process. Not a queue job per timer: due executions are found on the `due_at` index,
- * polled every POLL_MS when idle (one claim on the index; a timer fires within about that of its
+ * batches (engine/advance.ts), so one batch's statements overlap another's work in this process.
+ * Not a queue job per timer: due executions are found on the `due_at` index, polled every POLL_MS
+ * by the first loop when idle (one claim on the index; a timer fires within about that of its
  * due time) and at once while batches come back full. Webhook attempts run beside the loop, a
  * bounded number at a time.
  */
@@ -14,6 +15,8 @@ export const RUNNER_BATCH_SIZE = 500;
 const POLL_MS = 50;
 /** Batches advanced at once (each on its own connection; SKIP LOCKED keeps their claims apart). */
 const RUNNER_LOOPS = 3;
+/** An extra loop with nothing to claim sleeps until loop 0 finds a full batch (or this long). */
+const IDLE_HELPER_MS = 60_000;
 const MAX_WEBHOOKS_IN_FLIGHT = 100;
 const RETRYABLE_SQLSTATES = new Set(['40001', '40P01', '55P03', '57P01', '08006', '08003']);
 
@@ -50,7 +53,9 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
     inFlight.add(p);
   };
 
-  const loop = async () => {
+  // Loop 0 polls; the others run only while batches come back full (loop 0 wakes them), so an idle
+  // worker costs one claim per POLL_MS, not one per loop.
+  const loop = async (index: number) => {
     while (!stopped) {
       if (inFlight.size >= MAX_WEBHOOKS_IN_FLIGHT) {
         await Promise.race(inFlight);
@@ -66,10 +71,14 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
         ctx.log.warn({ err }, 'workflow batch failed; advancing its executions one by one');
         await advanceOneByOne(ctx, batchSize).catch((e) => ctx.log.error({ err: e }, 'workflow advance failed'));
       }
-      if (claimed < batchSize && !stopped) await sleep(pollMs);
+      if (claimed >= batchSize) {
+        if (index === 0) wakeAll();
+      } else if (!stopped) {
+        await sleep(index === 0 ? pollMs : IDLE_HELPER_MS);
+      }
     }
   };
-  const running = Promise.all(Array.from({ length: loops }, () => loop()));
+  const running = Promise.all(Array.from({ length: loops }, (_, i) => loop(i)));
 
   return {
     wake: wakeAll,

@@ -119,7 +119,17 @@ async function advanceIn(ctx: AppContext, client: pg.PoolClient, opts: { batchSi
     claimed.filter((e) => e.status === 'WAITING').map((e) => e.id),
   );
 
-  const batch: BatchState = { ctx, client, now, types: new Map(), templates: new Map(), emails: [], billing: new Map(), sharedContacts: new Set() };
+  const batch: BatchState = {
+    ctx,
+    client,
+    now,
+    types: new Map(),
+    templates: new Map(),
+    emails: [],
+    billing: new Map(),
+    sharedContacts: new Set(),
+    webhookSecrets: new Map(),
+  };
   const inserts: NewStepRow[] = [];
   const updates: StepRowUpdate[] = [];
   const execs: ExecUpdate[] = [];

@@ -22,6 +22,8 @@ export type BatchState = {
   billing: Map<string, { capped: boolean; reserved: number }>;
   /** Contacts with more than one execution in the batch (their steps run one walk after the other). */
   sharedContacts: Set<string>;
+  /** Projects' webhook signing secrets, read once per batch. */
+  webhookSecrets: Map<string, Promise<string>>;
 };
 
 /** The project's custom field types, read once per batch. */

@@ -30,17 +30,13 @@ export type WebhookJob = {
   secret: string;
 };
 
-const secrets = new WeakMap<BatchState, Map<string, Promise<string>>>();
-
 function secretFor(b: BatchState, projectId: string): Promise<string> {
-  let m = secrets.get(b);
-  if (!m) secrets.set(b, (m = new Map()));
-  let p = m.get(projectId);
+  let p = b.webhookSecrets.get(projectId);
   if (!p) {
     p = b.client
       .query<{ webhook_secret: string }>('SELECT webhook_secret FROM projects WHERE id = $1', [projectId])
       .then((r) => r.rows[0]?.webhook_secret ?? '');
-    m.set(projectId, p);
+    b.webhookSecrets.set(projectId, p);
   }
   return p;
 }
