@@ -63,7 +63,7 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
       }
       let claimed = 0;
       try {
-        const r = await advanceBatch(ctx, { batchSize });
+        const r = await advanceBatch(ctx, { batchSize, onFullClaim: index === 0 ? wakeAll : undefined });
         claimed = r.claimed;
         for (const job of r.webhooks) startWebhook(job);
       } catch (err) {
@@ -71,11 +71,7 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
         ctx.log.warn({ err }, 'workflow batch failed; advancing its executions one by one');
         await advanceOneByOne(ctx, batchSize).catch((e) => ctx.log.error({ err: e }, 'workflow advance failed'));
       }
-      if (claimed >= batchSize) {
-        if (index === 0) wakeAll();
-      } else if (!stopped) {
-        await sleep(index === 0 ? pollMs : IDLE_HELPER_MS);
-      }
+      if (claimed < batchSize && !stopped) await sleep(index === 0 ? pollMs : IDLE_HELPER_MS);
     }
   };
   const running = Promise.all(Array.from({ length: loops }, (_, i) => loop(i)));

@@ -84,8 +84,16 @@ SELECT x.id, x.project_id, x.workflow_id, x.contact_id, x.status, x.current_step
 
 export type AdvanceResult = { claimed: number; webhooks: WebhookJob[] };
 
-/** Claims and advances one batch. `ids` restricts the claim (the one-by-one retry of a failed batch). */
-export async function advanceBatch(ctx: AppContext, opts: { batchSize: number; ids?: string[] }): Promise<AdvanceResult> {
+type AdvanceOptions = {
+  batchSize: number;
+  /** Restricts the claim (the one-by-one retry of a failed batch). */
+  ids?: string[];
+  /** Called as soon as the claim took a full batch (more is probably due): the runner starts its other loops. */
+  onFullClaim?: () => void;
+};
+
+/** Claims and advances one batch. */
+export async function advanceBatch(ctx: AppContext, opts: AdvanceOptions): Promise<AdvanceResult> {
   const client = await ctx.database.pool.connect();
   try {
     await client.query('BEGIN');
@@ -100,7 +108,7 @@ export async function advanceBatch(ctx: AppContext, opts: { batchSize: number; i
   }
 }
 
-async function advanceIn(ctx: AppContext, client: pg.PoolClient, opts: { batchSize: number; ids?: string[] }): Promise<AdvanceResult> {
+async function advanceIn(ctx: AppContext, client: pg.PoolClient, opts: AdvanceOptions): Promise<AdvanceResult> {
   const now = ctx.clock.now();
   const realNow = Date.now();
   const { rows: claimed } = await client.query<ClaimedExecution>(CLAIM_SQL, [
@@ -110,6 +118,7 @@ async function advanceIn(ctx: AppContext, client: pg.PoolClient, opts: { batchSi
     opts.ids ?? null,
   ]);
   if (claimed.length === 0) return { claimed: 0, webhooks: [] };
+  if (claimed.length >= opts.batchSize) opts.onFullClaim?.();
 
   // One connection runs one statement at a time: these are sequential.
   const graphs = await loadGraphs(client, [...new Set(claimed.map((e) => e.workflow_id))]);
