@@ -1,9 +1,10 @@
+import { and, eq } from 'drizzle-orm';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { ApiError } from './errors.ts';
 import { SESSION_COOKIE, sessionUserId } from './sessions.ts';
 
-import type { Role } from '../db/schema/users.ts';
+import { type Role, memberships } from '../db/schema/users.ts';
 
 export type { Role };
 
@@ -93,8 +94,11 @@ export function requireProject(ctx: AppContext): Hook {
 }
 
 export async function membershipRole(ctx: AppContext, projectId: string, userId: string): Promise<Role | null> {
-  const { rows } = await ctx.database.pool.query<{ role: Role }>('SELECT role FROM memberships WHERE project_id = $1 AND user_id = $2', [projectId, userId]);
-  return rows[0]?.role ?? null;
+  const [row] = await ctx.database.db
+    .select({ role: memberships.role })
+    .from(memberships)
+    .where(and(eq(memberships.projectId, projectId), eq(memberships.userId, userId)));
+  return (row?.role as Role | undefined) ?? null;
 }
 
 /** The authenticated project of a request that passed one of the project hooks. */

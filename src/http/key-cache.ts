@@ -1,6 +1,8 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { eq } from 'drizzle-orm';
 import type { Database } from '../db/client.ts';
+import { projects } from '../db/schema/users.ts';
 import { apiKeyHasher } from './api-keys.ts';
 
 export type KeyOwner = {
@@ -67,18 +69,16 @@ export async function createKeyCache(
       const hit = entries.get(hashed);
       if (hit && Date.now() - hit.at < TTL_MS) return hit;
       const isPublic = key.startsWith('pk_');
-      const { rows } = await database.pool.query<{ id: string; disabled: boolean; disabled_reason: string | null }>(
-        isPublic
-          ? 'SELECT id, disabled, disabled_reason FROM projects WHERE public_key = $1'
-          : 'SELECT id, disabled, disabled_reason FROM projects WHERE secret_key_hash = $1',
-        [isPublic ? key : hashed],
-      );
-      if (rows.length === 0) return null;
+      const [row] = await database.db
+        .select({ id: projects.id, disabled: projects.disabled, disabledReason: projects.disabledReason })
+        .from(projects)
+        .where(isPublic ? eq(projects.publicKey, key) : eq(projects.secretKeyHash, hashed));
+      if (!row) return null;
       const owner = {
-        projectId: rows[0].id,
+        projectId: row.id,
         keyType: isPublic ? ('public' as const) : ('secret' as const),
-        disabled: rows[0].disabled,
-        disabledReason: rows[0].disabled_reason,
+        disabled: row.disabled,
+        disabledReason: row.disabledReason,
         at: Date.now(),
       };
       entries.set(hashed, owner);

@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/node-postgres';
 import type pg from 'pg';
 import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
@@ -137,8 +138,9 @@ const DEBOUNCE_MS = 500;
 async function hasTrackedSegments(ctx: AppContext, projectId: string, client?: pg.PoolClient): Promise<boolean> {
   const hit = ctx.caches.trackedSegments.get(projectId, 'tracked');
   if (hit !== undefined) return hit;
-  const q = 'SELECT EXISTS (SELECT 1 FROM segments WHERE project_id = $1 AND track_membership AND type = $2) AS tracked';
-  const { rows } = await (client ?? ctx.database.pool).query<{ tracked: boolean }>(q, [projectId, 'DYNAMIC']);
+  const { rows } = await (client ? drizzle(client) : ctx.database.db).execute<{ tracked: boolean }>(
+    sql`SELECT EXISTS (SELECT 1 FROM segments WHERE project_id = ${projectId} AND track_membership AND type = 'DYNAMIC') AS tracked`,
+  );
   ctx.caches.trackedSegments.set(projectId, 'tracked', rows[0].tracked);
   return rows[0].tracked;
 }

@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import type { AppContext } from '../../../context.ts';
 
 /**
@@ -6,14 +7,12 @@ import type { AppContext } from '../../../context.ts';
  */
 export async function reserveSendSlots(ctx: AppContext, projectId: string, count: number): Promise<Date[]> {
   const spacingMs = 1000 / ctx.config.sendRatePerSecond;
-  const { rows } = await ctx.database.pool.query<{ first: Date }>(
-    `INSERT INTO send_throttle (project_id, next_slot)
-          VALUES ($1, clock_timestamp() + make_interval(secs => $2::float8 * $3::int / 1000.0))
-     ON CONFLICT (project_id) DO UPDATE
-          SET next_slot = greatest(send_throttle.next_slot, clock_timestamp()) + make_interval(secs => $2::float8 * $3::int / 1000.0)
-     RETURNING next_slot - make_interval(secs => $2::float8 * $3::int / 1000.0) AS first`,
-    [projectId, spacingMs, count],
-  );
-  const first = rows[0].first.getTime();
+  const span = sql`make_interval(secs => ${spacingMs}::float8 * ${count}::int / 1000.0)`;
+  // As epoch milliseconds: Drizzle's raw `execute` returns timestamps as text, not Date.
+  const { rows } = await ctx.database.db.execute<{ first: number }>(sql`
+    INSERT INTO send_throttle (project_id, next_slot) VALUES (${projectId}, clock_timestamp() + ${span})
+    ON CONFLICT (project_id) DO UPDATE SET next_slot = greatest(send_throttle.next_slot, clock_timestamp()) + ${span}
+    RETURNING (extract(epoch FROM next_slot - ${span}) * 1000)::float8 AS first`);
+  const first = rows[0].first;
   return Array.from({ length: count }, (_, i) => new Date(first + i * spacingMs));
 }
