@@ -94,7 +94,6 @@ export async function queueEmailsWithStatus(ctx: AppContext, t: { tx: Db; client
     // The address looked up in the project's suppressions, when the caller asks for the check.
     suppression_email: e.checkSuppression ? e.to.email.toLowerCase() : null,
   }));
-  const suppressed = sql`r.suppression_email IS NOT NULL AND EXISTS (SELECT 1 FROM suppressions s WHERE s.project_id = r.project_id AND s.email = r.suppression_email)`;
   const { rows: inserted } = await t.tx.execute<{ id: string; status: QueuedEmail['status'] }>(sql`
     WITH contents AS (
       INSERT INTO email_contents (id, project_id, body_source, variables, headers, attachments, created_at)
@@ -106,13 +105,17 @@ export async function queueEmailsWithStatus(ctx: AppContext, t: { tx: Db; client
                         content_id, template_id, campaign_id, workflow_id, status, error, created_at, updated_at)
     SELECT r.id, r.project_id, r.contact_id, r.to_email, r.to_name, r.from_email, r.from_name, r.reply_to, r.type, r.subject_source,
            r.content_id, r.template_id, r.campaign_id, r.workflow_id,
-           CASE WHEN ${suppressed} THEN 'SUPPRESSED' ELSE r.status END,
-           CASE WHEN ${suppressed} THEN ${SUPPRESSED_ERROR} ELSE r.error END,
+           CASE WHEN x.suppressed THEN 'SUPPRESSED' ELSE r.status END,
+           CASE WHEN x.suppressed THEN ${SUPPRESSED_ERROR} ELSE r.error END,
            ${iso}::timestamptz, ${iso}::timestamptz
       FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
         AS r(id uuid, project_id text, contact_id text, to_email text, to_name text, from_email text, from_name text, reply_to text,
              type text, subject_source text, content_id uuid, template_id uuid, campaign_id uuid, workflow_id uuid, status text,
              error text, suppression_email text)
+     CROSS JOIN LATERAL (
+       SELECT r.suppression_email IS NOT NULL
+              AND EXISTS (SELECT 1 FROM suppressions s WHERE s.project_id = r.project_id AND s.email = r.suppression_email) AS suppressed
+     ) AS x
     RETURNING id, status`);
   const statusById = new Map(inserted.map((r) => [r.id, r.status]));
   const queued = rows.map((r) => ({ id: r.id, status: statusById.get(r.id)! }));
