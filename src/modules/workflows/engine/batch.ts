@@ -26,15 +26,19 @@ export type BatchState = {
   webhookSecrets: Map<string, Promise<string>>;
 };
 
-/** The project's custom field types, read once per batch. */
-export const fieldTypesFor = (b: BatchState, projectId: string): Promise<Map<string, FieldType>> => {
-  let p = b.types.get(projectId);
+/** A read made once per batch: the first caller's promise, kept in one of the batch's maps. */
+export function readOnce<T>(cache: Map<string, Promise<T>>, key: string, read: () => Promise<T>): Promise<T> {
+  let p = cache.get(key);
   if (!p) {
-    p = customFieldTypes(drizzle(b.client), projectId);
-    b.types.set(projectId, p);
+    p = read();
+    cache.set(key, p);
   }
   return p;
-};
+}
+
+/** The project's custom field types, read once per batch. */
+export const fieldTypesFor = (b: BatchState, projectId: string): Promise<Map<string, FieldType>> =>
+  readOnce(b.types, projectId, () => customFieldTypes(drizzle(b.client), projectId));
 
 /**
  * One more email of this batch against the project's monthly `workflows` cap (billing/limits.ts,

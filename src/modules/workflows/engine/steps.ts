@@ -10,7 +10,7 @@ import { findTemplate } from '../../templates/service.ts';
 import type { TemplateRecord } from '../../templates/schemas.ts';
 import { type DelayConfig, type ExitConfig, type SendEmailConfig, type UpdateContactConfig, type WaitForEventConfig, delayMs } from '../step-config.ts';
 import type { ClaimedExecution, ContactRow, ExecUpdate, NewStepRow } from './advance.ts';
-import { type BatchState, countWorkflowEmail, fieldTypesFor } from './batch.ts';
+import { type BatchState, countWorkflowEmail, fieldTypesFor, readOnce } from './batch.ts';
 import { conditionHolds } from './condition.ts';
 import { withWorkflowDepth } from './enrol.ts';
 import type { RunStep } from './graph.ts';
@@ -84,14 +84,8 @@ async function condition(b: BatchState, s: StepInput): Promise<StepEffects> {
 }
 
 // Templates within a batch: a batch of one workflow's executions reads each template once.
-function templateFor(b: BatchState, projectId: string, id: string): Promise<TemplateRecord | null> {
-  let p = b.templates.get(id);
-  if (!p) {
-    p = findTemplate(drizzle(b.client), projectId, id);
-    b.templates.set(id, p);
-  }
-  return p;
-}
+const templateFor = (b: BatchState, projectId: string, id: string): Promise<TemplateRecord | null> =>
+  readOnce(b.templates, id, () => findTemplate(drizzle(b.client), projectId, id));
 
 /**
  * Queues the email through queueEmails at the end of the batch (advance.ts), so the sender check,

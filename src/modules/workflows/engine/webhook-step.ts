@@ -1,7 +1,7 @@
 import type { AppContext } from '../../../context.ts';
 import type { WebhookConfig } from '../step-config.ts';
 import type { ClaimedExecution, ContactRow } from './advance.ts';
-import type { BatchState } from './batch.ts';
+import { type BatchState, readOnce } from './batch.ts';
 import type { RunStep } from './graph.ts';
 import { renderJson, renderString } from './variables.ts';
 import { type WebhookRequest, callWebhook } from './webhook.ts';
@@ -30,16 +30,10 @@ export type WebhookJob = {
   secret: string;
 };
 
-function secretFor(b: BatchState, projectId: string): Promise<string> {
-  let p = b.webhookSecrets.get(projectId);
-  if (!p) {
-    p = b.client
-      .query<{ webhook_secret: string }>('SELECT webhook_secret FROM projects WHERE id = $1', [projectId])
-      .then((r) => r.rows[0]?.webhook_secret ?? '');
-    b.webhookSecrets.set(projectId, p);
-  }
-  return p;
-}
+const secretFor = (b: BatchState, projectId: string): Promise<string> =>
+  readOnce(b.webhookSecrets, projectId, () =>
+    b.client.query<{ webhook_secret: string }>('SELECT webhook_secret FROM projects WHERE id = $1', [projectId]).then((r) => r.rows[0]?.webhook_secret ?? ''),
+  );
 
 /** The variables of url, header values and body strings: the contact's fields and data, and `event.*` (the context). */
 function variablesOf(e: ClaimedExecution, contact: ContactRow): Record<string, unknown> {
