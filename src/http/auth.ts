@@ -1,6 +1,7 @@
 import { and, eq } from 'drizzle-orm';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.ts';
+import type { Db } from '../db/client.ts';
 import { ApiError } from './errors.ts';
 import { SESSION_COOKIE, sessionUserId } from './sessions.ts';
 
@@ -86,15 +87,16 @@ export function requireProject(ctx: AppContext): Hook {
     if (typeof projectId !== 'string' || projectId === '') {
       throw new ApiError(400, 'BAD_REQUEST', 'X-Project-Id header is required with a session cookie');
     }
-    const role = await membershipRole(ctx, projectId, userId);
+    const role = await membershipRole(ctx.database.db, projectId, userId);
     if (!role) throw new ApiError(403, 'FORBIDDEN', 'You are not a member of this project');
     req.userId = userId;
     req.auth = { projectId, role, userId, keyType: null };
   };
 }
 
-export async function membershipRole(ctx: AppContext, projectId: string, userId: string): Promise<Role | null> {
-  const [row] = await ctx.database.db
+/** The user's role in the project, or null when not a member (`db` may be a transaction). */
+export async function membershipRole(db: Db, projectId: string, userId: string): Promise<Role | null> {
+  const [row] = await db
     .select({ role: memberships.role })
     .from(memberships)
     .where(and(eq(memberships.projectId, projectId), eq(memberships.userId, userId)));

@@ -48,7 +48,7 @@ const PROJECT_ROUTE = /^\/(users\/@me\/projects|projects)\/:id(\/|$)/;
 async function resolveProjectRoute(ctx: AppContext, req: FastifyRequest): Promise<void> {
   const id = (req.params as { id?: unknown } | undefined)?.id;
   if (typeof id !== 'string' || !req.userId) return;
-  const role = id.length <= 100 ? await membershipRole(ctx, id, req.userId) : null;
+  const role = id.length <= 100 ? await membershipRole(ctx.database.db, id, req.userId) : null;
   if (!role) throw notFound('project', id);
   req.auth = { projectId: id, role, userId: req.userId, keyType: null };
 }

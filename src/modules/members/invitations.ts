@@ -4,6 +4,7 @@ import { withTransaction } from '../../db/client.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
 import { invitations } from '../../db/schema/members.ts';
 import { memberships, projects, users } from '../../db/schema/users.ts';
+import { membershipRole } from '../../http/auth.ts';
 import { ApiError } from '../../http/errors.ts';
 import { signJwt, verifyJwt } from '../../tokens/jwt.ts';
 import { escapeHtml } from '../../mail/locales.ts';
@@ -96,10 +97,7 @@ export async function acceptInvitation(ctx: AppContext, userId: string, token: s
     await tx.update(invitations).set({ acceptedAt: now, acceptedBy: userId }).where(eq(invitations.id, invitationId));
     // Already a member (added directly meanwhile): keep the current role.
     await tx.insert(memberships).values({ projectId: invitation.projectId, userId, role: invitation.role, createdAt: now }).onConflictDoNothing();
-    const [m] = await tx
-      .select({ role: memberships.role })
-      .from(memberships)
-      .where(and(eq(memberships.projectId, invitation.projectId), eq(memberships.userId, userId)));
-    return { projectId: invitation.projectId, role: m.role as 'ADMIN' | 'MEMBER' };
+    const role = await membershipRole(tx, invitation.projectId, userId);
+    return { projectId: invitation.projectId, role: role as 'ADMIN' | 'MEMBER' };
   });
 }
