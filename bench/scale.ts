@@ -1,5 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestDns } from '../test/helpers/dns-server.ts';
@@ -88,7 +89,7 @@ async function deliverWith(
     return {
       rate: (total - 1) / seconds,
       seconds,
-      cores: readFileSync('/proc/cpuinfo', 'utf8').match(/^processor/gm)?.length ?? 1,
+      cores: os.availableParallelism(),
       sent,
       duplicates: sink.duplicates().length,
       cpuSeconds: {
