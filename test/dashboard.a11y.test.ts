@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { bootstrap, type Bootstrapped } from './helpers/bootstrap.ts';
-import { journey, launchBrowser } from './helpers/browser.ts';
+import { journey, launchBrowser, openPage } from './helpers/browser.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 /**
@@ -98,8 +98,7 @@ test('accessibility: no serious or critical axe violation on the main pages, at 
   const failures: string[] = [];
   for (const width of [1280, 390]) {
     const context = await browser.newContext({ viewport: { width, height: 900 } });
-    const page = await context.newPage();
-    page.setDefaultTimeout(45_000);
+    const page = await openPage(context);
     await journey(page, `a11y-login-${width}`, async () => {
       await settle(page, `${server.url}/app/login`, /log in/i);
       for (const v of await scan(page)) failures.push(`${width}px /login: ${v}`);

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
-import { journey, launchBrowser, screenshot } from './helpers/browser.ts';
+import { journey, launchBrowser, openPage, screenshot } from './helpers/browser.ts';
 import { type DomainRecordEntry, publishRecords } from './helpers/domains.ts';
 import { type MailEnv, startMailEnv } from './helpers/mail.ts';
 
@@ -27,8 +27,7 @@ before(async () => {
   env = await startMailEnv();
   browser = await launchBrowser();
   context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  page = await context.newPage();
-  page.setDefaultTimeout(45_000); // the machine running the suite may be busy
+  page = await openPage(context);
 });
 
 after(async () => {
@@ -57,6 +56,7 @@ test('sign up, create a project, verify a domain, add a contact, write a templat
     await page.goto(`${env.server.url}/`);
     await page.getByRole('heading', { name: 'Log in to Herald' }).waitFor();
     await page.getByRole('link', { name: 'Create an account' }).click();
+    await page.getByRole('heading', { name: 'Create your Herald account' }).waitFor(); // not the log-in page's Email box
     await label(page, 'Email').fill(USER);
     await label(page, 'Password').fill(PASSWORD);
     await page.getByRole('button', { name: 'Sign up' }).click();

@@ -4,7 +4,7 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import Fastify from 'fastify';
 import { z } from 'zod';
 import { describe as describeRoute, openApiPath, registerOpenApi } from '../src/http/openapi.ts';
-import { launchBrowser } from './helpers/browser.ts';
+import { launchBrowser, openPage } from './helpers/browser.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 let server: TestServer;
@@ -213,7 +213,7 @@ describe('GET /docs', () => {
     });
     if (!browser) return;
     try {
-      const page = await browser.newPage();
+      const page = await openPage(browser);
       const foreign: string[] = [];
       const problems: string[] = [];
       page.on('request', (r) => {
@@ -224,9 +224,9 @@ describe('GET /docs', () => {
       });
       // Deep link: Swagger UI renders only the operations in view (a virtual list) and scrolls to this one.
       await page.goto(`${server.url}/docs#/Emails/emails.send`);
-      await page.waitForSelector('.swagger-ui .info .title', { timeout: 30_000 });
+      await page.waitForSelector('.swagger-ui .info .title');
       assert.match((await page.textContent('.swagger-ui .info .title')) ?? '', /Herald API/);
-      await page.waitForSelector('.opblock-summary-path[data-path="/v1/send"]', { timeout: 20_000, state: 'attached' });
+      await page.waitForSelector('.opblock-summary-path[data-path="/v1/send"]', { state: 'attached' });
       assert.deepEqual(foreign, []);
       assert.deepEqual(
         problems.filter((p) => /Content Security Policy|Refused/.test(p)),

@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { signLinkToken } from '../src/render/link-tokens.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
-import { journey, launchBrowser } from './helpers/browser.ts';
+import { journey, launchBrowser, openPage } from './helpers/browser.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 /**
@@ -77,8 +77,7 @@ test('every recipient page at desktop and phone widths, saved under docs/screens
     const context = await browser.newContext({ viewport, deviceScaleFactor: 1 });
     try {
       for (const { name, open, shows } of PAGES) {
-        const page = await context.newPage();
-        page.setDefaultTimeout(30_000);
+        const page = await openPage(context, 30_000);
         await journey(page, `preference-${name}-${device}`, async () => {
           await open(page);
           await page.getByText(shows, { exact: false }).first().waitFor();

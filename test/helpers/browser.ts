@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { type Browser, type Page, chromium } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
 
 /**
  * Headless Chromium for the dashboard tests: `CHROMIUM_PATH`, else a system Chromium, else the
@@ -84,6 +84,20 @@ export async function launchBrowser(): Promise<Browser> {
     release();
     throw err;
   }
+}
+
+/**
+ * A new page with a patient default timeout (the machine running the suite may be busy). With
+ * `HERALD_TEST_CPU_THROTTLE=N` the page's CPU runs N times slower (Chrome DevTools throttling): a
+ * test that acts before the page has caught up (fills a field of the page it is leaving) fails
+ * here as it would on a loaded CI machine.
+ */
+export async function openPage(owner: Browser | BrowserContext, timeoutMs = 45_000): Promise<Page> {
+  const page = await owner.newPage();
+  page.setDefaultTimeout(timeoutMs);
+  const rate = Number(process.env.HERALD_TEST_CPU_THROTTLE ?? 1);
+  if (rate > 1) await (await page.context().newCDPSession(page)).send('Emulation.setCPUThrottlingRate', { rate });
+  return page;
 }
 
 export const OUTPUT_DIR = path.resolve(import.meta.dirname, '..', 'output');
