@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
-import { journey } from './helpers/browser.ts';
+import { journey, openPage } from './helpers/browser.ts';
 import { waitForStatus } from './helpers/mail.ts';
 import { openDashboard } from './helpers/dashboard.ts';
 import type { TestServer } from './helpers/server.ts';
@@ -201,8 +201,7 @@ test('settings: monthly sending caps with usage bars; a MEMBER sees them but can
     try {
       const [name, value] = member.cookie.split('=');
       await context.addCookies([{ name, value, url: server.url }]);
-      const memberPage = await context.newPage();
-      memberPage.setDefaultTimeout(45_000);
+      const memberPage = await openPage(context);
       await memberPage.goto(`${base()}/settings`);
       await memberPage.getByTestId('usage-transactional').filter({ hasText: 'of 500' }).waitFor();
       assert.equal(await memberPage.getByLabel('Transactional cap').isDisabled(), true);

@@ -1,6 +1,6 @@
 import type { Browser, Page } from 'playwright-core';
 import { type Bootstrapped, bootstrap } from './bootstrap.ts';
-import { launchBrowser } from './browser.ts';
+import { launchBrowser, openPage } from './browser.ts';
 import { type TestServer, startTestServer } from './server.ts';
 
 export type DashboardSession = { server: TestServer; owner: Bootstrapped; browser: Browser; page: Page; stop: () => Promise<void> };
@@ -16,8 +16,7 @@ export async function openDashboard(projectName: string, env: Record<string, str
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const [name, value] = owner.cookie.split('=');
   await context.addCookies([{ name, value, url: server.url }]);
-  const page = await context.newPage();
-  page.setDefaultTimeout(45_000); // the machine running the suite may be busy
+  const page = await openPage(context);
   return {
     server,
     owner,

@@ -3,25 +3,28 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-/**
- * A real `PROCESS_ROLE=worker` Herald process on the test database (for the tests that kill one
- * with SIGKILL): its own DATA_DIR, the test JWT_SECRET, output collected into `logs`.
- */
-export async function spawnWorker(opts: {
+type ProcessOptions = {
   databaseUrl: string;
   smtpUrl: string;
   dnsAddress: string;
   env?: Record<string, string>;
   logs: string[];
-}): Promise<ChildProcess> {
-  const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-worker-'));
+};
+
+/**
+ * A real Herald process (`src/main.ts`) in the given PROCESS_ROLE on the test database, for the
+ * tests that run several processes or kill one with SIGKILL: its own DATA_DIR, the test
+ * JWT_SECRET, output collected into `logs`.
+ */
+export async function spawnHerald(role: 'api' | 'worker', opts: ProcessOptions): Promise<ChildProcess> {
+  const dataDir = await mkdtemp(path.join(tmpdir(), `herald-${role}-`));
   const child = spawn(process.execPath, ['src/main.ts'], {
     cwd: path.resolve(import.meta.dirname, '..', '..'),
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       DATABASE_URL: opts.databaseUrl,
-      PROCESS_ROLE: 'worker',
+      PROCESS_ROLE: role,
       SMTP_URL: opts.smtpUrl,
       DNS_SERVERS: opts.dnsAddress,
       JWT_SECRET: 'test-secret-0123456789abcdef',
@@ -35,6 +38,9 @@ export async function spawnWorker(opts: {
   child.stderr?.on('data', (d: Buffer) => opts.logs.push(d.toString()));
   return child;
 }
+
+/** A `PROCESS_ROLE=worker` Herald process (see spawnHerald). */
+export const spawnWorker = (opts: ProcessOptions): Promise<ChildProcess> => spawnHerald('worker', opts);
 
 /** Worker processes started on demand against one test environment; `killAll` ends those still running. */
 export function workerProcesses(env: () => { databaseUrl: string; smtpUrl: string; dnsAddress: string; env?: Record<string, string> }) {
