@@ -502,7 +502,7 @@ export function CampaignReportPage() {
           </Card>
           {c.sentAt && (
             <Suspense fallback={<Loading />}>
-              <CampaignActivity campaignId={c.id} sentAt={c.sentAt} />
+              <CampaignActivity campaignId={c.id} sentAt={c.sentAt} statsVersion={JSON.stringify(s)} />
             </Suspense>
           )}
         </>
