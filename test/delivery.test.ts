@@ -7,6 +7,7 @@ import { verifyDomain } from './helpers/domains.ts';
 import { type SmtpSink, dkimResult } from './helpers/smtp-sink.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { startMailEnv, waitForStatus } from './helpers/mail.ts';
+import { waitFor } from './helpers/workflows.ts';
 
 let dns: TestDns;
 let sink: SmtpSink;
@@ -290,6 +291,40 @@ describe('the delivery engine', () => {
     } finally {
       await api.stop();
     }
+  });
+
+  test('a slow relay does not lose a live claim: the worker renews its lease while it waits', async () => {
+    const to = 'slow@example.org';
+    sink.slowFor(to, 13_000); // longer than a renewal period (10 s)
+    const res = await b.sk.post('/v1/send', { to, from: FROM, subject: 'slow', body: 'b' });
+    assert.equal(res.status, 200, res.text);
+    const emailId = res.body.data.emails[0].email;
+    const leaseOf = async () =>
+      (
+        await server.sql<{ status: string; lease: number | null }>(
+          'SELECT status, extract(epoch FROM locked_until)::float8 AS lease FROM emails WHERE id = $1',
+          [emailId],
+        )
+      )[0];
+    const first = await waitFor('the claim', async () => {
+      const row = await leaseOf();
+      return row.status === 'SENDING' ? row : null;
+    });
+    const renewed = await waitFor(
+      'the lease to be renewed',
+      async () => {
+        const row = await leaseOf();
+        return row.status === 'SENDING' && row.lease! > first.lease! + 5 ? row : null;
+      },
+      20_000,
+      250,
+    );
+    assert.ok(renewed.lease! > first.lease!, 'the lease moved forward while the relay was still answering');
+    await waitFor('the message', async () => messageTo(to), 30_000, 100);
+    const email = (await b.sk.get(`/emails/${emailId}`)).body;
+    assert.equal(email.status, 'SENT');
+    assert.equal(email.attempts, 1);
+    assert.equal(sink.messages.filter((m) => m.envelope.to.includes(to)).length, 1);
   });
 
   test('a message handed to the relay by a worker that died is recorded as sent, never sent again', async () => {

@@ -139,7 +139,7 @@ describe('two API and two worker processes on one database', () => {
 
     await traffic;
     assert.equal(emailIds.size, SENDS.length, 'every send answered its own email id');
-    // Emails the killed worker had claimed go out once their lease ends (the watchdog, about three minutes).
+    // Emails the killed worker had claimed go out once their lease lapses (30 s), re-driven by the watchdog (every minute).
     await waitFor(
       'every recipient to get a message',
       async () => {

@@ -123,7 +123,7 @@ describe('a worker killed mid-batch', () => {
       200,
     );
     // Emails the killed worker had fetched or claimed wait for the delivery watchdog (a minute's
-    // cron; a claim's lease is two minutes): up to about three minutes after the kill.
+    // cron; an unrenewed claim lapses after 30 s): up to about a minute and a half after the kill.
     await waitFor('every email to arrive', async () => new Set(delivered().map((m) => m.envelope.to[0])).size >= 500, 240_000, 200);
     await new Promise((r) => setTimeout(r, 1000));
 

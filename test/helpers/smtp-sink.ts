@@ -18,6 +18,8 @@ export type SmtpSink = {
    * account mail (from no-reply@…, sent at signup) is never refused, so it cannot use up a failure.
    */
   failNext: (f: { stage: 'rcpt' | 'data'; code: number; message?: string; times?: number }) => void;
+  /** The next message to `to` is answered only after `ms` (a slow relay). */
+  slowFor: (to: string, ms: number) => void;
   stop: () => Promise<void>;
 };
 
@@ -26,6 +28,7 @@ export async function startSmtpSink(): Promise<SmtpSink> {
   const messages: SinkMessage[] = [];
   const failures: Failure[] = [];
   const waiters: (() => void)[] = [];
+  const slow = new Map<string, number>();
   const takeFailure = (stage: Failure['stage'], mailFrom: string) => {
     if (mailFrom.startsWith('no-reply@')) return null;
     const f = failures[0];
@@ -52,6 +55,11 @@ export async function startSmtpSink(): Promise<SmtpSink> {
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
           to: session.envelope.rcptTo.map((r) => r.address),
         };
+        const delay = slow.get(envelope.to[0]);
+        if (delay !== undefined) {
+          slow.delete(envelope.to[0]);
+          await new Promise((r) => setTimeout(r, delay));
+        }
         messages.push({ raw, parsed: await simpleParser(raw), envelope });
         waiters.splice(0).forEach((w) => w());
         cb();
@@ -82,6 +90,7 @@ export async function startSmtpSink(): Promise<SmtpSink> {
       return messages;
     },
     failNext: ({ stage, code, message, times = 1 }) => failures.push({ stage, code, message: message ?? `${code} refused by test sink`, times }),
+    slowFor: (to, ms) => void slow.set(to, ms),
     stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

@@ -58,7 +58,12 @@ export function countedAs(alias: string | null = null) {
 
 // ── Delivery ──
 
-const LEASE = sql`now() + interval '120 seconds'`;
+/**
+ * A claim's lease. The worker holding claims renews them every CLAIM_RENEW_MS while it works on
+ * them (renewClaims), so only a dead worker's claims run out, and they run out quickly.
+ */
+const LEASE = sql`now() + interval '30 seconds'`;
+export const CLAIM_RENEW_MS = 10_000;
 
 const expired = and(eq(emails.status, 'SENDING'), lt(emails.lockedUntil, sql`now()`));
 
@@ -91,6 +96,24 @@ export async function claimEmails(ctx: AppContext, ids: string[]): Promise<Email
     .set({ status: 'SENDING', attempts: sql`${emails.attempts} + 1`, lockedUntil: LEASE, updatedAt: sql`now()` })
     .where(and(inArray(emails.id, ids), deliverable))
     .returning();
+}
+
+/** Extends the leases of claims this worker still works on (a claim already settled or taken over is left alone). */
+export async function renewClaims(ctx: AppContext, held: EmailRow[]): Promise<void> {
+  if (held.length === 0) return;
+  await ctx.database.db
+    .update(emails)
+    .set({ lockedUntil: LEASE })
+    .where(
+      and(
+        inArray(
+          emails.id,
+          held.map((e) => e.id),
+        ),
+        eq(emails.status, 'SENDING'),
+        sql`${emails.lockedUntil} >= now()`,
+      ),
+    );
 }
 
 /**

@@ -16,12 +16,14 @@ import { logOutcome } from './log.ts';
 import { DELIVERY_QUEUE } from './queue-name.ts';
 import {
   type Accepted,
+  CLAIM_RENEW_MS,
   type EmailRow as ClaimedEmail,
   claimEmails,
   markAccepted,
   markForRetry,
   markNotSent,
   peekEmails,
+  renewClaims,
   settleOrphanedHandOffs,
 } from '../lifecycle.ts';
 import { reserveSendSlots } from './throttle.ts';
@@ -68,6 +70,21 @@ export async function deliverBatch(ctx: AppContext, items: Payload[]): Promise<v
   const now = [...slots].filter(([, slot]) => slot.getTime() - Date.now() <= MAX_INLINE_WAIT_MS).map(([id]) => id);
 
   const claimed = await claimEmails(ctx, now);
+  // Claims are renewed while this batch works on them: a slow relay never loses a live claim, and a
+  // killed worker's claims lapse within the short lease.
+  const held = new Map(claimed.map((e) => [e.id, e]));
+  const renewal = setInterval(() => {
+    renewClaims(ctx, [...held.values()]).catch((err: unknown) => ctx.log.warn({ error: loggableError(err) }, 'renewing delivery claims failed'));
+  }, CLAIM_RENEW_MS);
+  try {
+    await sendClaimed(ctx, claimed, slots, held);
+  } finally {
+    clearInterval(renewal);
+  }
+}
+
+/** Checks, composes, sends and records each claimed email, at its reserved slot; `held` loses each email as it is settled. */
+async function sendClaimed(ctx: AppContext, claimed: ClaimedEmail[], slots: Map<string, Date>, held: Map<string, ClaimedEmail>): Promise<void> {
   const contents = await contentsOf(ctx, claimed);
   for (const [projectId, batch] of groupBy(claimed, (e) => e.projectId)) {
     const blocked = await sendingBlocked(ctx, projectId);
@@ -86,8 +103,12 @@ export async function deliverBatch(ctx: AppContext, items: Payload[]): Promise<v
         const wait = slots.get(email.id)!.getTime() - Date.now();
         if (wait > 0) await sleep(wait);
         const contact = email.contactId ? (contacts.get(email.contactId) ?? null) : null;
-        const done = await sendOne(ctx, email, contents.get(email.contentId)!, contact, { blocked, suppressed: suppressed.has(email.toEmail) });
-        if (done) await markAccepted(ctx, done);
+        try {
+          const done = await sendOne(ctx, email, contents.get(email.contentId)!, contact, { blocked, suppressed: suppressed.has(email.toEmail) });
+          if (done) await markAccepted(ctx, done);
+        } finally {
+          held.delete(email.id);
+        }
       }),
     );
   }

@@ -12,7 +12,7 @@ const REDRIVE_LIMIT = 5000;
 /**
  * Liveness after a crash. A worker killed mid-batch leaves the delivery jobs it had fetched
  * `active` until pg-boss expires them (ten minutes), and the emails it had claimed SENDING until
- * their lease ends (two minutes). Emails waiting for delivery (QUEUED, or SENDING with an expired
+ * their lease ends (30 s: live workers renew theirs). Emails waiting for delivery (QUEUED, or SENDING with an expired
  * lease) that no live delivery job will pick up get a new job. Never a duplicate: a delivery claim
  * is a check-and-set, so a second job for an email that was meanwhile sent does nothing.
  */
@@ -33,7 +33,7 @@ export async function redriveStrandedEmails(ctx: AppContext, scope: { campaignId
   return rows.length;
 }
 
-/** Every minute: emails stranded by a worker that died are delivered within about three minutes, not ten. */
+/** Every minute: emails stranded by a worker that died are delivered within about a minute and a half, not ten. */
 export const deliveryWatchdogQueue: QueueDef<Record<string, never>> = {
   name: DELIVERY_WATCHDOG_QUEUE,
   schema: z.object({}).passthrough() as unknown as z.ZodType<Record<string, never>>,
