@@ -69,7 +69,6 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
     stops.push(jobs.stop);
     const ctx: AppContext = { config, database, jobs, keys, caches, mailer, threads, dns, log, clock: opts.clock ?? systemClock };
     if (runWorkers) {
-      threads.compose.start();
       await jobs.startWorkers(ctx);
       const runner = startWorkflowRunner(ctx);
       stops.push(runner.stop);

@@ -1,10 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { createDkimSigner } from '../src/mail/dkim.ts';
+import { generateDkimKey } from '../src/modules/domains/dkim-keys.ts';
 import { createComposePool } from '../src/render/compose-pool.ts';
 import { RenderLimitError } from '../src/render/limits.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { verifyDomain } from './helpers/domains.ts';
 import { type MailEnv, startMailEnv, waitForStatus } from './helpers/mail.ts';
+import { waitFor } from './helpers/workflows.ts';
 
 /**
  * Issue 14 finding 1: no email can stall the server. Composing runs in a thread with a hard
@@ -162,6 +165,36 @@ describe('the compose threads', () => {
       assert.match(next.html, /Hello Ada/);
     } finally {
       await pool.close();
+    }
+  });
+
+  test('compose and DKIM threads end after a quiet spell (their memory goes back) and start again for the next message', async () => {
+    const compose = createComposePool(1, 3_000, 300);
+    const dkim = createDkimSigner(1, 300);
+    const key = await generateDkimKey();
+    const message = { subject: 'Hi {{ name }}', body: '<p>Hello {{ name }}</p>', vars: { name: 'Ada' }, footer: null, tracking: null };
+    const sign = async (subject: string) =>
+      (
+        await dkim.sign(Buffer.from(`Subject: ${subject}\r\n\r\nhello\r\n`), {
+          domain: 'idle.example.test',
+          selector: 'herald',
+          privateKeyPem: key.privateKeyPem,
+        })
+      ).toString();
+    try {
+      // Each pool is asked right after its work: the other's start-up may outlast the 300 ms.
+      assert.equal((await compose.compose(message)).subject, 'Hi Ada');
+      assert.equal(compose.threadCount(), 1);
+      assert.match(await sign('hi'), /^DKIM-Signature: /);
+      assert.equal(dkim.threadCount(), 1);
+      await waitFor('the idle compose and DKIM threads to end', async () => compose.threadCount() === 0 && dkim.threadCount() === 0, 10_000, 50);
+      assert.equal((await compose.compose(message)).subject, 'Hi Ada', 'a new thread composes the next message');
+      assert.equal(compose.threadCount(), 1);
+      assert.match(await sign('again'), /^DKIM-Signature: /);
+      assert.equal(dkim.threadCount(), 1);
+    } finally {
+      await compose.close();
+      await dkim.close();
     }
   });
 });

@@ -1,5 +1,6 @@
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { IDLE_THREAD_MS } from '../render/compose-pool.ts';
 
 export type DkimKey = { domain: string; selector: string; privateKeyPem: string };
 
@@ -7,6 +8,8 @@ export type DkimKey = { domain: string; selector: string; privateKeyPem: string 
 export type DkimSigner = {
   /** Prepends a DKIM-Signature for the sender domain. */
   sign: (raw: Buffer, key: DkimKey) => Promise<Buffer>;
+  /** Threads running now (idle ones end after IDLE_THREAD_MS). */
+  threadCount: () => number;
   close: () => Promise<void>;
 };
 
@@ -15,13 +18,22 @@ type Pending = { resolve: (signatures: string) => void; reject: (err: Error) => 
 /**
  * DKIM signing (relaxed/relaxed, rsa-sha256) on a small pool of worker threads: an RSA-2048
  * signature is the largest CPU cost of a message, and the threads let it use every core while
- * the event loop keeps sending. Threads start on first use and do not keep the process alive
- * (unref).
+ * the event loop keeps sending. Threads start on first use, end after IDLE_THREAD_MS without a
+ * signature to make, and do not keep the process alive (unref).
  */
-export function createDkimSigner(size = Math.max(1, Math.min(4, os.availableParallelism() - 1))): DkimSigner {
+export function createDkimSigner(size = Math.max(1, Math.min(4, os.availableParallelism() - 1)), idleMillis = IDLE_THREAD_MS): DkimSigner {
   let workers: Worker[] = [];
   const pending = new Map<number, Pending>();
   let nextId = 0;
+  let idle: NodeJS.Timeout | null = null;
+
+  const retire = () => {
+    idle = null;
+    if (pending.size > 0) return;
+    const running = workers;
+    workers = [];
+    for (const w of running) void w.terminate();
+  };
 
   const pool = (): Worker[] => {
     if (workers.length > 0) return workers;
@@ -35,6 +47,7 @@ export function createDkimSigner(size = Math.max(1, Math.min(4, os.availablePara
         else p.reject(new Error(`DKIM signing failed: ${m.error}`));
       });
       const fail = (err: Error) => {
+        if (!workers.includes(w)) return; // a retired thread's exit
         for (const [id, p] of pending) {
           pending.delete(id);
           p.reject(err);
@@ -52,14 +65,27 @@ export function createDkimSigner(size = Math.max(1, Math.min(4, os.availablePara
   return {
     sign: async (raw, key) => {
       const id = nextId++;
+      if (idle) clearTimeout(idle);
+      idle = null;
       const ws = pool();
-      const signatures = await new Promise<string>((resolve, reject) => {
-        pending.set(id, { resolve, reject });
-        ws[id % ws.length].postMessage({ id, raw, domain: key.domain, selector: key.selector, privateKeyPem: key.privateKeyPem });
-      });
-      return Buffer.concat([Buffer.from(signatures), raw]);
+      try {
+        const signatures = await new Promise<string>((resolve, reject) => {
+          pending.set(id, { resolve, reject });
+          ws[id % ws.length].postMessage({ id, raw, domain: key.domain, selector: key.selector, privateKeyPem: key.privateKeyPem });
+        });
+        return Buffer.concat([Buffer.from(signatures), raw]);
+      } finally {
+        if (pending.size === 0 && workers.length > 0) {
+          if (idle) clearTimeout(idle);
+          idle = setTimeout(retire, idleMillis);
+          idle.unref();
+        }
+      }
     },
+    threadCount: () => workers.length,
     close: async () => {
+      if (idle) clearTimeout(idle);
+      idle = null;
       const running = workers;
       workers = [];
       await Promise.all(running.map((w) => w.terminate()));

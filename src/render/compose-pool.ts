@@ -6,7 +6,10 @@ import { TemplateRenderError, TemplateSyntaxError } from './engine.ts';
 
 type Job = { input: ComposeHtmlInput; resolve: (r: ComposedHtml) => void; reject: (e: Error) => void };
 type Reply = { id: number; started?: true; result?: ComposedHtml; error?: { name: string; message: string; field?: string } };
-type Slot = { worker: Worker | null; job: (Job & { id: number; timer: NodeJS.Timeout | null }) | null };
+type Slot = { worker: Worker | null; job: (Job & { id: number; timer: NodeJS.Timeout | null }) | null; idle: NodeJS.Timeout | null };
+
+/** A thread with nothing to compose for this long ends (its memory goes back); the next message starts a new one. */
+export const IDLE_THREAD_MS = 60_000;
 
 function revive(reply: NonNullable<Reply['error']>): Error {
   switch (reply.name) {
@@ -25,8 +28,8 @@ function revive(reply: NonNullable<Reply['error']>): Error {
 export type ComposePool = {
   /** Renders and composes one message's content, within RENDER_LIMITS.maxComposeMillis. */
   compose: (input: ComposeHtmlInput) => Promise<ComposedHtml>;
-  /** Starts the threads ahead of the first message (loading the renderer takes a moment); idle threads do not keep the process alive. */
-  start: () => void;
+  /** Threads running now (idle ones end after IDLE_THREAD_MS). */
+  threadCount: () => number;
   close: () => Promise<void>;
 };
 
@@ -35,13 +38,15 @@ export type ComposePool = {
  * threads with a hard wall-clock limit: the in-render budgets are only checked between template
  * nodes, so a filter over a huge value could otherwise hold the event loop. A thread that passes
  * the limit is terminated (which stops any JavaScript) and replaced; its email fails with a
- * RenderLimitError. Threads start on first use and do not keep the process alive.
+ * RenderLimitError. Threads start on first use, end after IDLE_THREAD_MS without work, and do not
+ * keep the process alive.
  */
 export function createComposePool(
   size = Math.max(1, Math.min(4, os.availableParallelism() - 1)),
   limitMillis: number = RENDER_LIMITS.maxComposeMillis,
+  idleMillis: number = IDLE_THREAD_MS,
 ): ComposePool {
-  const slots: Slot[] = Array.from({ length: size }, () => ({ worker: null, job: null }));
+  const slots: Slot[] = Array.from({ length: size }, () => ({ worker: null, job: null, idle: null }));
   const queue: Job[] = [];
   let nextId = 0;
 
@@ -56,6 +61,7 @@ export function createComposePool(
       if (outcome.error) job.reject(outcome.error);
       else job.resolve(outcome.result!);
       dispatch();
+      if (!slot.job && slot.worker === worker) retireWhenIdle(slot, worker);
     };
     worker.on('message', (m: Reply) => {
       if (m.started) startClock(slot, worker, m.id);
@@ -76,6 +82,8 @@ export function createComposePool(
     for (const slot of slots) {
       if (slot.job || queue.length === 0) continue;
       const job = queue.shift()!;
+      if (slot.idle) clearTimeout(slot.idle);
+      slot.idle = null;
       slot.worker ??= spawn(slot);
       const worker = slot.worker;
       const id = nextId++;
@@ -83,6 +91,17 @@ export function createComposePool(
       worker.ref(); // a message in progress keeps the process alive until it settles
       worker.postMessage({ id, input: job.input });
     }
+  }
+
+  function retireWhenIdle(slot: Slot, worker: Worker): void {
+    if (slot.idle) clearTimeout(slot.idle);
+    slot.idle = setTimeout(() => {
+      slot.idle = null;
+      if (slot.job || slot.worker !== worker) return;
+      slot.worker = null;
+      void worker.terminate();
+    }, idleMillis);
+    slot.idle.unref();
   }
 
   /** The thread began composing job `id`: from now on it has `limitMillis`. */
@@ -106,13 +125,13 @@ export function createComposePool(
         queue.push({ input, resolve, reject });
         dispatch();
       }),
-    start: () => {
-      for (const slot of slots) slot.worker ??= spawn(slot);
-    },
+    threadCount: () => slots.filter((slot) => slot.worker).length,
     close: async () => {
       const running = slots.flatMap((slot) => (slot.worker ? [slot.worker] : []));
       const stopped = new Error('The compose threads were stopped');
       for (const slot of slots) {
+        if (slot.idle) clearTimeout(slot.idle);
+        slot.idle = null;
         slot.worker = null;
         if (slot.job?.timer) clearTimeout(slot.job.timer);
         slot.job?.reject(stopped);
