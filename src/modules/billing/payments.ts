@@ -31,7 +31,7 @@ const dashboardUrl = (ctx: AppContext, projectId: string, state: string) =>
   `${ctx.config.publicUrl}/billing?project=${encodeURIComponent(projectId)}&checkout=${state}`;
 
 export async function createCheckout(ctx: AppContext, projectId: string, userId: string | null): Promise<{ url: string }> {
-  const stripe = stripeClient(ctx.config);
+  const stripe = await stripeClient(ctx.config);
   const price = ctx.config.stripe.priceId;
   if (!price) throw new ApiError(503, 'BILLING_NOT_CONFIGURED', 'STRIPE_PRICE_ID is not set on this server');
   const customer = await ensureCustomer(ctx, stripe, projectId, userId);
@@ -49,7 +49,7 @@ export async function createCheckout(ctx: AppContext, projectId: string, userId:
 }
 
 export async function createPortal(ctx: AppContext, projectId: string): Promise<{ url: string }> {
-  const stripe = stripeClient(ctx.config);
+  const stripe = await stripeClient(ctx.config);
   const row = await billingRow(ctx, projectId);
   if (!row?.stripeCustomerId) throw badRequest('This project has no billing account yet; start a checkout first');
   const session = await stripe.billingPortal.sessions.create({ customer: row.stripeCustomerId, return_url: dashboardUrl(ctx, projectId, 'portal') });
@@ -69,7 +69,7 @@ export type InvoiceRecord = {
 };
 
 export async function listInvoices(ctx: AppContext, projectId: string): Promise<{ data: InvoiceRecord[] }> {
-  const stripe = stripeClient(ctx.config);
+  const stripe = await stripeClient(ctx.config);
   const row = await billingRow(ctx, projectId);
   if (!row?.stripeCustomerId) return { data: [] };
   const list = await stripe.invoices.list({ customer: row.stripeCustomerId, limit: 24 });

@@ -1,13 +1,15 @@
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
 import type { Config } from '../../config.ts';
 import { ApiError } from '../../http/errors.ts';
 
 /**
  * The official Stripe client, when STRIPE_SECRET_KEY is set. STRIPE_API_BASE points it elsewhere
- * (tests run it against a small fake Stripe on loopback).
+ * (tests run it against a small fake Stripe on loopback). The library is loaded on first use: a
+ * server without billing never holds it in memory (it is one of the largest modules).
  */
-export function stripeClient(config: Config): Stripe {
+export async function stripeClient(config: Config): Promise<Stripe> {
   if (!config.stripeSecretKey) throw billingDisabled();
+  const { default: Stripe } = await import('stripe');
   const base = config.stripe.apiBase ? new URL(config.stripe.apiBase) : null;
   return new Stripe(config.stripeSecretKey, {
     maxNetworkRetries: 1,

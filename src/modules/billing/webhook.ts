@@ -25,7 +25,7 @@ export type WebhookResult = { received: true; duplicate?: true; ignored?: true }
 const CAP_KEYS = { transactional: 'herald_transactional', campaigns: 'herald_campaigns', workflows: 'herald_workflows', inbound: 'herald_inbound' } as const;
 
 export async function handlePaymentWebhook(ctx: AppContext, rawBody: string, signature: string | undefined): Promise<WebhookResult> {
-  const stripe = stripeClient(ctx.config);
+  const stripe = await stripeClient(ctx.config);
   const secret = ctx.config.stripe.webhookSecret;
   if (!secret) throw new ApiError(503, 'BILLING_NOT_CONFIGURED', 'STRIPE_WEBHOOK_SECRET is not set on this server');
   if (!signature) throw badRequest('Missing Stripe-Signature header');
