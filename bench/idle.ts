@@ -1,0 +1,131 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fmt, printMachine, verdict } from './lib.ts';
+
+/**
+ * `npm run bench -- idle [--emails=N] [--quiet-seconds=S]`: the memory of one idle Herald process
+ * as `npm start` runs it (API and worker together, embedded PostgreSQL excluded: it is its own
+ * processes) after start-up, at its peak while it delivers N emails (capture mode, sandbox sender),
+ * and S seconds after the last one. Reference: a bare Node process with the same flags, idle, in
+ * the same run. Target (issue 15): under 150 MB after start-up and after the work.
+ */
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+// As in `npm start`; PROBE=<file> adds `--import <file>` (e.g. a script printing process.memoryUsage()).
+const NODE_FLAGS = ['--max-semi-space-size=16', ...(process.env.PROBE ? ['--import', process.env.PROBE] : [])]; // as in `npm start`
+const TARGET_MB = 150;
+
+const status = (pid: number, field: 'VmRSS' | 'VmHWM') =>
+  Number(new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const { port } = srv.address() as { port: number };
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await Promise.race([exited, sleep(20_000).then(() => child.kill('SIGKILL'))]);
+}
+
+async function bareNodeRss(): Promise<number> {
+  const child = spawn(process.execPath, [...NODE_FLAGS, '-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+  await sleep(3000);
+  const rss = status(child.pid!, 'VmRSS');
+  child.kill('SIGKILL');
+  return rss;
+}
+
+async function json(url: string, init: RequestInit & { body?: string } = {}): Promise<{ status: number; body: any; cookie: string | null }> {
+  const res = await fetch(url, { ...init, headers: { 'content-type': 'application/json', ...init.headers } });
+  return { status: res.status, body: await res.json().catch(() => null), cookie: res.headers.get('set-cookie') };
+}
+
+export async function run(args: string[]): Promise<void> {
+  const opt = (name: string, dflt: number) => Number(args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? dflt);
+  const emails = opt('emails', 2000);
+  const quietSeconds = opt('quiet-seconds', 70);
+  printMachine(`bench idle: RSS of \`npm start\` (API + worker, PostgreSQL excluded), ${fmt(emails)} emails delivered in between`);
+
+  const bare = await bareNodeRss();
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'herald-bench-idle-'));
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const herald = spawn(process.execPath, [...NODE_FLAGS, 'src/main.ts'], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      LOG_LEVEL: 'warn',
+      LOG_FORMAT: 'json',
+      SEND_RATE_PER_SECOND: '100000',
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  try {
+    for (let i = 0; ; i++) {
+      if ((await fetch(`${base}/health`).catch(() => null))?.ok) break;
+      if (i > 600 || herald.exitCode !== null) throw new Error('Herald did not start');
+      await sleep(100);
+    }
+    await sleep(15_000); // start-up work settles (migrations, first queue polls)
+    const afterStart = status(herald.pid!, 'VmRSS');
+
+    const signup = await json(`${base}/auth/signup`, {
+      method: 'POST',
+      body: JSON.stringify({ email: 'bench@example.com', password: 'correct horse battery' }),
+    });
+    const cookie = (signup.cookie ?? '').split(';')[0];
+    const project = await json(`${base}/users/@me/projects`, { method: 'POST', headers: { cookie }, body: JSON.stringify({ name: 'Idle bench' }) });
+    const key = { authorization: `Bearer ${project.body.secretKey}` };
+    const started = performance.now();
+    for (let i = 0; i < emails; i += 50) {
+      const to = Array.from({ length: Math.min(50, emails - i) }, (_, j) => `r${i + j}@bench.example.com`);
+      const res = await json(`${base}/v1/send`, {
+        method: 'POST',
+        headers: key,
+        body: JSON.stringify({
+          to,
+          from: 'bench@sandbox.herald.test',
+          subject: 'Hello {{email}}',
+          body: '<p>Hello <a href="https://example.com/x">there</a></p>',
+        }),
+      });
+      if (res.status !== 200) throw new Error(`send answered ${res.status}: ${JSON.stringify(res.body)}`);
+    }
+    for (;;) {
+      const waiting = await Promise.all(['QUEUED', 'SENDING'].map((s) => json(`${base}/emails?status=${s}&limit=1`, { headers: key })));
+      if (waiting.every((w) => w.body.data.length === 0)) break;
+      await sleep(250);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const peak = status(herald.pid!, 'VmHWM');
+    await sleep(quietSeconds * 1000);
+    const afterWork = status(herald.pid!, 'VmRSS');
+
+    const row = (what: string, mb: number, target: boolean) =>
+      console.log(`| ${what} | ${mb.toFixed(0)} MB | ${(mb / bare).toFixed(2)}× | ${target ? verdict(mb < TARGET_MB) : '—'} |`);
+    console.log(`delivered ${fmt(emails)} emails in ${seconds.toFixed(1)} s (${fmt(emails / seconds)}/s, capture mode)`);
+    console.log('| Process | RSS | × bare Node | Target < 150 MB |');
+    console.log('|---|---|---|---|');
+    row('bare Node, idle (reference)', bare, false);
+    row('Herald after start-up', afterStart, true);
+    row(`Herald peak while delivering`, peak, false);
+    row(`Herald ${quietSeconds} s after the last email`, afterWork, true);
+  } finally {
+    await stop(herald);
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
