@@ -1,5 +1,9 @@
+import { DrizzleQueryError, and, asc, eq, isNull, lt, lte, or, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
+import { workflowExecutions } from '../../db/schema/workflows.ts';
+import { pgErrorCode } from '../contacts/sql.ts';
 import { advanceBatch } from './engine/advance.ts';
+import { isActiveExecution } from './engine/index.ts';
 import { type WebhookJob, attemptWebhook } from './engine/webhook-step.ts';
 
 /**
@@ -92,26 +96,35 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
  * failing (a database error) ends FAILED alone instead of blocking every other.
  */
 async function advanceOneByOne(ctx: AppContext, limit: number): Promise<void> {
-  const now = ctx.clock.now();
-  const { rows } = await ctx.database.pool.query<{ id: string }>(
-    `SELECT id FROM workflow_executions WHERE status IN ('RUNNING', 'WAITING') AND due_at <= $1::timestamptz
-       AND (lease_until IS NULL OR lease_until < now()) ORDER BY due_at LIMIT $2`,
-    [now.toISOString(), limit],
-  );
-  for (const { id } of rows) {
+  const db = ctx.database.db;
+  const due = await db
+    .select({ id: workflowExecutions.id })
+    .from(workflowExecutions)
+    .where(
+      and(
+        isActiveExecution,
+        lte(workflowExecutions.dueAt, ctx.clock.now()),
+        or(isNull(workflowExecutions.leaseUntil), lt(workflowExecutions.leaseUntil, sql`now()`)),
+      ),
+    )
+    .orderBy(asc(workflowExecutions.dueAt))
+    .limit(limit);
+  for (const { id } of due) {
     try {
       const r = await advanceBatch(ctx, { batchSize: 1, ids: [id] });
       for (const job of r.webhooks) await attemptWebhook(ctx, job);
     } catch (err) {
-      const code = (err as { code?: string }).code;
+      const code = pgErrorCode(err);
       if (code && RETRYABLE_SQLSTATES.has(code)) continue;
       ctx.log.error({ err, executionId: id }, 'workflow execution failed');
-      const message = err instanceof Error ? err.message : String(err);
-      await ctx.database.pool.query(
-        `UPDATE workflow_executions SET status = 'FAILED', error = $2, due_at = NULL, completed_at = $3::timestamptz, updated_at = $3::timestamptz
-          WHERE id = $1 AND status IN ('RUNNING', 'WAITING')`,
-        [id, `internal error: ${message.slice(0, 500)}`, ctx.clock.now().toISOString()],
-      );
+      // The database's own message, not Drizzle's wrapper (which quotes the statement and its parameters).
+      const cause = err instanceof DrizzleQueryError && err.cause ? err.cause : err;
+      const message = cause instanceof Error ? cause.message : String(cause);
+      const now = ctx.clock.now();
+      await db
+        .update(workflowExecutions)
+        .set({ status: 'FAILED', error: `internal error: ${message.slice(0, 500)}`, dueAt: null, completedAt: now, updatedAt: now })
+        .where(and(eq(workflowExecutions.id, id), isActiveExecution));
     }
   }
 }

@@ -1,8 +1,9 @@
-import { drizzle } from 'drizzle-orm/node-postgres';
-import type pg from 'pg';
+import { sql } from 'drizzle-orm';
 import type { AppContext } from '../../../context.ts';
+import { type Db, type Tx, withTransaction } from '../../../db/client.ts';
 import { uuidv7 } from '../../../db/ids.ts';
 import type { WorkflowExecutionStatus, WorkflowStepExecutionStatus } from '../../../db/schema/workflows.ts';
+import { isoMs } from '../../contacts/sql.ts';
 import { queueEmailsWithStatus } from '../../emails/queue.ts';
 import type { BatchState } from './batch.ts';
 import { type RunGraph, type RunStep, loadGraphs } from './graph.ts';
@@ -72,16 +73,6 @@ export type ExecUpdate = {
   completed_at: string | null;
 };
 
-const CLAIM_SQL = `
-SELECT x.id, x.project_id, x.workflow_id, x.contact_id, x.status, x.current_step_id, x.context, x.depth, x.waiting_event
-  FROM workflow_executions x
- WHERE x.status IN ('RUNNING', 'WAITING') AND x.due_at <= $1::timestamptz
-   AND (x.lease_until IS NULL OR x.lease_until < $2::timestamptz)
-   AND ($4::uuid[] IS NULL OR x.id = ANY($4::uuid[]))
- ORDER BY x.due_at
- LIMIT $3
-   FOR UPDATE SKIP LOCKED`;
-
 export type AdvanceResult = { claimed: number; webhooks: WebhookJob[] };
 
 type AdvanceOptions = {
@@ -94,42 +85,36 @@ type AdvanceOptions = {
 
 /** Claims and advances one batch. */
 export async function advanceBatch(ctx: AppContext, opts: AdvanceOptions): Promise<AdvanceResult> {
-  const client = await ctx.database.pool.connect();
-  try {
-    await client.query('BEGIN');
-    const result = await advanceIn(ctx, client, opts);
-    await client.query('COMMIT');
-    return result;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
-    throw err;
-  } finally {
-    client.release();
-  }
+  return withTransaction(ctx.database, (t) => advanceIn(ctx, t, opts));
 }
 
-async function advanceIn(ctx: AppContext, client: pg.PoolClient, opts: AdvanceOptions): Promise<AdvanceResult> {
+async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptions): Promise<AdvanceResult> {
   const now = ctx.clock.now();
   const realNow = Date.now();
-  const { rows: claimed } = await client.query<ClaimedExecution>(CLAIM_SQL, [
-    now.toISOString(),
-    new Date(realNow).toISOString(),
-    opts.batchSize,
-    opts.ids ?? null,
-  ]);
+  const onlyIds = sql.param(opts.ids ?? null);
+  const { rows: claimed } = await tx.execute<ClaimedExecution>(sql`
+    SELECT x.id, x.project_id, x.workflow_id, x.contact_id, x.status, x.current_step_id, x.context, x.depth, x.waiting_event
+      FROM workflow_executions x
+     WHERE x.status IN ('RUNNING', 'WAITING') AND x.due_at <= ${now.toISOString()}::timestamptz
+       AND (x.lease_until IS NULL OR x.lease_until < ${new Date(realNow).toISOString()}::timestamptz)
+       AND (${onlyIds}::uuid[] IS NULL OR x.id = ANY(${onlyIds}::uuid[]))
+     ORDER BY x.due_at
+     LIMIT ${opts.batchSize}
+       FOR UPDATE SKIP LOCKED`);
   if (claimed.length === 0) return { claimed: 0, webhooks: [] };
   if (claimed.length >= opts.batchSize) opts.onFullClaim?.();
 
   // One connection runs one statement at a time: these are sequential.
-  const graphs = await loadGraphs(client, [...new Set(claimed.map((e) => e.workflow_id))]);
-  const contacts = await loadContacts(client, [...new Set(claimed.map((e) => e.contact_id))]);
+  const graphs = await loadGraphs(tx, [...new Set(claimed.map((e) => e.workflow_id))]);
+  const contacts = await loadContacts(tx, [...new Set(claimed.map((e) => e.contact_id))]);
   const waitingRows = await loadWaitingRows(
-    client,
+    tx,
     claimed.filter((e) => e.status === 'WAITING').map((e) => e.id),
   );
 
   const batch: BatchState = {
     ctx,
+    tx,
     client,
     now,
     types: new Map(),
@@ -175,7 +160,7 @@ async function advanceIn(ctx: AppContext, client: pg.PoolClient, opts: AdvanceOp
   if (batch.emails.length > 0) {
     const queued = await queueEmailsWithStatus(
       ctx,
-      { tx: drizzle(client), client },
+      { tx, client },
       batch.emails.map((q) => q.email),
     );
     batch.emails.forEach(({ row }, i) => {
@@ -189,12 +174,11 @@ async function advanceIn(ctx: AppContext, client: pg.PoolClient, opts: AdvanceOp
   }
 
   if (webhooks.length > 0) {
-    await client.query('UPDATE workflow_executions SET lease_until = $2::timestamptz WHERE id = ANY($1::uuid[])', [
-      webhooks.map((w) => w.executionId),
-      lease.toISOString(),
-    ]);
+    await tx.execute(sql`
+      UPDATE workflow_executions SET lease_until = ${lease.toISOString()}::timestamptz
+       WHERE id = ANY(${sql.param(webhooks.map((w) => w.executionId))}::uuid[])`);
   }
-  await writeResults(client, now, inserts, updates, execs);
+  await writeResults(tx, now, inserts, updates, execs);
   return { claimed: claimed.length, webhooks };
 }
 
@@ -294,57 +278,54 @@ async function walk(
   return end('FAILED', { error: `more than ${MAX_STEPS_PER_RUN} steps in one run` });
 }
 
-async function loadContacts(client: pg.PoolClient, ids: string[]): Promise<Map<string, ContactRow>> {
-  const { rows } = await client.query<{ id: string; email: string; subscribed: boolean; data: Record<string, unknown>; created_at: Date; updated_at: Date }>(
-    'SELECT id, email, subscribed, data, created_at, updated_at FROM contacts WHERE id = ANY($1::text[])',
-    [ids],
-  );
+async function loadContacts(tx: Db, ids: string[]): Promise<Map<string, ContactRow>> {
+  // The times as ISO strings with milliseconds, as Date.toISOString() wrote them before.
+  const { rows } = await tx.execute<{
+    id: string;
+    email: string;
+    subscribed: boolean;
+    data: Record<string, unknown>;
+    created_at: string;
+    updated_at: string;
+  }>(sql`
+    SELECT id, email, subscribed, data, ${isoMs('created_at')} AS created_at, ${isoMs('updated_at')} AS updated_at
+      FROM contacts WHERE id = ANY(${sql.param(ids)}::text[])`);
   return new Map(
-    rows.map((r) => [
-      r.id,
-      { id: r.id, email: r.email, subscribed: r.subscribed, data: r.data ?? {}, createdAt: r.created_at.toISOString(), updatedAt: r.updated_at.toISOString() },
-    ]),
+    rows.map((r) => [r.id, { id: r.id, email: r.email, subscribed: r.subscribed, data: r.data ?? {}, createdAt: r.created_at, updatedAt: r.updated_at }]),
   );
 }
 
-async function loadWaitingRows(client: pg.PoolClient, executionIds: string[]): Promise<Map<string, { id: string; step_id: string; attempt: number }>> {
+async function loadWaitingRows(tx: Db, executionIds: string[]): Promise<Map<string, { id: string; step_id: string; attempt: number }>> {
   if (executionIds.length === 0) return new Map();
-  const { rows } = await client.query<{ id: string; execution_id: string; step_id: string; attempt: number }>(
-    "SELECT id, execution_id, step_id, attempt FROM workflow_step_executions WHERE execution_id = ANY($1::uuid[]) AND status = 'WAITING'",
-    [executionIds],
-  );
+  const { rows } = await tx.execute<{ id: string; execution_id: string; step_id: string; attempt: number }>(sql`
+    SELECT id, execution_id, step_id, attempt FROM workflow_step_executions
+     WHERE execution_id = ANY(${sql.param(executionIds)}::uuid[]) AND status = 'WAITING'`);
   return new Map(rows.map((r) => [r.execution_id, r]));
 }
 
-async function writeResults(client: pg.PoolClient, now: Date, inserts: NewStepRow[], updates: StepRowUpdate[], execs: ExecUpdate[]): Promise<void> {
+async function writeResults(tx: Db, now: Date, inserts: NewStepRow[], updates: StepRowUpdate[], execs: ExecUpdate[]): Promise<void> {
   if (inserts.length > 0) {
-    await client.query(
-      `INSERT INTO workflow_step_executions (id, execution_id, workflow_id, step_id, project_id, status, attempt, output, error, started_at, completed_at)
-       SELECT r.id, r.execution_id, r.workflow_id, r.step_id, r.project_id, r.status, r.attempt, r.output, r.error, r.started_at, r.completed_at
-         FROM jsonb_to_recordset($1::jsonb) AS r(id uuid, execution_id uuid, workflow_id uuid, step_id uuid, project_id text, status text,
-              attempt int, output jsonb, error text, started_at timestamptz, completed_at timestamptz)`,
-      [JSON.stringify(inserts)],
-    );
+    await tx.execute(sql`
+      INSERT INTO workflow_step_executions (id, execution_id, workflow_id, step_id, project_id, status, attempt, output, error, started_at, completed_at)
+      SELECT r.id, r.execution_id, r.workflow_id, r.step_id, r.project_id, r.status, r.attempt, r.output, r.error, r.started_at, r.completed_at
+        FROM jsonb_to_recordset(${JSON.stringify(inserts)}::jsonb) AS r(id uuid, execution_id uuid, workflow_id uuid, step_id uuid, project_id text, status text,
+             attempt int, output jsonb, error text, started_at timestamptz, completed_at timestamptz)`);
   }
   if (updates.length > 0) {
-    await client.query(
-      `UPDATE workflow_step_executions s
-          SET status = r.status, output = COALESCE(r.output, s.output), error = r.error, completed_at = r.completed_at
-         FROM jsonb_to_recordset($1::jsonb) AS r(id uuid, status text, output jsonb, error text, completed_at timestamptz)
-        WHERE s.id = r.id`,
-      [JSON.stringify(updates)],
-    );
+    await tx.execute(sql`
+      UPDATE workflow_step_executions s
+         SET status = r.status, output = COALESCE(r.output, s.output), error = r.error, completed_at = r.completed_at
+        FROM jsonb_to_recordset(${JSON.stringify(updates)}::jsonb) AS r(id uuid, status text, output jsonb, error text, completed_at timestamptz)
+       WHERE s.id = r.id`);
   }
   if (execs.length > 0) {
-    await client.query(
-      `UPDATE workflow_executions x
-          SET status = r.status, current_step_id = r.current_step_id, context = r.context, due_at = r.due_at,
-              waiting_event = r.waiting_event, exit_reason = r.exit_reason, error = r.error, completed_at = r.completed_at,
-              lease_until = NULL, updated_at = $2::timestamptz
-         FROM jsonb_to_recordset($1::jsonb) AS r(id uuid, status text, current_step_id uuid, context jsonb, due_at timestamptz,
-              waiting_event text, exit_reason text, error text, completed_at timestamptz)
-        WHERE x.id = r.id`,
-      [JSON.stringify(execs), now.toISOString()],
-    );
+    await tx.execute(sql`
+      UPDATE workflow_executions x
+         SET status = r.status, current_step_id = r.current_step_id, context = r.context, due_at = r.due_at,
+             waiting_event = r.waiting_event, exit_reason = r.exit_reason, error = r.error, completed_at = r.completed_at,
+             lease_until = NULL, updated_at = ${now.toISOString()}::timestamptz
+        FROM jsonb_to_recordset(${JSON.stringify(execs)}::jsonb) AS r(id uuid, status text, current_step_id uuid, context jsonb, due_at timestamptz,
+             waiting_event text, exit_reason text, error text, completed_at timestamptz)
+       WHERE x.id = r.id`);
   }
 }

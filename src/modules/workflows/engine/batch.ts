@@ -1,6 +1,6 @@
-import { drizzle } from 'drizzle-orm/node-postgres';
 import type pg from 'pg';
 import type { AppContext } from '../../../context.ts';
+import type { Db } from '../../../db/client.ts';
 import type { FieldType } from '../../../conditions/index.ts';
 import { ApiError } from '../../../http/errors.ts';
 import { assertWithinBillingLimit, limitExceeded, projectLimits } from '../../billing/limits.ts';
@@ -12,6 +12,8 @@ import type { NewStepRow } from './advance.ts';
 /** What a batch shares: caches of per-project reads, the emails to queue at the end and how many of them each project has. */
 export type BatchState = {
   ctx: AppContext;
+  /** The batch's transaction; `client` is its raw connection, for pg-boss enqueues. */
+  tx: Db;
   client: pg.PoolClient;
   now: Date;
   types: Map<string, Promise<Map<string, FieldType>>>;
@@ -38,7 +40,7 @@ export function readOnce<T>(cache: Map<string, Promise<T>>, key: string, read: (
 
 /** The project's custom field types, read once per batch. */
 export const fieldTypesFor = (b: BatchState, projectId: string): Promise<Map<string, FieldType>> =>
-  readOnce(b.types, projectId, () => customFieldTypes(drizzle(b.client), projectId));
+  readOnce(b.types, projectId, () => customFieldTypes(b.tx, projectId));
 
 /**
  * One more email of this batch against the project's monthly `workflows` cap (billing/limits.ts,
@@ -49,12 +51,12 @@ export const fieldTypesFor = (b: BatchState, projectId: string): Promise<Map<str
 export async function countWorkflowEmail(b: BatchState, projectId: string): Promise<string | null> {
   let state = b.billing.get(projectId);
   if (!state) {
-    state = { capped: (await projectLimits(drizzle(b.client), projectId)).workflows !== null, reserved: 0 };
+    state = { capped: (await projectLimits(b.tx, projectId)).workflows !== null, reserved: 0 };
     b.billing.set(projectId, state);
   }
   if (state.capped) {
     try {
-      await assertWithinBillingLimit(b.ctx, { tx: drizzle(b.client), client: b.client }, projectId, 'workflows', state.reserved + 1);
+      await assertWithinBillingLimit(b.ctx, { tx: b.tx, client: b.client }, projectId, 'workflows', state.reserved + 1);
     } catch (err) {
       if (err instanceof ApiError && err.code === 'BILLING_LIMIT_EXCEEDED') {
         // Told as this one email against the month's usage, the batch's earlier emails included.

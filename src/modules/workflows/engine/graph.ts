@@ -1,5 +1,6 @@
-import type pg from 'pg';
-import type { WorkflowBranch, WorkflowStepType } from '../../../db/schema/workflows.ts';
+import { inArray } from 'drizzle-orm';
+import type { Db } from '../../../db/client.ts';
+import { type WorkflowBranch, type WorkflowStepType, workflowSteps, workflowTransitions } from '../../../db/schema/workflows.ts';
 
 /** The graphs of the workflows a batch touches, loaded in two statements per batch. */
 
@@ -11,24 +12,24 @@ export type RunGraph = {
   next: (stepId: string, branch: WorkflowBranch | null) => string | null;
 };
 
-export async function loadGraphs(client: pg.PoolClient, workflowIds: string[]): Promise<Map<string, RunGraph>> {
+export async function loadGraphs(tx: Db, workflowIds: string[]): Promise<Map<string, RunGraph>> {
   const graphs = new Map<string, RunGraph>();
   if (workflowIds.length === 0) return graphs;
-  const steps = await client.query<{ id: string; workflow_id: string; type: WorkflowStepType; name: string | null; config: Record<string, unknown> }>(
-    'SELECT id, workflow_id, type, name, config FROM workflow_steps WHERE workflow_id = ANY($1::uuid[])',
-    [workflowIds],
-  );
-  const transitions = await client.query<{ workflow_id: string; from_step_id: string; to_step_id: string; branch: WorkflowBranch | null }>(
-    'SELECT workflow_id, from_step_id, to_step_id, branch FROM workflow_transitions WHERE workflow_id = ANY($1::uuid[])',
-    [workflowIds],
-  );
+  const steps = await tx
+    .select({ id: workflowSteps.id, workflowId: workflowSteps.workflowId, type: workflowSteps.type, name: workflowSteps.name, config: workflowSteps.config })
+    .from(workflowSteps)
+    .where(inArray(workflowSteps.workflowId, workflowIds));
+  const transitions = await tx
+    .select({ fromStepId: workflowTransitions.fromStepId, toStepId: workflowTransitions.toStepId, branch: workflowTransitions.branch })
+    .from(workflowTransitions)
+    .where(inArray(workflowTransitions.workflowId, workflowIds));
   const edges = new Map<string, string>();
-  for (const t of transitions.rows) edges.set(`${t.from_step_id}|${t.branch ?? ''}`, t.to_step_id);
+  for (const t of transitions) edges.set(`${t.fromStepId}|${t.branch ?? ''}`, t.toStepId);
   for (const id of workflowIds) {
     graphs.set(id, { steps: new Map(), next: (stepId, branch) => edges.get(`${stepId}|${branch ?? ''}`) ?? null });
   }
-  for (const s of steps.rows) {
-    graphs.get(s.workflow_id)?.steps.set(s.id, { id: s.id, workflowId: s.workflow_id, type: s.type, name: s.name, config: s.config ?? {} });
+  for (const s of steps) {
+    graphs.get(s.workflowId)?.steps.set(s.id, { id: s.id, workflowId: s.workflowId, type: s.type, name: s.name, config: s.config ?? {} });
   }
   return graphs;
 }

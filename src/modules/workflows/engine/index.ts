@@ -1,6 +1,9 @@
+import { and, eq, sql } from 'drizzle-orm';
 import type { AppContext } from '../../../context.ts';
-import { withTransaction } from '../../../db/client.ts';
+import { type Db, withTransaction } from '../../../db/client.ts';
 import { UUID, uuidv7 } from '../../../db/ids.ts';
+import { contacts } from '../../../db/schema/contacts.ts';
+import { workflowExecutions, workflows } from '../../../db/schema/workflows.ts';
 import { conflict, notFound } from '../../../http/errors.ts';
 
 /**
@@ -32,42 +35,23 @@ export type ExecutionRow = {
   updatedAt: Date;
 };
 
-type Raw = {
-  id: string;
-  project_id: string;
-  workflow_id: string;
-  contact_id: string;
-  status: ExecutionStatus;
-  current_step_id: string | null;
-  context: Record<string, unknown>;
-  due_at: Date | null;
-  waiting_event: string | null;
-  exit_reason: string | null;
-  error: string | null;
-  started_at: Date;
-  completed_at: Date | null;
-  updated_at: Date;
+/** The columns of an ExecutionRow (all but `depth` and `lease_until`). */
+const executionColumns = {
+  id: workflowExecutions.id,
+  projectId: workflowExecutions.projectId,
+  workflowId: workflowExecutions.workflowId,
+  contactId: workflowExecutions.contactId,
+  status: workflowExecutions.status,
+  currentStepId: workflowExecutions.currentStepId,
+  context: workflowExecutions.context,
+  dueAt: workflowExecutions.dueAt,
+  waitingEvent: workflowExecutions.waitingEvent,
+  exitReason: workflowExecutions.exitReason,
+  error: workflowExecutions.error,
+  startedAt: workflowExecutions.startedAt,
+  completedAt: workflowExecutions.completedAt,
+  updatedAt: workflowExecutions.updatedAt,
 };
-
-const COLUMNS =
-  'id, project_id, workflow_id, contact_id, status, current_step_id, context, due_at, waiting_event, exit_reason, error, started_at, completed_at, updated_at';
-
-const toRow = (r: Raw): ExecutionRow => ({
-  id: r.id,
-  projectId: r.project_id,
-  workflowId: r.workflow_id,
-  contactId: r.contact_id,
-  status: r.status,
-  currentStepId: r.current_step_id,
-  context: r.context ?? {},
-  dueAt: r.due_at,
-  waitingEvent: r.waiting_event,
-  exitReason: r.exit_reason,
-  error: r.error,
-  startedAt: r.started_at,
-  completedAt: r.completed_at,
-  updatedAt: r.updated_at,
-});
 
 /**
  * Starts an execution of `workflowId` for `contactId` (POST /workflows/:id/executions) at its
@@ -84,82 +68,99 @@ export async function startExecution(
   context: Record<string, unknown>,
 ): Promise<ExecutionRow> {
   if (!UUID.test(workflowId)) throw notFound('workflow', workflowId);
-  const now = ctx.clock.now().toISOString();
-  return withTransaction(ctx.database, async ({ client }) => {
-    const { rows: wf } = await client.query<{ enabled: boolean; allow_reentry: boolean; trigger_id: string | null }>(
-      `SELECT w.enabled, w.allow_reentry, (SELECT s.id FROM workflow_steps s WHERE s.workflow_id = w.id AND s.type = 'TRIGGER' LIMIT 1) AS trigger_id
-         FROM workflows w WHERE w.id = $1 AND w.project_id = $2 FOR SHARE`,
-      [workflowId.toLowerCase(), projectId],
-    );
-    if (!wf[0]) throw notFound('workflow', workflowId);
-    const { rows: contact } = await client.query('SELECT 1 FROM contacts WHERE id = $1 AND project_id = $2', [contactId, projectId]);
+  const id = workflowId.toLowerCase();
+  const now = ctx.clock.now();
+  return withTransaction(ctx.database, async ({ tx }) => {
+    const {
+      rows: [workflow],
+    } = await tx.execute<{ enabled: boolean; allow_reentry: boolean; trigger_id: string | null }>(sql`
+      SELECT w.enabled, w.allow_reentry, (SELECT s.id FROM workflow_steps s WHERE s.workflow_id = w.id AND s.type = 'TRIGGER' LIMIT 1) AS trigger_id
+        FROM workflows w WHERE w.id = ${id} AND w.project_id = ${projectId} FOR SHARE`);
+    if (!workflow) throw notFound('workflow', workflowId);
+    const contact = await tx
+      .select({ id: contacts.id })
+      .from(contacts)
+      .where(and(eq(contacts.id, contactId), eq(contacts.projectId, projectId)));
     if (contact.length === 0) throw notFound('contact', contactId);
-    if (!wf[0].enabled) throw conflict('Workflow is disabled: enable it before starting executions', { workflowId });
-    const { rows: prior } = await client.query<{ active: boolean }>(
-      "SELECT bool_or(status IN ('RUNNING', 'WAITING')) AS active FROM workflow_executions WHERE workflow_id = $1 AND contact_id = $2",
-      [workflowId.toLowerCase(), contactId],
-    );
-    if (prior[0]?.active) throw conflict('The contact already has an active execution of this workflow', { workflowId, contactId });
-    if (prior[0]?.active === false && !wf[0].allow_reentry) {
+    if (!workflow.enabled) throw conflict('Workflow is disabled: enable it before starting executions', { workflowId });
+    const {
+      rows: [prior],
+    } = await tx.execute<{ active: boolean | null }>(sql`
+      SELECT bool_or(status IN ('RUNNING', 'WAITING')) AS active FROM workflow_executions WHERE workflow_id = ${id} AND contact_id = ${contactId}`);
+    if (prior?.active) throw conflict('The contact already has an active execution of this workflow', { workflowId, contactId });
+    if (prior?.active === false && !workflow.allow_reentry) {
       throw conflict('The contact already went through this workflow and it does not allow re-entry', { workflowId, contactId });
     }
-    const { rows } = await client.query<Raw>(
-      `INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, current_step_id, context, depth, due_at, started_at, updated_at)
-       VALUES ($7, $1, $2, $3, 'RUNNING', $4, $5::jsonb, 0, $6::timestamptz, $6::timestamptz, $6::timestamptz)
-       ON CONFLICT DO NOTHING
-       RETURNING ${COLUMNS}`,
-      [projectId, workflowId.toLowerCase(), contactId, wf[0].trigger_id, JSON.stringify(context ?? {}), now, uuidv7(Date.parse(now))],
-    );
-    if (!rows[0]) throw conflict('The contact already has an active execution of this workflow', { workflowId, contactId });
-    return toRow(rows[0]);
+    const [started] = await tx
+      .insert(workflowExecutions)
+      .values({
+        id: uuidv7(now.getTime()),
+        projectId,
+        workflowId: id,
+        contactId,
+        status: 'RUNNING',
+        currentStepId: workflow.trigger_id,
+        context: context ?? {},
+        depth: 0,
+        dueAt: now,
+        startedAt: now,
+        updatedAt: now,
+      })
+      .onConflictDoNothing()
+      .returning(executionColumns);
+    if (!started) throw conflict('The contact already has an active execution of this workflow', { workflowId, contactId });
+    return started;
   });
 }
 
-/** Steps left waiting by a cancelled execution are closed as SKIPPED. */
-const CLOSE_WAITING_STEPS = `
-  UPDATE workflow_step_executions SET status = 'SKIPPED', error = 'execution cancelled', completed_at = $2::timestamptz
-   WHERE execution_id = ANY($1::uuid[]) AND status = 'WAITING'`;
+/** Steps left waiting by cancelled executions are closed as SKIPPED. */
+async function closeWaitingSteps(tx: Db, executionIds: string[], now: Date): Promise<void> {
+  await tx.execute(sql`
+    UPDATE workflow_step_executions SET status = 'SKIPPED', error = 'execution cancelled', completed_at = ${now.toISOString()}::timestamptz
+     WHERE execution_id = ANY(${sql.param(executionIds)}::uuid[]) AND status = 'WAITING'`);
+}
+
+/** An active execution, written as a literal list: the predicate of the partial indexes (due_at, active key). */
+export const isActiveExecution = sql`${workflowExecutions.status} IN ('RUNNING', 'WAITING')`;
+
+/** The update that cancels executions; the caller adds which. */
+const setCancelled = (tx: Db, now: Date) =>
+  tx.update(workflowExecutions).set({ status: 'CANCELLED', dueAt: null, waitingEvent: null, leaseUntil: null, completedAt: now, updatedAt: now });
 
 /** Cancels one active execution and returns it (404 when not in the project); a finished one is returned unchanged. */
 export async function cancelExecution(ctx: AppContext, projectId: string, executionId: string): Promise<ExecutionRow> {
   if (!UUID.test(executionId)) throw notFound('workflow_execution', executionId);
-  const now = ctx.clock.now().toISOString();
-  return withTransaction(ctx.database, async ({ client }) => {
-    const { rows } = await client.query<Raw>(
-      `UPDATE workflow_executions
-          SET status = 'CANCELLED', due_at = NULL, waiting_event = NULL, lease_until = NULL, completed_at = $3::timestamptz, updated_at = $3::timestamptz
-        WHERE id = $1 AND project_id = $2 AND status IN ('RUNNING', 'WAITING')
-       RETURNING ${COLUMNS}`,
-      [executionId.toLowerCase(), projectId, now],
-    );
-    if (rows[0]) {
-      await client.query(CLOSE_WAITING_STEPS, [[rows[0].id], now]);
-      return toRow(rows[0]);
+  const id = executionId.toLowerCase();
+  const now = ctx.clock.now();
+  return withTransaction(ctx.database, async ({ tx }) => {
+    const inProject = and(eq(workflowExecutions.id, id), eq(workflowExecutions.projectId, projectId));
+    const [stopped] = await setCancelled(tx, now).where(and(inProject, isActiveExecution)).returning(executionColumns);
+    if (stopped) {
+      await closeWaitingSteps(tx, [stopped.id], now);
+      return stopped;
     }
-    const { rows: existing } = await client.query<Raw>(`SELECT ${COLUMNS} FROM workflow_executions WHERE id = $1 AND project_id = $2`, [
-      executionId.toLowerCase(),
-      projectId,
-    ]);
-    if (!existing[0]) throw notFound('workflow_execution', executionId);
-    return toRow(existing[0]);
+    const [existing] = await tx.select(executionColumns).from(workflowExecutions).where(inProject);
+    if (!existing) throw notFound('workflow_execution', executionId);
+    return existing;
   });
 }
 
 /** Cancels every active execution of a workflow (404 when not in the project); returns how many. */
 export async function cancelAllExecutions(ctx: AppContext, projectId: string, workflowId: string): Promise<{ cancelled: number }> {
   if (!UUID.test(workflowId)) throw notFound('workflow', workflowId);
-  const now = ctx.clock.now().toISOString();
-  return withTransaction(ctx.database, async ({ client }) => {
-    const { rowCount } = await client.query('SELECT 1 FROM workflows WHERE id = $1 AND project_id = $2', [workflowId.toLowerCase(), projectId]);
-    if (!rowCount) throw notFound('workflow', workflowId);
-    const { rows } = await client.query<{ id: string }>(
-      `UPDATE workflow_executions
-          SET status = 'CANCELLED', due_at = NULL, waiting_event = NULL, lease_until = NULL, completed_at = $2::timestamptz, updated_at = $2::timestamptz
-        WHERE workflow_id = $1 AND status IN ('RUNNING', 'WAITING')
-       RETURNING id`,
-      [workflowId.toLowerCase(), now],
-    );
-    if (rows.length > 0) await client.query(CLOSE_WAITING_STEPS, [rows.map((r) => r.id), now]);
-    return { cancelled: rows.length };
+  const id = workflowId.toLowerCase();
+  const now = ctx.clock.now();
+  return withTransaction(ctx.database, async ({ tx }) => {
+    const workflow = await tx
+      .select({ id: workflows.id })
+      .from(workflows)
+      .where(and(eq(workflows.id, id), eq(workflows.projectId, projectId)));
+    if (workflow.length === 0) throw notFound('workflow', workflowId);
+    const stopped = await setCancelled(tx, now)
+      .where(and(eq(workflowExecutions.workflowId, id), isActiveExecution))
+      .returning({ id: workflowExecutions.id });
+    const stoppedIds = stopped.map((r) => r.id);
+    if (stoppedIds.length > 0) await closeWaitingSteps(tx, stoppedIds, now);
+    return { cancelled: stopped.length };
   });
 }

@@ -1,4 +1,3 @@
-import { drizzle } from 'drizzle-orm/node-postgres';
 import type { WorkflowBranch } from '../../../db/schema/workflows.ts';
 import { ApiError } from '../../../http/errors.ts';
 import type { Condition } from '../../../conditions/index.ts';
@@ -75,7 +74,7 @@ export async function runStep(b: BatchState, s: StepInput): Promise<StepEffects>
 async function condition(b: BatchState, s: StepInput): Promise<StepEffects> {
   const contact = s.contacts.get(s.execution.contact_id)!;
   const types = await fieldTypesFor(b, s.execution.project_id);
-  const holds = await conditionHolds(drizzle(b.client), s.execution.project_id, s.step.config as unknown as Condition, contact, s.context, {
+  const holds = await conditionHolds(b.tx, s.execution.project_id, s.step.config as unknown as Condition, contact, s.context, {
     types,
     now: b.now,
   });
@@ -85,7 +84,7 @@ async function condition(b: BatchState, s: StepInput): Promise<StepEffects> {
 
 // Templates within a batch: a batch of one workflow's executions reads each template once.
 const templateFor = (b: BatchState, projectId: string, id: string): Promise<TemplateRecord | null> =>
-  readOnce(b.templates, id, () => findTemplate(drizzle(b.client), projectId, id));
+  readOnce(b.templates, id, () => findTemplate(b.tx, projectId, id));
 
 /**
  * Queues the email through queueEmails at the end of the batch (advance.ts), so the sender check,
@@ -143,9 +142,9 @@ async function updateContactStep(b: BatchState, s: StepInput): Promise<StepEffec
   const c = s.step.config as UpdateContactConfig;
   const e = s.execution;
   const input = { data: c.data, subscribed: c.subscribed };
-  const update = () => updateContact(drizzle(b.client), e.project_id, e.contact_id, input, { now: b.now });
+  const update = () => updateContact(b.tx, e.project_id, e.contact_id, input, { now: b.now });
   // Only a subscription change writes an event (which could start workflows): only then is the depth needed.
-  const updated = c.subscribed === undefined ? await update() : await withWorkflowDepth(b.client, e.depth + 1, update);
+  const updated = c.subscribed === undefined ? await update() : await withWorkflowDepth(b.tx, e.depth + 1, update);
   s.contacts.set(e.contact_id, { ...s.contacts.get(e.contact_id)!, subscribed: updated.subscribed, data: updated.data, updatedAt: updated.updatedAt });
   await scheduleSegmentReevaluation(b.ctx, e.project_id, e.contact_id, b.client);
   s.row.output = { data: Object.keys(c.data ?? {}), ...(c.subscribed !== undefined ? { subscribed: updated.subscribed } : {}) };
@@ -171,7 +170,7 @@ export async function updateContactsTogether(b: BatchState, paused: PausedWalk[]
     const { pausedAt, execution } = group[0];
     const c = pausedAt.config as UpdateContactConfig;
     const ids = group.map((p) => p.execution.contact_id);
-    const updated = await updateContactsData(drizzle(b.client), execution.project_id, ids, c.data, { now: b.now });
+    const updated = await updateContactsData(b.tx, execution.project_id, ids, c.data, { now: b.now });
     for (const p of group) {
       const id = p.execution.contact_id;
       const u = updated.get(id)!;

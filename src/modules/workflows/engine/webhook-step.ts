@@ -1,4 +1,8 @@
+import { and, eq, sql } from 'drizzle-orm';
 import type { AppContext } from '../../../context.ts';
+import { withTransaction } from '../../../db/client.ts';
+import { projects } from '../../../db/schema/users.ts';
+import { workflowExecutions, workflowStepExecutions } from '../../../db/schema/workflows.ts';
 import type { WebhookConfig } from '../step-config.ts';
 import type { ClaimedExecution, ContactRow } from './advance.ts';
 import { type BatchState, readOnce } from './batch.ts';
@@ -31,9 +35,10 @@ export type WebhookJob = {
 };
 
 const secretFor = (b: BatchState, projectId: string): Promise<string> =>
-  readOnce(b.webhookSecrets, projectId, () =>
-    b.client.query<{ webhook_secret: string }>('SELECT webhook_secret FROM projects WHERE id = $1', [projectId]).then((r) => r.rows[0]?.webhook_secret ?? ''),
-  );
+  readOnce(b.webhookSecrets, projectId, async () => {
+    const [project] = await b.tx.select({ webhookSecret: projects.webhookSecret }).from(projects).where(eq(projects.id, projectId));
+    return project?.webhookSecret ?? '';
+  });
 
 /** The variables of url, header values and body strings: the contact's fields and data, and `event.*` (the context). */
 function variablesOf(e: ClaimedExecution, contact: ContactRow): Record<string, unknown> {
@@ -91,62 +96,48 @@ export async function attemptWebhook(ctx: AppContext, job: WebhookJob): Promise<
   });
   const now = ctx.clock.now();
   const output = { status: res.status, body: res.body, attempts: job.attempt, durationMs: res.durationMs, ...(res.error ? { error: res.error } : {}) };
-  const client = await ctx.database.pool.connect();
-  try {
-    await client.query('BEGIN');
-    const nowIso = now.toISOString();
-    const held = await client.query(
-      "SELECT id FROM workflow_executions WHERE id = $1 AND status = 'WAITING' AND current_step_id = $2 AND lease_until = $3::timestamptz FOR UPDATE",
-      [job.executionId, job.stepId, job.lease.toISOString()],
-    );
-    if (held.rowCount === 0) {
-      await client.query('ROLLBACK');
-      return; // cancelled meanwhile, or the lease ran out and another worker took over
-    }
+  await withTransaction(ctx.database, async ({ tx }) => {
+    const held = await tx
+      .select({ id: workflowExecutions.id })
+      .from(workflowExecutions)
+      .where(
+        and(
+          eq(workflowExecutions.id, job.executionId),
+          eq(workflowExecutions.status, 'WAITING'),
+          eq(workflowExecutions.currentStepId, job.stepId),
+          eq(workflowExecutions.leaseUntil, job.lease),
+        ),
+      )
+      .for('update');
+    if (held.length === 0) return; // cancelled meanwhile, or the lease ran out and another worker took over
+    const stepRow = eq(workflowStepExecutions.id, job.stepRowId);
+    const executionRow = eq(workflowExecutions.id, job.executionId);
     if (res.ok) {
-      await client.query(
-        "UPDATE workflow_step_executions SET status = 'COMPLETED', output = $2::jsonb, error = NULL, completed_at = $3::timestamptz WHERE id = $1",
-        [job.stepRowId, JSON.stringify(output), nowIso],
-      );
-      await client.query(
-        `UPDATE workflow_executions x
-            SET status = CASE WHEN n.next IS NULL THEN 'COMPLETED' ELSE 'RUNNING' END,
-                current_step_id = COALESCE(n.next, x.current_step_id),
-                due_at = CASE WHEN n.next IS NULL THEN NULL ELSE $2::timestamptz END,
-                completed_at = CASE WHEN n.next IS NULL THEN $2::timestamptz ELSE NULL END,
-                lease_until = NULL, updated_at = $2::timestamptz
-           FROM (SELECT (SELECT to_step_id FROM workflow_transitions WHERE from_step_id = $3 AND branch IS NULL) AS next) n
-          WHERE x.id = $1`,
-        [job.executionId, nowIso, job.stepId],
-      );
+      await tx.update(workflowStepExecutions).set({ status: 'COMPLETED', output, error: null, completedAt: now }).where(stepRow);
+      const nowIso = now.toISOString();
+      await tx.execute(sql`
+        UPDATE workflow_executions x
+           SET status = CASE WHEN n.next IS NULL THEN 'COMPLETED' ELSE 'RUNNING' END,
+               current_step_id = COALESCE(n.next, x.current_step_id),
+               due_at = CASE WHEN n.next IS NULL THEN NULL ELSE ${nowIso}::timestamptz END,
+               completed_at = CASE WHEN n.next IS NULL THEN ${nowIso}::timestamptz ELSE NULL END,
+               lease_until = NULL, updated_at = ${nowIso}::timestamptz
+          FROM (SELECT (SELECT to_step_id FROM workflow_transitions WHERE from_step_id = ${job.stepId} AND branch IS NULL) AS next) n
+         WHERE x.id = ${job.executionId}`);
     } else if (res.retryable && job.attempt < MAX_WEBHOOK_ATTEMPTS) {
       const dueAt = new Date(now.getTime() + webhookBackoffMs(job.attempt, res.retryAfterSeconds));
-      await client.query('UPDATE workflow_step_executions SET attempt = attempt + 1, output = $2::jsonb, error = $3 WHERE id = $1', [
-        job.stepRowId,
-        JSON.stringify({ ...output, nextAttemptAt: dueAt.toISOString() }),
-        res.error,
-      ]);
-      await client.query('UPDATE workflow_executions SET due_at = $2::timestamptz, lease_until = NULL, updated_at = $3::timestamptz WHERE id = $1', [
-        job.executionId,
-        dueAt.toISOString(),
-        nowIso,
-      ]);
+      await tx
+        .update(workflowStepExecutions)
+        .set({ attempt: sql`${workflowStepExecutions.attempt} + 1`, output: { ...output, nextAttemptAt: dueAt.toISOString() }, error: res.error })
+        .where(stepRow);
+      await tx.update(workflowExecutions).set({ dueAt, leaseUntil: null, updatedAt: now }).where(executionRow);
     } else {
       const reason = `webhook failed after ${job.attempt} attempt${job.attempt === 1 ? '' : 's'}: ${res.error ?? 'unknown error'}`;
-      await client.query(
-        "UPDATE workflow_step_executions SET status = 'FAILED', output = $2::jsonb, error = $3, completed_at = $4::timestamptz WHERE id = $1",
-        [job.stepRowId, JSON.stringify(output), reason, nowIso],
-      );
-      await client.query(
-        "UPDATE workflow_executions SET status = 'FAILED', error = $2, due_at = NULL, completed_at = $3::timestamptz, lease_until = NULL, updated_at = $3::timestamptz WHERE id = $1",
-        [job.executionId, reason, nowIso],
-      );
+      await tx.update(workflowStepExecutions).set({ status: 'FAILED', output, error: reason, completedAt: now }).where(stepRow);
+      await tx
+        .update(workflowExecutions)
+        .set({ status: 'FAILED', error: reason, dueAt: null, completedAt: now, leaseUntil: null, updatedAt: now })
+        .where(executionRow);
     }
-    await client.query('COMMIT');
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
 }
