@@ -8,9 +8,11 @@ import { type TestServer, startTestServer } from './helpers/server.ts';
 import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
 
 /**
- * Caches live on each process's context and are evicted in every process at once through
- * LISTEN/NOTIFY: a sender domain deleted or unverified through one process is refused by another
- * on its very next send, not after the cache's TTL (10 s).
+ * Caches live on each process's context and are evicted in every process through LISTEN/NOTIFY: a
+ * sender domain deleted or unverified through one process is refused by another as soon as
+ * PostgreSQL delivers the notification (milliseconds), not after the cache's TTL (10 s). The
+ * delivery is asynchronous: on a loaded machine the very next request can still win the race by a
+ * few milliseconds, so the tests allow one second (seen once in a full run: 200 on the next send).
  */
 
 let dns: TestDns;
@@ -38,8 +40,21 @@ after(async () => {
 
 const send = (api: Api, from: string) => api.post('/v1/send', { to: 'reader@example.org', from, subject: 'Hi', body: '<p>Hi</p>' });
 
+/** The second process refuses `from` within a second (the NOTIFY's way), well inside the cache's 10 s. */
+async function refusedSoon(from: string) {
+  const deadline = Date.now() + 1000;
+  for (;;) {
+    const res = await send(viaSecond, from);
+    if (res.status === 403 || Date.now() > deadline) {
+      assert.equal(res.status, 403, res.text);
+      return res;
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 describe('caches across processes', () => {
-  test('a domain deleted in one process is refused for sending in another at once', async () => {
+  test('a domain deleted in one process is refused for sending in another within a second, not after the 10 s cache', async () => {
     const d = await verifyDomain(p.sk, dns, 'leaving.test');
     // The second process sends from it, so it has the verified sender cached.
     const before = await send(viaSecond, 'news@leaving.test');
@@ -47,8 +62,7 @@ describe('caches across processes', () => {
     assert.equal((await send(viaSecond, 'news@leaving.test')).status, 200);
 
     assert.equal((await p.sk.delete(`/domains/${d.id}`)).status, 204);
-    const refused = await send(viaSecond, 'news@leaving.test');
-    assert.equal(refused.status, 403, refused.text);
+    const refused = await refusedSoon('news@leaving.test');
     assert.match(refused.body.error.message, /Domain leaving\.test is not verified/);
   });
 
@@ -56,7 +70,7 @@ describe('caches across processes', () => {
     const d = await verifyDomain(p.sk, dns, 'returning.test');
     assert.equal((await send(viaSecond, 'hi@returning.test')).status, 200);
     assert.equal((await p.sk.delete(`/domains/${d.id}`)).status, 204);
-    assert.equal((await send(viaSecond, 'hi@returning.test')).status, 403);
+    await refusedSoon('hi@returning.test');
     await verifyDomain(p.sk, dns, 'returning.test');
     assert.equal((await send(viaSecond, 'hi@returning.test')).status, 200);
   });
