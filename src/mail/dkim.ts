@@ -1,6 +1,6 @@
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { IDLE_THREAD_MS } from '../render/compose-pool.ts';
+import { IDLE_THREAD_MS, idleTimer } from '../render/idle-timer.ts';
 
 export type DkimKey = { domain: string; selector: string; privateKeyPem: string };
 
@@ -25,15 +25,12 @@ export function createDkimSigner(size = Math.max(1, Math.min(4, os.availablePara
   let workers: Worker[] = [];
   const pending = new Map<number, Pending>();
   let nextId = 0;
-  let idle: NodeJS.Timeout | null = null;
-
-  const retire = () => {
-    idle = null;
+  const idle = idleTimer(idleMillis, () => {
     if (pending.size > 0) return;
     const running = workers;
     workers = [];
     for (const w of running) void w.terminate();
-  };
+  });
 
   const pool = (): Worker[] => {
     if (workers.length > 0) return workers;
@@ -65,8 +62,7 @@ export function createDkimSigner(size = Math.max(1, Math.min(4, os.availablePara
   return {
     sign: async (raw, key) => {
       const id = nextId++;
-      if (idle) clearTimeout(idle);
-      idle = null;
+      idle.disarm();
       const ws = pool();
       try {
         const signatures = await new Promise<string>((resolve, reject) => {
@@ -75,17 +71,12 @@ export function createDkimSigner(size = Math.max(1, Math.min(4, os.availablePara
         });
         return Buffer.concat([Buffer.from(signatures), raw]);
       } finally {
-        if (pending.size === 0 && workers.length > 0) {
-          if (idle) clearTimeout(idle);
-          idle = setTimeout(retire, idleMillis);
-          idle.unref();
-        }
+        if (pending.size === 0 && workers.length > 0) idle.arm();
       }
     },
     threadCount: () => workers.length,
     close: async () => {
-      if (idle) clearTimeout(idle);
-      idle = null;
+      idle.disarm();
       const running = workers;
       workers = [];
       await Promise.all(running.map((w) => w.terminate()));

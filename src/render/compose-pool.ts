@@ -3,13 +3,11 @@ import { Worker } from 'node:worker_threads';
 import type { ComposedHtml, ComposeHtmlInput } from './compose-html.ts';
 import { RENDER_LIMITS, RenderLimitError } from './limits.ts';
 import { TemplateRenderError, TemplateSyntaxError } from './engine.ts';
+import { IDLE_THREAD_MS, idleTimer } from './idle-timer.ts';
 
 type Job = { input: ComposeHtmlInput; resolve: (r: ComposedHtml) => void; reject: (e: Error) => void };
 type Reply = { id: number; started?: true; result?: ComposedHtml; error?: { name: string; message: string; field?: string } };
-type Slot = { worker: Worker | null; job: (Job & { id: number; timer: NodeJS.Timeout | null }) | null; idle: NodeJS.Timeout | null };
-
-/** A thread with nothing to compose for this long ends (its memory goes back); the next message starts a new one. */
-export const IDLE_THREAD_MS = 60_000;
+type Slot = { worker: Worker | null; job: (Job & { id: number; timer: NodeJS.Timeout | null }) | null; idle: ReturnType<typeof idleTimer> };
 
 function revive(reply: NonNullable<Reply['error']>): Error {
   switch (reply.name) {
@@ -46,7 +44,10 @@ export function createComposePool(
   limitMillis: number = RENDER_LIMITS.maxComposeMillis,
   idleMillis: number = IDLE_THREAD_MS,
 ): ComposePool {
-  const slots: Slot[] = Array.from({ length: size }, () => ({ worker: null, job: null, idle: null }));
+  const slots: Slot[] = Array.from({ length: size }, () => {
+    const slot: Slot = { worker: null, job: null, idle: idleTimer(idleMillis, () => retire(slot)) };
+    return slot;
+  });
   const queue: Job[] = [];
   let nextId = 0;
 
@@ -61,7 +62,7 @@ export function createComposePool(
       if (outcome.error) job.reject(outcome.error);
       else job.resolve(outcome.result!);
       dispatch();
-      if (!slot.job && slot.worker === worker) retireWhenIdle(slot, worker);
+      if (!slot.job && slot.worker === worker) slot.idle.arm();
     };
     worker.on('message', (m: Reply) => {
       if (m.started) startClock(slot, worker, m.id);
@@ -82,8 +83,7 @@ export function createComposePool(
     for (const slot of slots) {
       if (slot.job || queue.length === 0) continue;
       const job = queue.shift()!;
-      if (slot.idle) clearTimeout(slot.idle);
-      slot.idle = null;
+      slot.idle.disarm();
       slot.worker ??= spawn(slot);
       const worker = slot.worker;
       const id = nextId++;
@@ -93,15 +93,11 @@ export function createComposePool(
     }
   }
 
-  function retireWhenIdle(slot: Slot, worker: Worker): void {
-    if (slot.idle) clearTimeout(slot.idle);
-    slot.idle = setTimeout(() => {
-      slot.idle = null;
-      if (slot.job || slot.worker !== worker) return;
-      slot.worker = null;
-      void worker.terminate();
-    }, idleMillis);
-    slot.idle.unref();
+  function retire(slot: Slot): void {
+    const worker = slot.worker;
+    if (slot.job || !worker) return;
+    slot.worker = null;
+    void worker.terminate();
   }
 
   /** The thread began composing job `id`: from now on it has `limitMillis`. */
@@ -130,8 +126,7 @@ export function createComposePool(
       const running = slots.flatMap((slot) => (slot.worker ? [slot.worker] : []));
       const stopped = new Error('The compose threads were stopped');
       for (const slot of slots) {
-        if (slot.idle) clearTimeout(slot.idle);
-        slot.idle = null;
+        slot.idle.disarm();
         slot.worker = null;
         if (slot.job?.timer) clearTimeout(slot.job.timer);
         slot.job?.reject(stopped);

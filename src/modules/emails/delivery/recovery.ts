@@ -12,9 +12,10 @@ const REDRIVE_LIMIT = 5000;
 /**
  * Liveness after a crash. A worker killed mid-batch leaves the delivery jobs it had fetched
  * `active` until pg-boss expires them (ten minutes), and the emails it had claimed SENDING until
- * their lease ends (30 s: live workers renew theirs). Emails waiting for delivery (QUEUED, or SENDING with an expired
- * lease) that no live delivery job will pick up get a new job. Never a duplicate: a delivery claim
- * is a check-and-set, so a second job for an email that was meanwhile sent does nothing.
+ * their lease ends (30 s; live workers renew theirs). Emails waiting for delivery (QUEUED, or
+ * SENDING with an expired lease) that no live delivery job will pick up get a new job. Never a
+ * duplicate: a delivery claim is a check-and-set, so a second job for an email that was meanwhile
+ * sent does nothing.
  */
 export async function redriveStrandedEmails(ctx: AppContext, scope: { campaignId?: string } = {}): Promise<number> {
   const { rows } = await ctx.database.db.execute<{ id: string }>(sql`
