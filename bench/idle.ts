@@ -1,10 +1,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from '../src/db/embedded.ts';
+import { bootstrap } from '../test/helpers/bootstrap.ts';
+import { createApi } from '../test/helpers/http.ts';
 import { fmt, printMachine, verdict } from './lib.ts';
 
 /**
@@ -23,14 +25,6 @@ const TARGET_MB = 150;
 const status = (pid: number, field: 'VmRSS' | 'VmHWM') =>
   Number(new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
 
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const { port } = srv.address() as { port: number };
-  await new Promise((resolve) => srv.close(resolve));
-  return port;
-}
-
 async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null) return;
   const exited = new Promise((r) => child.once('exit', r));
@@ -44,11 +38,6 @@ async function bareNodeRss(): Promise<number> {
   const rss = status(child.pid!, 'VmRSS');
   child.kill('SIGKILL');
   return rss;
-}
-
-async function json(url: string, init: RequestInit & { body?: string } = {}): Promise<{ status: number; body: any; cookie: string | null }> {
-  const res = await fetch(url, { ...init, headers: { 'content-type': 'application/json', ...init.headers } });
-  return { status: res.status, body: await res.json().catch(() => null), cookie: res.headers.get('set-cookie') };
 }
 
 export async function run(args: string[]): Promise<void> {
@@ -83,30 +72,20 @@ export async function run(args: string[]): Promise<void> {
     await sleep(15_000); // start-up work settles (migrations, first queue polls)
     const afterStart = status(herald.pid!, 'VmRSS');
 
-    const signup = await json(`${base}/auth/signup`, {
-      method: 'POST',
-      body: JSON.stringify({ email: 'bench@example.com', password: 'correct horse battery' }),
-    });
-    const cookie = (signup.cookie ?? '').split(';')[0];
-    const project = await json(`${base}/users/@me/projects`, { method: 'POST', headers: { cookie }, body: JSON.stringify({ name: 'Idle bench' }) });
-    const key = { authorization: `Bearer ${project.body.secretKey}` };
+    const { sk } = await bootstrap(createApi(base), 'Idle bench');
     const started = performance.now();
     for (let i = 0; i < emails; i += 50) {
       const to = Array.from({ length: Math.min(50, emails - i) }, (_, j) => `r${i + j}@bench.example.com`);
-      const res = await json(`${base}/v1/send`, {
-        method: 'POST',
-        headers: key,
-        body: JSON.stringify({
-          to,
-          from: 'bench@sandbox.herald.test',
-          subject: 'Hello {{email}}',
-          body: '<p>Hello <a href="https://example.com/x">there</a></p>',
-        }),
+      const res = await sk.post('/v1/send', {
+        to,
+        from: 'bench@sandbox.herald.test',
+        subject: 'Hello {{email}}',
+        body: '<p>Hello <a href="https://example.com/x">there</a></p>',
       });
-      if (res.status !== 200) throw new Error(`send answered ${res.status}: ${JSON.stringify(res.body)}`);
+      if (res.status !== 200) throw new Error(`send answered ${res.status}: ${res.text}`);
     }
     for (;;) {
-      const waiting = await Promise.all(['QUEUED', 'SENDING'].map((s) => json(`${base}/emails?status=${s}&limit=1`, { headers: key })));
+      const waiting = await Promise.all(['QUEUED', 'SENDING'].map((state) => sk.get(`/emails?status=${state}&limit=1`)));
       if (waiting.every((w) => w.body.data.length === 0)) break;
       await sleep(250);
     }

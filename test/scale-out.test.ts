@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { freePort } from '../src/db/embedded.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestDns, startTestDns } from './helpers/dns-server.ts';
 import { verifyDomain } from './helpers/domains.ts';
@@ -24,14 +24,6 @@ const FLOWS = Array.from({ length: 200 }, (_, i) => `w${String(i).padStart(3, '0
 const EVERYONE = [...CAMPAIGN, ...SENDS, ...FLOWS];
 // High enough that the test is not about rate limits; low enough that the kill lands midway.
 const ENV = { API_RATE_LIMIT_PER_MINUTE: '1000000', SEND_RATE_PER_SECOND: '150' };
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const { port } = srv.address() as { port: number };
-  await new Promise((resolve) => srv.close(resolve));
-  return port;
-}
 
 /** Runs `fn` over `items`, `width` at a time. */
 async function inParallel<T>(items: T[], width: number, fn: (item: T, i: number) => Promise<void>): Promise<void> {

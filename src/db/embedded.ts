@@ -412,7 +412,8 @@ async function adoptPassword(port: number, password: string, legacy: string[], d
   );
 }
 
-function freePort(): Promise<number> {
+/** A TCP port on 127.0.0.1 that nothing listens on right now. */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.unref();
