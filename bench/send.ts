@@ -18,7 +18,8 @@ import { autocannon, countingSink, fmt, printMachine, rawPoolRate, verdict, with
  * Send benchmark.
  *  (a) POST /v1/send accepted requests/s from 64 concurrent clients vs the same writes (contact
  *      upsert, email row, delivery job, one transaction) issued directly through `pg` on 64
- *      connections. Target ≥ 50 %.
+ *      connections. Target ≥ 100 % (issue 15: concurrent sends commit together), and p99 < 50 ms
+ *      at half the measured rate.
  *  (b) End-to-end delivery of N queued emails into an SMTP sink (render, build, DKIM-sign,
  *      throttle, claim, record) vs a raw nodemailer pool of the same size sending the same
  *      number of prebuilt messages. Target ≥ 70 %.
@@ -55,13 +56,14 @@ async function acceptedThroughput(databaseUrl: string, dns: Awaited<ReturnType<t
     await verifyDomain(b.sk, dns, 'mail.bench.test');
     const body = (id: string) =>
       JSON.stringify({ to: `u${id}@bench.example.com`, from: FROM, subject: 'Order {{order}}', body: BODY, data: { firstName: 'Ada', order: 42 } });
-    const cannon = (seconds: number) =>
+    const cannon = (seconds: number, rate?: number) =>
       autocannon({
         url: `${server.url}/v1/send`,
         method: 'POST',
         connections: CONNECTIONS,
         duration: seconds,
         workers: 1,
+        ...(rate ? { overallRate: rate } : {}),
         idReplacement: true,
         headers: { authorization: `Bearer ${b.project.secretKey}`, 'content-type': 'application/json' },
         body: body('[<id>]'),
@@ -120,7 +122,12 @@ async function acceptedThroughput(databaseUrl: string, dns: Awaited<ReturnType<t
     console.log(`   POST /v1/send (HTTP):   ${fmt(httpRate)} emails/s  (p50 ${http.latency.p50} ms, p99 ${http.latency.p99} ms, ${failed} failed)`);
     console.log(`   same writes through pg: ${fmt(sqlRate)} emails/s`);
     const ratio = httpRate / sqlRate;
-    console.log(`   ratio HTTP / SQL:       ${(ratio * 100).toFixed(1)} %  (target ≥ 50 %: ${verdict(ratio >= 0.5)})`);
+    console.log(`   ratio HTTP / SQL:       ${(ratio * 100).toFixed(1)} %  (target ≥ 100 %: ${verdict(ratio >= 1)})`);
+    const rate = Math.max(1, Math.floor(httpRate / 2));
+    const half = await cannon(SECONDS, rate);
+    console.log(
+      `   at half that rate (${fmt(rate)} requests/s): p50 ${half.latency.p50} ms, p99 ${half.latency.p99} ms (${half.non2xx + half.errors + half.timeouts} failed); p99 < 50 ms: ${verdict(half.latency.p99 < 50)}`,
+    );
   } finally {
     await server.stop();
   }

@@ -6,8 +6,9 @@ import { conflict, fieldErrors, notFound, validationError } from '../../http/err
 import { recordEvent } from '../events/record.ts';
 import { type DataChanges, fieldTypesOf, splitCustomData } from './custom-data.ts';
 import { CONTACT_ID, type ContactRecord, type CreateContactInput, type UpdateContactInput, emailSchema, normaliseEmail } from './schemas.ts';
-import { type ContactRow, clientOf, contactColumns, executePrepared, pgErrorCode, textArray, toContactRecord } from './sql.ts';
+import { type ContactRow, clientOf, contactColumns, executePrepared, textArray, toContactRecord } from './sql.ts';
 import { upsertContactQuery } from './upsert-sql.ts';
+import { pgErrorCode } from '../../db/pg-error.ts';
 import { checkFieldCapacity } from './field-cap.ts';
 import { mergedData, recordFieldTypesOf } from './data-sql.ts';
 import { forgetContactsEvents } from '../analytics/rollups.ts';

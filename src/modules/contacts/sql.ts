@@ -50,17 +50,6 @@ export function toContactRecord(row: ContactRow): ContactRecord {
 /** A text[] parameter (drizzle would otherwise expand a JS array into a list). */
 export const textArray = (values: string[]): SQL => sql`${sql.param(values)}::text[]`;
 
-/** The SQLSTATE of a PostgreSQL error, also when wrapped (drizzle wraps driver errors). */
-export function pgErrorCode(err: unknown): string | undefined {
-  let e: unknown = err;
-  for (let i = 0; i < 4 && typeof e === 'object' && e !== null; i++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return undefined;
-}
-
 const dialect = new PgDialect();
 
 /**

@@ -7,7 +7,8 @@ import { limitParam } from '../../http/pagination.ts';
 import { cursorList, describe } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { EMAIL_STATUSES, emailIdParams, emailRecordSchema, sendBody, sendResultSchema } from './schemas.ts';
-import { sendEmails } from './send.ts';
+import { type PreparedSend, type SendResult, prepareSend, sendContactKeys, sendGroupSize, sendMany, sendPrepared } from './send.ts';
+import { WRITE_GROUP_LIMITS, logGroupFailure, writeGroups } from '../../db/write-groups.ts';
 import { getEmail, getRawEmail, listEmails } from './service.ts';
 
 /** Attachments up to 40 MB per message arrive base64-encoded inside the JSON body. */
@@ -23,6 +24,16 @@ const listQuery = z.object({
 
 export function emailRoutes(app: FastifyInstance, ctx: AppContext): void {
   const idem = idempotency(ctx);
+
+  // Concurrent sends of one project commit together (db/write-groups.ts).
+  const sends = writeGroups<PreparedSend, SendResult>({
+    ...WRITE_GROUP_LIMITS,
+    sizeOf: sendGroupSize,
+    conflictKeys: sendContactKeys,
+    runOne: (send) => sendPrepared(ctx, send),
+    runMany: (group) => sendMany(ctx, group[0].projectId, group),
+    onGroupFailed: (err, size) => logGroupFailure(ctx, 'send', err, size),
+  });
 
   app.post(
     '/v1/send',
@@ -62,7 +73,10 @@ export function emailRoutes(app: FastifyInstance, ctx: AppContext): void {
         errors: [400, 403, 404, 409, 413, 415],
       }),
     },
-    async (req) => ({ success: true, data: await sendEmails(ctx, projectOf(req).projectId, parse(sendBody, req.body)) }),
+    async (req) => {
+      const prepared = await prepareSend(ctx, projectOf(req).projectId, parse(sendBody, req.body));
+      return { success: true, data: await sends.submit(prepared.projectId, prepared) };
+    },
   );
 
   const onRequest = requireProject(ctx);

@@ -1,10 +1,13 @@
 import type { AppContext } from '../../context.ts';
-import { withTransaction } from '../../db/client.ts';
+import { type Tx, withTransaction } from '../../db/client.ts';
 import { assertWithinBillingLimit } from '../billing/limits.ts';
 import type { EmailType } from '../../db/schema/emails.ts';
 import { validationError } from '../../http/errors.ts';
 import { checkTemplates } from '../../render/engine.ts';
 import { type UpsertResult, upsertContact } from '../contacts/service.ts';
+import { upsertContacts } from '../contacts/upsert-many.ts';
+import { WRITE_GROUP_LIMITS } from '../../db/write-groups.ts';
+import { normaliseEmail } from '../contacts/schemas.ts';
 import { scheduleSegmentReevaluation } from '../segments/membership.ts';
 import { senderDomainFor } from '../domains/sender.ts';
 import { getTemplate } from '../templates/service.ts';
@@ -28,11 +31,26 @@ export function initialStatus(type: EmailType, subscribed: boolean): Pick<NewEma
   return { status: 'QUEUED', error: null };
 }
 
+/** A send request checked and resolved (content, sender, recipients), before any transaction. */
+export type PreparedSend = {
+  projectId: string;
+  body: SendBody;
+  template: { id: string; replyTo: string | null } | null;
+  type: EmailType;
+  from: Address;
+  subjectSource: string;
+  content: EmailContent;
+  recipients: Address[];
+  /** The distinct recipient addresses, sorted: contacts are upserted in this order. */
+  contactEmails: string[];
+  now: Date;
+};
+
 /**
- * POST /v1/send: resolves content and sender, then, in one transaction, upserts each recipient's
- * contact and queues one email per recipient. Rendering and delivery happen in the workers.
+ * POST /v1/send, first half: resolves content and sender and checks everything that needs no
+ * transaction. Rendering and delivery happen in the workers.
  */
-export async function sendEmails(ctx: AppContext, projectId: string, body: SendBody): Promise<{ emails: SendResultItem[]; timestamp: string }> {
+export async function prepareSend(ctx: AppContext, projectId: string, body: SendBody): Promise<PreparedSend> {
   const template = body.template ? await getTemplate(ctx.database.db, projectId, body.template) : null;
   const subjectSource = body.subject ?? template?.subject;
   const bodySource = body.body ?? template?.body;
@@ -47,52 +65,107 @@ export async function sendEmails(ctx: AppContext, projectId: string, body: SendB
   const syntax = checkTemplates({ subject: body.subject, body: body.body });
   if (syntax.length > 0) throw validationError(syntax);
 
-  const type: EmailType = template?.type ?? 'TRANSACTIONAL';
   const recipients = (Array.isArray(body.to) ? body.to : [body.to]).map(toAddress);
+  const contactEmails = [...new Set(recipients.map((r) => r.email))].sort();
   const stored = splitCustomData(body.data);
-  assertStoredDataBound(stored.set, new Set(recipients.map((r) => r.email)).size);
-  const now = ctx.clock.now();
-  // One content for every recipient of the request (stored once): the one-off variables come from
-  // the request's `data` alone, the same for each contact.
-  const content: EmailContent = {
-    bodySource,
-    variables: stored.oneOff,
-    headers: body.headers,
-    attachments: body.attachments,
+  assertStoredDataBound(stored.set, contactEmails.length);
+  return {
+    projectId,
+    body,
+    template: template ? { id: template.id, replyTo: template.replyTo } : null,
+    type: template?.type ?? 'TRANSACTIONAL',
+    from,
+    subjectSource,
+    // One content for every recipient of the request (stored once): the one-off variables come from
+    // the request's `data` alone, the same for each contact.
+    content: { bodySource, variables: stored.oneOff, headers: body.headers, attachments: body.attachments },
+    recipients,
+    contactEmails,
+    now: ctx.clock.now(),
   };
+}
 
+/** Two sends sharing a recipient never share a group (one statement cannot write a contact twice). */
+export const sendContactKeys = (s: PreparedSend): string[] => s.contactEmails.map(normaliseEmail);
+
+/** A send's share of a group: one per recipient; with attachments it is sent alone (its body may be megabytes). */
+export const sendGroupSize = (s: PreparedSend): number => (s.content.attachments?.length ? WRITE_GROUP_LIMITS.maxSize : s.recipients.length);
+
+/** POST /v1/send in one transaction: upserts each recipient's contact and queues one email per recipient. */
+export async function sendPrepared(ctx: AppContext, send: PreparedSend): Promise<SendResult> {
   return withTransaction(ctx.database, async (t) => {
-    await assertWithinBillingLimit(ctx, t, projectId, 'transactional', recipients.length);
-    const items: Pick<SendResultItem, 'contact'>[] = [];
-    const batch: NewEmail[] = [];
+    await assertWithinBillingLimit(ctx, t, send.projectId, 'transactional', send.recipients.length);
     // Contacts are upserted in email order, so concurrent multi-recipient sends lock rows in one
     // order and cannot deadlock; emails and the response keep the request's order.
     const contacts = new Map<string, UpsertResult>();
-    for (const address of [...new Set(recipients.map((r) => r.email))].sort()) {
-      const result = await upsertContact(t.tx, projectId, { email: address, subscribed: body.subscribed, data: body.data }, { defaultSubscribed: false, now });
+    for (const address of send.contactEmails) {
+      const result = await upsertContact(t.tx, send.projectId, contactInput(send, address), { defaultSubscribed: false, now: send.now });
       contacts.set(address, result);
-      if (result.isNew || result.isUpdate) await scheduleSegmentReevaluation(ctx, projectId, result.contact.id, t.client);
     }
-    for (const to of recipients) {
-      const { contact } = contacts.get(to.email)!;
-      items.push({ contact: { id: contact.id, email: contact.email } });
+    return (await queueSends(ctx, t, [send], [contacts]))[0];
+  });
+}
+
+/**
+ * Many sends of one project (no recipient in two of them) in one transaction, with the same
+ * effects as `sendPrepared` for each: one billing check for them all, one statement upserting
+ * every contact, one writing every email.
+ */
+export async function sendMany(ctx: AppContext, projectId: string, sends: PreparedSend[]): Promise<SendResult[]> {
+  return withTransaction(ctx.database, async (t) => {
+    await assertWithinBillingLimit(
+      ctx,
+      t,
+      projectId,
+      'transactional',
+      sends.reduce((n, s) => n + s.recipients.length, 0),
+    );
+    const inputs = sends.flatMap((send) => send.contactEmails.map((address) => ({ ...contactInput(send, address), now: send.now })));
+    const upserted = await upsertContacts(t.tx, projectId, inputs, { defaultSubscribed: false });
+    let next = 0;
+    const contacts = sends.map((send) => new Map(send.contactEmails.map((address) => [address, upserted[next++]])));
+    return queueSends(ctx, t, sends, contacts);
+  });
+}
+
+export type SendResult = { emails: SendResultItem[]; timestamp: string };
+
+const contactInput = (send: PreparedSend, email: string) => ({ email, subscribed: send.body.subscribed, data: send.body.data });
+
+/** The emails of `sends`, whose recipients' contacts are upserted: one statement queues them all. */
+async function queueSends(ctx: AppContext, t: Tx, sends: PreparedSend[], contacts: Map<string, UpsertResult>[]): Promise<SendResult[]> {
+  const batch: NewEmail[] = [];
+  for (const [i, send] of sends.entries()) {
+    for (const result of contacts[i].values()) {
+      if (result.isNew || result.isUpdate) await scheduleSegmentReevaluation(ctx, send.projectId, result.contact.id, t.client);
+    }
+    for (const to of send.recipients) {
+      const { contact } = contacts[i].get(to.email)!;
       batch.push({
-        projectId,
+        projectId: send.projectId,
         contactId: contact.id,
         to: { email: contact.email, name: to.name },
-        from,
-        replyTo: body.reply ?? template?.replyTo ?? null,
-        type,
-        subjectSource,
-        content,
-        templateId: template?.id ?? null,
-        ...initialStatus(type, contact.subscribed),
+        from: send.from,
+        replyTo: send.body.reply ?? send.template?.replyTo ?? null,
+        type: send.type,
+        subjectSource: send.subjectSource,
+        content: send.content,
+        templateId: send.template?.id ?? null,
+        ...initialStatus(send.type, contact.subscribed),
         checkSuppression: true,
       });
     }
-    const queued = await queueEmailsWithStatus(ctx, t, batch);
-    return { emails: items.map((item, i) => ({ ...item, email: queued[i].id, status: queued[i].status })), timestamp: now.toISOString() };
-  });
+  }
+  const queued = await queueEmailsWithStatus(ctx, t, batch);
+  let next = 0;
+  return sends.map((send, i) => ({
+    emails: send.recipients.map((to) => {
+      const { contact } = contacts[i].get(to.email)!;
+      const email = queued[next++];
+      return { contact: { id: contact.id, email: contact.email }, email: email.id, status: email.status };
+    }),
+    timestamp: send.now.toISOString(),
+  }));
 }
 
 /** Persistent `data` is written to every recipient's contact: at most this much in all per request. */

@@ -6,6 +6,7 @@ import { idempotency } from '../../http/idempotency.ts';
 import { cursorList, describe } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { trackCors, trackPreflight } from './cors.ts';
+import { WRITE_GROUP_LIMITS, logGroupFailure, writeGroups } from '../../db/write-groups.ts';
 import { distinctEventNames, eventStats, listContactEvents, listEvents } from './list.ts';
 import { rangeQuery, toTimeRange } from './range.ts';
 import {
@@ -21,7 +22,7 @@ import {
   trackBody,
   trackResultSchema,
 } from './schemas.ts';
-import { trackEvent } from './service.ts';
+import { type PreparedTrack, type TrackResult, prepareTrack, trackContactKeys, trackMany, trackPrepared } from './service.ts';
 import { deleteEventName, eventUsage } from './usage.ts';
 
 export function eventRoutes(app: FastifyInstance, ctx: AppContext): void {
@@ -51,9 +52,19 @@ export function eventRoutes(app: FastifyInstance, ctx: AppContext): void {
     });
   const doc = (d: Omit<Parameters<typeof describe>[0], 'tag' | 'access'>) => describe({ tag: 'Events', access: 'project', ...d });
 
+  // Concurrent tracks of one project commit together (db/write-groups.ts).
+  const tracks = writeGroups<PreparedTrack, TrackResult>({
+    ...WRITE_GROUP_LIMITS,
+    conflictKeys: trackContactKeys,
+    runOne: (track) => trackPrepared(ctx, track),
+    runMany: (group) => trackMany(ctx, group[0].projectId, group),
+    onGroupFailed: (err, size) => logGroupFailure(ctx, 'track', err, size),
+  });
+
   const track = async (req: FastifyRequest) => {
     const auth = projectOf(req);
-    const result = await trackEvent(ctx, auth.projectId, parseTrackBody(req.body), { publicKey: auth.keyType === 'public' });
+    const prepared = prepareTrack(ctx, auth.projectId, parseTrackBody(req.body), { publicKey: auth.keyType === 'public' });
+    const result = await tracks.submit(auth.projectId, prepared);
     return {
       success: true,
       data: { contact: result.contact.id, event: result.event.id, timestamp: result.event.createdAt.toISOString() },

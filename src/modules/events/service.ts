@@ -1,41 +1,96 @@
 import type { AppContext } from '../../context.ts';
-import { withTransaction } from '../../db/client.ts';
+import { type Tx, withTransaction } from '../../db/client.ts';
 import { validationError } from '../../http/errors.ts';
 import { splitCustomData } from '../contacts/custom-data.ts';
-import { type ContactRecord, upsertContact } from '../contacts/service.ts';
+import { normaliseEmail } from '../contacts/schemas.ts';
+import { type ContactRecord, type UpsertInput, type UpsertResult, upsertContact } from '../contacts/service.ts';
+import { upsertContacts } from '../contacts/upsert-many.ts';
 import { afterTrack } from './after-track.ts';
 import { isReservedEventName } from './names.ts';
-import { recordEvent } from './record.ts';
+import { recordEvent, recordEvents } from './record.ts';
 import { reservedEventError, type TrackInput } from './schemas.ts';
 
 export type TrackResult = { contact: ContactRecord; isNewContact: boolean; event: { id: string; createdAt: Date } };
 
+/** A track request checked and resolved to what it writes, before any transaction. */
+export type PreparedTrack = { projectId: string; name: string; data: Record<string, unknown>; upsert: UpsertInput; now: Date };
+
+/**
+ * Checks a /v1/track or /events/track body and fixes what it writes. New contacts of /v1/track are
+ * subscribed by default, so "true" from a public key (a browser's pk_ request) means exactly
+ * "subscribe if new": an existing contact's choice stands, and a public key never re-subscribes one
+ * who unsubscribed. It may unsubscribe.
+ */
+export function prepareTrack(ctx: AppContext, projectId: string, input: TrackInput, opts: { now?: Date; publicKey?: boolean } = {}): PreparedTrack {
+  const name = input.event.trim();
+  if (isReservedEventName(name)) throw validationError([reservedEventError('event', name)]);
+  const { set, oneOff } = splitCustomData(input.data);
+  return {
+    projectId,
+    name,
+    data: { ...set, ...oneOff },
+    upsert: { email: input.email, subscribed: opts.publicKey && input.subscribed === true ? undefined : input.subscribed, data: input.data },
+    now: opts.now ?? ctx.clock.now(),
+  };
+}
+
+/** Two tracks of one contact never share a group (one statement cannot write a row twice). */
+export const trackContactKeys = (t: PreparedTrack): string[] => [normaliseEmail(t.upsert.email)];
+
 /**
  * POST /v1/track and POST /events/track, in one transaction: upsert the contact (new contacts
  * subscribed unless `subscribed: false`; an existing one changes only with an explicit value,
- * emitting contact.subscribed/unsubscribed), record the event, then what it causes (afterTrack.eventTracked: segment re-evaluation).
- * Persistent data goes to the contact; the event keeps persistent and one-off values alike.
- * `opts.publicKey` (a browser's pk_ request) may subscribe only a new contact and may unsubscribe,
- * but never re-subscribes one who unsubscribed: `subscribed: true` then leaves it as it is.
+ * emitting contact.subscribed/unsubscribed), record the event, then what it causes
+ * (afterTrack.eventTracked: segment re-evaluation). Persistent data goes to the contact; the event
+ * keeps persistent and one-off values alike.
  */
 export async function trackEvent(ctx: AppContext, projectId: string, input: TrackInput, opts: { now?: Date; publicKey?: boolean } = {}): Promise<TrackResult> {
-  const name = input.event.trim();
-  if (isReservedEventName(name)) throw validationError([reservedEventError('event', name)]);
-  const now = opts.now ?? ctx.clock.now();
-  const { set, oneOff } = splitCustomData(input.data);
-  const data = { ...set, ...oneOff };
+  return trackPrepared(ctx, prepareTrack(ctx, projectId, input, opts));
+}
 
+export async function trackPrepared(ctx: AppContext, track: PreparedTrack): Promise<TrackResult> {
   return withTransaction(ctx.database, async (t) => {
-    const { contact, isNew } = await upsertContact(
-      t.tx,
-      projectId,
-      // New contacts of /v1/track are subscribed by default, so "true" from a public key means
-      // exactly "subscribe if new": an existing contact's choice stands.
-      { email: input.email, subscribed: opts.publicKey && input.subscribed === true ? undefined : input.subscribed, data: input.data },
-      { defaultSubscribed: true, now },
-    );
-    const event = await recordEvent(t.tx, { projectId, contactId: contact.id, name, data, createdAt: now });
-    await afterTrack.eventTracked(ctx, t, { id: event.id, projectId, name, contact, isNewContact: isNew, data, createdAt: event.createdAt });
-    return { contact, isNewContact: isNew, event };
+    const upserted = await upsertContact(t.tx, track.projectId, track.upsert, { defaultSubscribed: true, now: track.now });
+    const event = await recordEvent(t.tx, {
+      projectId: track.projectId,
+      contactId: upserted.contact.id,
+      name: track.name,
+      data: track.data,
+      createdAt: track.now,
+    });
+    await tracked(ctx, t, track, upserted, event.id);
+    return { contact: upserted.contact, isNewContact: upserted.isNew, event };
   });
 }
+
+/**
+ * Many tracks of one project (distinct contacts) in one transaction, with the same effects as
+ * `trackPrepared` for each: one statement upserts the contacts, one records the events.
+ */
+export async function trackMany(ctx: AppContext, projectId: string, tracks: PreparedTrack[]): Promise<TrackResult[]> {
+  return withTransaction(ctx.database, async (t) => {
+    const upserted = await upsertContacts(
+      t.tx,
+      projectId,
+      tracks.map((k) => ({ ...k.upsert, now: k.now })),
+      { defaultSubscribed: true },
+    );
+    const events = await recordEvents(
+      t.tx,
+      tracks.map((k, i) => ({ projectId, contactId: upserted[i].contact.id, name: k.name, data: k.data, createdAt: k.now })),
+    );
+    for (const [i, k] of tracks.entries()) await tracked(ctx, t, k, upserted[i], events[i].id);
+    return tracks.map((k, i) => ({ contact: upserted[i].contact, isNewContact: upserted[i].isNew, event: { id: events[i].id, createdAt: k.now } }));
+  });
+}
+
+const tracked = (ctx: AppContext, t: Tx, track: PreparedTrack, upserted: UpsertResult, eventId: string) =>
+  afterTrack.eventTracked(ctx, t, {
+    id: eventId,
+    projectId: track.projectId,
+    name: track.name,
+    contact: upserted.contact,
+    isNewContact: upserted.isNew,
+    data: track.data,
+    createdAt: track.now,
+  });

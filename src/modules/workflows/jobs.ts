@@ -1,7 +1,7 @@
 import { DrizzleQueryError, and, asc, eq, isNull, lt, lte, or, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { workflowExecutions } from '../../db/schema/workflows.ts';
-import { pgErrorCode } from '../contacts/sql.ts';
+import { pgErrorCode } from '../../db/pg-error.ts';
 import { advanceBatch } from './engine/advance.ts';
 import { isActiveExecution } from './engine/index.ts';
 import { type WebhookJob, attemptWebhook } from './engine/webhook-step.ts';

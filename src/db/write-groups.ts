@@ -1,0 +1,117 @@
+import { isTransientDbError, pgErrorCode } from './pg-error.ts';
+
+/**
+ * Group commit for the hottest writes (/v1/track, /v1/send). A request runs at once, in its own
+ * transaction, while fewer than `maxInFlight` transactions of its key (the project) are open;
+ * otherwise it waits, and when one ends, the waiting requests go together: one transaction,
+ * multi-row statements (`runMany`). Nothing waits on a timer: a quiet project sees no added
+ * latency, a busy one gets fewer, larger transactions.
+ *
+ * Each request is answered only after its rows committed. When a group fails for any reason (one
+ * request's bad input, a concurrent insert, a deadlock), its transaction rolled back everything,
+ * and each request runs again alone (`runOne`) to get its own answer: a group's failure never
+ * becomes another request's error, and nothing is performed twice.
+ */
+/**
+ * Per project: a few transactions at once keep both PostgreSQL cores busy, and groups of at most
+ * 100 (contacts) keep one statement's input and one transaction's locks small.
+ */
+export const WRITE_GROUP_LIMITS = { maxInFlight: 4, maxSize: 100 };
+
+const TRANSIENT_ATTEMPTS = 3;
+
+export type WriteGroups<I, O> = { submit: (key: string, input: I) => Promise<O> };
+
+type Waiting<I, O> = { input: I; resolve: (o: O) => void; reject: (err: unknown) => void };
+type KeyState<I, O> = { inFlight: number; waiting: Waiting<I, O>[] };
+
+export function writeGroups<I, O>(opts: {
+  /** Transactions open at once per key. */
+  maxInFlight: number;
+  /** A group's total size; the first request of a group always joins it. */
+  maxSize: number;
+  /** A request's share of `maxSize` (1 unless given). */
+  sizeOf?: (input: I) => number;
+  /** A request sharing a key (a contact) with one already in the group waits for the next group. */
+  conflictKeys: (input: I) => string[];
+  runOne: (input: I) => Promise<O>;
+  /** All inputs in one transaction; results in input order. */
+  runMany: (inputs: I[]) => Promise<O[]>;
+  /** Told when a group failed and its requests run one by one. */
+  onGroupFailed?: (err: unknown, size: number) => void;
+}): WriteGroups<I, O> {
+  const states = new Map<string, KeyState<I, O>>();
+
+  const takeGroup = (state: KeyState<I, O>): Waiting<I, O>[] => {
+    const group: Waiting<I, O>[] = [];
+    const seen = new Set<string>();
+    const left: Waiting<I, O>[] = [];
+    let size = 0;
+    for (const w of state.waiting) {
+      const keys = opts.conflictKeys(w.input);
+      const itsSize = opts.sizeOf?.(w.input) ?? 1;
+      if (group.length === 0 || (size + itsSize <= opts.maxSize && !keys.some((k) => seen.has(k)))) {
+        for (const k of keys) seen.add(k);
+        size += itsSize;
+        group.push(w);
+      } else left.push(w);
+    }
+    state.waiting = left;
+    return group;
+  };
+
+  const runAlone = async (w: Waiting<I, O>): Promise<void> => {
+    // Transactions of different shapes (a group, a multi-recipient send, a project's first use of a
+    // field) can still deadlock; the victim was rolled back whole, so it runs again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return w.resolve(await opts.runOne(w.input));
+      } catch (err) {
+        if (attempt < TRANSIENT_ATTEMPTS && isTransientDbError(err)) continue;
+        return w.reject(err);
+      }
+    }
+  };
+
+  const runGroup = async (group: Waiting<I, O>[]): Promise<void> => {
+    if (group.length === 1) return runAlone(group[0]);
+    let results: O[];
+    try {
+      results = await opts.runMany(group.map((w) => w.input));
+    } catch (err) {
+      opts.onGroupFailed?.(err, group.length);
+      await Promise.all(group.map(runAlone));
+      return;
+    }
+    group.forEach((w, i) => w.resolve(results[i]));
+  };
+
+  const start = (key: string, state: KeyState<I, O>, group: Waiting<I, O>[]): void => {
+    state.inFlight++;
+    void runGroup(group).finally(() => {
+      state.inFlight--;
+      if (state.waiting.length > 0) start(key, state, takeGroup(state));
+      else if (state.inFlight === 0) states.delete(key);
+    });
+  };
+
+  return {
+    submit: (key, input) =>
+      new Promise<O>((resolve, reject) => {
+        let state = states.get(key);
+        if (!state) {
+          state = { inFlight: 0, waiting: [] };
+          states.set(key, state);
+        }
+        const waiting = { input, resolve, reject };
+        if (state.inFlight < opts.maxInFlight) start(key, state, [waiting]);
+        else state.waiting.push(waiting);
+      }),
+  };
+}
+
+/** Logs a failed group by the error's kind only: a database error's detail can quote contact data. */
+export function logGroupFailure(ctx: { log: { info: (o: object, msg: string) => void } }, what: string, err: unknown, size: number): void {
+  const kind = err instanceof Error ? err.constructor.name : typeof err;
+  ctx.log.info({ what, size, kind, code: pgErrorCode(err) }, 'grouped write failed; its requests run one by one');
+}

@@ -1,0 +1,102 @@
+import { sql } from 'drizzle-orm';
+import type { Db } from '../../db/client.ts';
+import { prefixedId } from '../../db/ids.ts';
+import { type NewEvent, recordEvents } from '../events/record.ts';
+import { fieldTypesOf, splitCustomData } from './custom-data.ts';
+import { checkFieldCapacity } from './field-cap.ts';
+import { mergedData, recordFieldTypes } from './data-sql.ts';
+import { normaliseEmail } from './schemas.ts';
+import { type ContactRow, contactColumns, textArray, toContactRecord } from './sql.ts';
+import { type UpsertInput, type UpsertResult, upsertContact } from './service.ts';
+
+type ManyRow = ContactRow & { ord: number; inserted: boolean; old_subscribed: boolean | null; data_same: boolean };
+
+/**
+ * `upsertContact` for many contacts of one project in one statement (grouped /v1/track and
+ * /v1/send), with the same rules: existing contacts are merged and re-subscribed only by an
+ * explicit value (emitting contact.subscribed/unsubscribed, in one INSERT); new ones get
+ * `defaultSubscribed` unless the input says otherwise. Emails must be distinct (after
+ * normalising). Each input carries its own time. Results are in input order.
+ */
+export async function upsertContacts(
+  db: Db,
+  projectId: string,
+  inputs: (UpsertInput & { now: Date })[],
+  opts: { defaultSubscribed: boolean },
+): Promise<UpsertResult[]> {
+  const prepared = inputs.map((input, ord) => ({ ord, email: normaliseEmail(input.email), changes: splitCustomData(input.data), input }));
+  // Field types as the one-by-one path would record them: the first value seen of each key types it.
+  const firstValues: Record<string, unknown> = {};
+  for (const p of prepared) for (const [k, v] of Object.entries(p.changes.set)) if (!(k in firstValues)) firstValues[k] = v;
+  const { keys, types } = fieldTypesOf(firstValues);
+  await checkFieldCapacity(db, projectId, keys);
+  const rows = prepared.map((p) => ({
+    ord: p.ord,
+    email: p.email,
+    new_id: prefixedId('cnt'),
+    subscribed: p.input.subscribed ?? null,
+    set_data: p.changes.set,
+    unset_keys: p.changes.unset,
+    at: p.input.now.toISOString(),
+  }));
+  const merged = mergedData(sql`o.data`, sql`i.unset_keys`, sql`i.set_data`);
+  const fields =
+    keys.length > 0
+      ? recordFieldTypes({ project: sql`${projectId}`, keys: textArray(keys), types: textArray(types), now: sql`${rows[0].at}::timestamptz` })
+      : sql``;
+  // `old` is read without locks; the INSERT then locks every contact in email order (as the
+  // one-by-one path does, so the two cannot deadlock) and updates one only if it is still as `old`
+  // saw it. A contact changed or created by another transaction meanwhile is left out (locked), and
+  // upserted one by one below.
+  const { rows: written } = await db.execute<ManyRow>(sql`
+    WITH input AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+        AS r(ord int, email text, new_id text, subscribed boolean, set_data jsonb, unset_keys text[], at timestamptz)
+    ), old AS MATERIALIZED (
+      SELECT c.id, c.email, c.subscribed, c.data FROM contacts AS c WHERE c.project_id = ${projectId} AND c.email IN (SELECT email FROM input)
+    )${fields}, target AS (
+      SELECT i.ord, i.email, i.new_id, i.at, o.subscribed AS old_subscribed, o.data AS old_data,
+             COALESCE(i.subscribed, o.subscribed, ${opts.defaultSubscribed}::boolean) AS subscribed,
+             CASE WHEN o.id IS NULL THEN i.set_data ELSE ${merged} END AS data
+        FROM input AS i LEFT JOIN old AS o ON o.email = i.email
+    ), written AS (
+      INSERT INTO contacts AS c (id, project_id, email, subscribed, data, created_at, updated_at)
+      SELECT t.new_id, ${projectId}, t.email, t.subscribed, t.data, t.at, t.at FROM target AS t ORDER BY t.email
+      ON CONFLICT (project_id, email) DO UPDATE SET
+        subscribed = EXCLUDED.subscribed,
+        data = EXCLUDED.data,
+        updated_at = CASE WHEN EXCLUDED.subscribed <> c.subscribed OR EXCLUDED.data <> c.data THEN EXCLUDED.updated_at ELSE c.updated_at END
+       WHERE EXISTS (SELECT 1 FROM old AS o WHERE o.id = c.id AND o.subscribed = c.subscribed AND o.data = c.data)
+      RETURNING ${contactColumns('c')}
+    )
+    SELECT t.ord, w.*, w.id = t.new_id AS inserted, t.old_subscribed, t.old_data IS NOT DISTINCT FROM w.data AS data_same
+      FROM written AS w JOIN target AS t ON t.email = w.email`);
+  const results: UpsertResult[] = new Array(inputs.length);
+  const subscriptionEvents: { ord: number; event: NewEvent }[] = [];
+  for (const row of written) {
+    const contact = toContactRecord(row);
+    const { changes, input } = prepared[row.ord];
+    if (row.inserted) {
+      results[row.ord] = { contact, isNew: true, isUpdate: false, oneOff: changes.oneOff };
+      continue;
+    }
+    const subscriptionChanged = row.old_subscribed !== row.subscribed;
+    if (subscriptionChanged) {
+      subscriptionEvents.push({
+        ord: row.ord,
+        event: { projectId, contactId: contact.id, name: contact.subscribed ? 'contact.subscribed' : 'contact.unsubscribed', data: null, createdAt: input.now },
+      });
+    }
+    results[row.ord] = { contact, isNew: false, isUpdate: subscriptionChanged || !row.data_same, oneOff: changes.oneOff };
+  }
+  subscriptionEvents.sort((a, b) => a.ord - b.ord);
+  await recordEvents(
+    db,
+    subscriptionEvents.map((s) => s.event),
+  );
+  // Left out above: changed or created by another transaction since `old` read it (rare).
+  for (const p of prepared) {
+    if (!results[p.ord]) results[p.ord] = await upsertContact(db, projectId, p.input, { defaultSubscribed: opts.defaultSubscribed, now: p.input.now });
+  }
+  return results;
+}

@@ -1,0 +1,187 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, mock, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterTrack } from '../src/modules/events/after-track.ts';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { verifyDomain } from './helpers/domains.ts';
+import { type MailEnv, startMailEnv } from './helpers/mail.ts';
+
+/**
+ * Concurrent /v1/track and /v1/send requests of one project commit together (db/write-groups.ts).
+ * Rows written by one transaction share `xmin`, which is how these tests see that grouping
+ * happened; everything else is asserted as a user sees it.
+ */
+
+let env: MailEnv;
+let server: MailEnv['server'];
+
+before(async () => {
+  env = await startMailEnv();
+  server = env.server;
+});
+after(async () => env?.stop());
+
+const transactionsOf = async (table: 'events' | 'emails', projectId: string, where = 'true') =>
+  (await server.sql<{ n: number }>(`SELECT count(DISTINCT xmin::text)::int AS n FROM ${table} WHERE project_id = $1 AND ${where}`, [projectId]))[0].n;
+
+describe('grouped /v1/track', () => {
+  let b: Bootstrapped;
+  before(async () => {
+    b = await bootstrap(server.api);
+  });
+
+  test('300 concurrent tracks over 60 contacts commit in fewer transactions with the one-by-one rules', async () => {
+    // Existing contacts: 0–9 subscribed, 10–19 unsubscribed, with data to merge into.
+    for (let i = 0; i < 20; i++) {
+      const res = await b.sk.post('/contacts', { email: `g${i}@example.com`, subscribed: i < 10, data: { plan: 'free', keep: i } });
+      assert.equal(res.status, 201, res.text);
+    }
+    const sent = Array.from({ length: 300 }, (_, n) => {
+      const i = n % 60;
+      // Existing 0–9 are unsubscribed by every one of their tracks; 10–19 ask (from a public key) to be
+      // subscribed, which must not re-subscribe them; 20–59 are new.
+      const subscribed = i < 10 ? false : i < 20 ? true : undefined;
+      return { email: i % 2 ? `G${i}@Example.com` : `g${i}@example.com`, event: 'grouped', subscribed, data: { n, plan: 'pro' } };
+    });
+    const responses = await Promise.all(sent.map((body) => b.pk.post('/v1/track', body)));
+    for (const res of responses) assert.equal(res.status, 200, res.text);
+    const eventIds = new Set(responses.map((r) => r.body.data.event));
+    assert.equal(eventIds.size, 300);
+
+    const transactions = await transactionsOf('events', b.project.id, `name = 'grouped'`);
+    assert.ok(transactions < 200, `300 tracks in ${transactions} transactions`);
+
+    const contacts = await server.sql<{ email: string; id: string; subscribed: boolean; data: Record<string, unknown> }>(
+      `SELECT email, id, subscribed, data FROM contacts WHERE project_id = $1 ORDER BY email`,
+      [b.project.id],
+    );
+    assert.equal(contacts.length, 60);
+    for (const c of contacts) {
+      const i = Number(c.email.slice(1, c.email.indexOf('@')));
+      const ns = sent
+        .map((s, n) => ({ s, n }))
+        .filter(({ s }) => s.email.toLowerCase() === c.email)
+        .map(({ n }) => n);
+      assert.equal(ns.length, 5);
+      // Each of the contact's responses names this contact.
+      for (const n of ns) assert.equal(responses[n].body.data.contact, c.id, c.email);
+      assert.equal(c.data.plan, 'pro');
+      assert.ok(ns.includes(c.data.n as number), `${c.email} holds n=${c.data.n}, one of its own`);
+      if (i < 20) assert.equal(c.data.keep, i);
+      assert.equal(c.subscribed, i >= 20, c.email);
+    }
+    const counts = await server.sql<{ name: string; n: number }>(
+      `SELECT name, count(*)::int AS n FROM events WHERE project_id = $1 GROUP BY name ORDER BY name`,
+      [b.project.id],
+    );
+    // One unsubscription each for contacts 0–9, whatever group their first track landed in.
+    assert.deepEqual(counts, [
+      { name: 'contact.unsubscribed', n: 10 },
+      { name: 'grouped', n: 300 },
+    ]);
+  });
+
+  test('a request that fails inside a group fails alone: the others are written, it writes nothing', async () => {
+    const real = afterTrack.eventTracked;
+    const listener = mock.method(afterTrack, 'eventTracked', async (...args: Parameters<typeof real>) => {
+      if (args[2].name === 'explode') throw new Error('listener failed');
+      await real(...args);
+    });
+    let responses;
+    try {
+      responses = await Promise.all(
+        Array.from({ length: 120 }, (_, n) => b.pk.post('/v1/track', { email: `f${n}@example.com`, event: n % 40 === 7 ? 'explode' : 'fine' })),
+      );
+    } finally {
+      listener.mock.restore();
+    }
+    const failed = responses.flatMap((r, n) => (r.status === 200 ? [] : [{ n, status: r.status, code: r.body.error?.code }]));
+    assert.deepEqual(
+      failed,
+      [7, 47, 87].map((n) => ({ n, status: 500, code: 'INTERNAL_SERVER_ERROR' })),
+    );
+    const written = await server.sql<{ email: string }>(`SELECT email FROM contacts WHERE project_id = $1 AND email LIKE 'f%' ORDER BY email`, [b.project.id]);
+    assert.equal(written.length, 117);
+    assert.ok(!written.some((c) => ['f7@example.com', 'f47@example.com', 'f87@example.com'].includes(c.email)));
+    assert.equal((await server.sql(`SELECT 1 FROM events WHERE project_id = $1 AND name = 'explode'`, [b.project.id])).length, 0);
+    assert.equal((await server.sql(`SELECT 1 FROM events WHERE project_id = $1 AND name = 'fine'`, [b.project.id])).length, 117);
+  });
+});
+
+describe('grouped /v1/send', () => {
+  let b: Bootstrapped;
+  const from = 'hello@groups.example.test';
+  before(async () => {
+    b = await bootstrap(server.api, 'Groups');
+    await verifyDomain(b.sk, env.dns, 'groups.example.test');
+  });
+
+  test('200 concurrent sends over 40 contacts: every recipient gets exactly one message, in fewer transactions', async () => {
+    // Single sends, and pairs that share contacts with the singles (so groups must keep them apart).
+    const requests = Array.from({ length: 200 }, (_, n) => ({
+      to: n % 5 === 0 ? [`s${n % 40}@example.com`, `s${(n + 1) % 40}@example.com`] : `s${n % 40}@example.com`,
+      from,
+      subject: 'Order {{n}}',
+      body: '<p>Order {{n}} for {{plan}}</p>',
+      data: { n: { value: n, persistent: false }, plan: 'pro' },
+    }));
+    const responses = await Promise.all(requests.map((body) => b.sk.post('/v1/send', body)));
+    for (const res of responses) assert.equal(res.status, 200, res.text);
+    const expected = requests.flatMap((r, n) => (Array.isArray(r.to) ? r.to : [r.to]).map((to) => ({ to, n })));
+    assert.equal(expected.length, 240);
+
+    const ids = new Set<string>();
+    for (const [n, res] of responses.entries()) {
+      const to = Array.isArray(requests[n].to) ? requests[n].to : [requests[n].to];
+      assert.deepEqual(
+        res.body.data.emails.map((e: { contact: { email: string }; status: string }) => [e.contact.email, e.status]),
+        to.map((t) => [t, 'QUEUED']),
+      );
+      for (const e of res.body.data.emails) ids.add(e.email);
+    }
+    assert.equal(ids.size, 240);
+    const transactions = await transactionsOf('emails', b.project.id);
+    assert.ok(transactions < 150, `200 sends in ${transactions} transactions`);
+
+    const ours = () => env.sink.messages.filter((m) => /^s\d+@example\.com$/.test(m.envelope.to[0]));
+    for (const deadline = Date.now() + 60_000; ours().length < 240 && Date.now() < deadline;) await sleep(100);
+    await sleep(1_000); // a second copy of anything would arrive by now
+    const got = ours()
+      .map((m) => `${m.envelope.to[0]} ${m.parsed.subject}`)
+      .sort();
+    assert.deepEqual(got, expected.map(({ to, n }) => `${to} Order ${n}`).sort());
+    const contacts = await server.sql<{ email: string; data: Record<string, unknown>; subscribed: boolean }>(
+      `SELECT email, data, subscribed FROM contacts WHERE project_id = $1 ORDER BY email`,
+      [b.project.id],
+    );
+    assert.equal(contacts.length, 40);
+    // Persistent data is stored, one-off data is not; /v1/send creates contacts unsubscribed.
+    for (const c of contacts) assert.deepEqual([c.data, c.subscribed], [{ plan: 'pro' }, false], c.email);
+  });
+
+  test('one Idempotency-Key sent 20 times at once performs once', async () => {
+    const body = { to: 'idem@example.com', from, subject: 'Once', body: '<p>Once</p>' };
+    const responses = await Promise.all(Array.from({ length: 20 }, () => b.sk.post('/v1/send', body, { headers: { 'idempotency-key': 'grouped-once' } })));
+    assert.deepEqual(responses.map((r) => r.status).sort(), [200, ...Array(19).fill(409)]);
+    const rows = await server.sql(`SELECT 1 FROM emails WHERE project_id = $1 AND to_email = 'idem@example.com'`, [b.project.id]);
+    assert.equal(rows.length, 1);
+  });
+
+  test('a billing cap reached inside a group: exactly the allowance is sent, the rest are 403', async () => {
+    const capped = await bootstrap(server.api, 'Capped');
+    await verifyDomain(capped.sk, env.dns, 'capped.example.test');
+    const put = await server.api.as({ cookie: capped.cookie }).put(`/users/@me/projects/${capped.project.id}/billing-limits`, { transactional: 30 });
+    assert.equal(put.status, 200, put.text);
+    const responses = await Promise.all(
+      Array.from({ length: 80 }, (_, n) =>
+        capped.sk.post('/v1/send', { to: `c${n}@example.com`, from: 'hi@capped.example.test', subject: 'Hi', body: '<p>Hi</p>' }),
+      ),
+    );
+    const statuses = responses.map((r) => r.status);
+    assert.equal(statuses.filter((s) => s === 200).length, 30);
+    assert.equal(statuses.filter((s) => s === 403).length, 50);
+    for (const r of responses) if (r.status === 403) assert.equal(r.body.error.code, 'BILLING_LIMIT_EXCEEDED');
+    const rows = await server.sql(`SELECT 1 FROM emails WHERE project_id = $1`, [capped.project.id]);
+    assert.equal(rows.length, 30);
+  });
+});
