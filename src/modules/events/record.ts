@@ -4,7 +4,7 @@ import type { Db } from '../../db/client.ts';
 import { prefixedId } from '../../db/ids.ts';
 import { events } from '../../db/schema/events.ts';
 import { eventRollupCtes } from '../analytics/rollups.ts';
-import { workflowsOnEvent } from '../workflows/engine/enrol.ts';
+import { workflowsOnEvent, workflowsOnEvents } from '../workflows/engine/enrol.ts';
 
 export type NewEvent = {
   projectId: string;
@@ -85,7 +85,7 @@ export async function recordEvents(db: Db, rows: NewEvent[]): Promise<RecordedEv
       ), ${sql.raw(eventRollupCtes('inserted'))}
       SELECT 1`);
   }
-  for (const e of values) await workflowsOnEvent(db, e);
+  await workflowsOnEvents(db, values);
   return values.map(({ id, projectId, contactId, name }) => ({ id, projectId, contactId, name }));
 }
 
@@ -112,8 +112,9 @@ export async function recordEventsWith(db: Db, q: { with: SQL; rows: SQL; max: n
       RETURNING id, project_id, contact_id, name, data, created_at
     ), ${sql.raw(eventRollupCtes('inserted'))}
     SELECT * FROM inserted`);
-  for (const r of rows) {
-    await workflowsOnEvent(db, { id: r.id, projectId: r.project_id, contactId: r.contact_id, name: r.name, data: r.data, createdAt: new Date(r.created_at) });
-  }
+  await workflowsOnEvents(
+    db,
+    rows.map((r) => ({ id: r.id, projectId: r.project_id, contactId: r.contact_id, name: r.name, data: r.data, createdAt: new Date(r.created_at) })),
+  );
   return rows.map((r) => ({ id: r.id, projectId: r.project_id, contactId: r.contact_id, name: r.name }));
 }

@@ -29,51 +29,55 @@ export type WorkflowEvent = {
   createdAt: Date;
 };
 
-/** A UUID v7 (decisions.md § 2: ids sort by creation time) for the event's time $5, built in SQL (PostgreSQL ≥ 15 has no uuidv7()). */
-const UUID_V7_SQL = `(lpad(to_hex((extract(epoch FROM $5::timestamptz) * 1000)::bigint), 12, '0') || '7'
+/** A UUID v7 (decisions.md § 2: ids sort by creation time) for the time `at`, built in SQL (PostgreSQL ≥ 15 has no uuidv7()). */
+const uuidV7Sql = (at: string) => `(lpad(to_hex((extract(epoch FROM ${at}) * 1000)::bigint), 12, '0') || '7'
       || substr(md5(random()::text), 1, 3) || to_hex(8 + floor(random() * 4)::int) || substr(md5(random()::text), 1, 15))::uuid`;
 
 /**
  * A named prepared statement on the raw client, the exception docs/development.md allows for
  * benchmarked hot statements: it runs in every event's transaction, and as a named statement its
- * CTEs are parsed and planned once per connection instead of on every event.
+ * CTEs are parsed and planned once per connection instead of on every event. $1 is the events as
+ * a JSON array; no two of them may share a contact and a name (see workflowsOnEvents).
  */
 const ENROL_SQL = {
-  name: 'herald_workflows_on_event_v3',
+  name: 'herald_workflows_on_events_v4',
   text: `
 WITH depth AS (
   SELECT COALESCE(NULLIF(current_setting('herald.workflow_depth', true), ''), '0')::int AS d
+), ev AS (
+  SELECT * FROM jsonb_to_recordset($1::jsonb) AS e(id text, project_id text, contact_id text, name text, data jsonb, at timestamptz)
 ), waiting AS (
-  SELECT x.id,
+  SELECT x.id, e.id AS event_id, e.name, e.data, e.at,
          (SELECT t.to_step_id FROM workflow_transitions t WHERE t.from_step_id = x.current_step_id AND t.branch = 'event') AS next
-    FROM workflow_executions x
-   WHERE x.project_id = $1 AND x.contact_id = $2 AND x.status = 'WAITING' AND x.waiting_event = $3
+    FROM ev e
+    JOIN workflow_executions x ON x.project_id = e.project_id AND x.contact_id = e.contact_id AND x.status = 'WAITING' AND x.waiting_event = e.name
 ), resumed AS (
   UPDATE workflow_executions x
      SET status = CASE WHEN w.next IS NULL THEN 'COMPLETED' ELSE 'RUNNING' END,
          current_step_id = COALESCE(w.next, x.current_step_id),
-         context = x.context || COALESCE($4::jsonb, '{}'::jsonb),
+         context = x.context || COALESCE(w.data, '{}'::jsonb),
          waiting_event = NULL,
-         due_at = CASE WHEN w.next IS NULL THEN NULL ELSE $5::timestamptz END,
-         completed_at = CASE WHEN w.next IS NULL THEN $5::timestamptz ELSE NULL END,
-         updated_at = $5::timestamptz
+         due_at = CASE WHEN w.next IS NULL THEN NULL ELSE w.at END,
+         completed_at = CASE WHEN w.next IS NULL THEN w.at ELSE NULL END,
+         updated_at = w.at
     FROM waiting w
-   WHERE x.id = w.id AND x.status = 'WAITING' AND x.waiting_event = $3
-  RETURNING x.id
+   WHERE x.id = w.id AND x.status = 'WAITING' AND x.waiting_event = w.name
+  RETURNING x.id, w.event_id, w.name, w.at
 ), finished_waits AS (
   UPDATE workflow_step_executions s
-     SET status = 'COMPLETED', completed_at = $5::timestamptz,
-         output = jsonb_build_object('branch', 'event', 'eventName', $3::text, 'eventId', $6::text)
+     SET status = 'COMPLETED', completed_at = r.at,
+         output = jsonb_build_object('branch', 'event', 'eventName', r.name, 'eventId', r.event_id)
     FROM resumed r
    WHERE s.execution_id = r.id AND s.status = 'WAITING'
 ), entered AS (
   INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, current_step_id, context, depth, due_at, started_at, updated_at)
-  SELECT ${UUID_V7_SQL}, w.project_id, w.id, $2, 'RUNNING', s.id, COALESCE($4::jsonb, '{}'::jsonb), depth.d, $5::timestamptz, $5::timestamptz, $5::timestamptz
-    FROM workflows w
+  SELECT ${uuidV7Sql('e.at')}, w.project_id, w.id, e.contact_id, 'RUNNING', s.id, COALESCE(e.data, '{}'::jsonb), depth.d, e.at, e.at, e.at
+    FROM ev e
+    JOIN workflows w ON w.project_id = e.project_id AND w.enabled AND w.event_name = e.name
     JOIN workflow_steps s ON s.workflow_id = w.id AND s.type = 'TRIGGER'
    CROSS JOIN depth
-   WHERE w.project_id = $1 AND w.enabled AND w.event_name = $3 AND depth.d <= ${MAX_WORKFLOW_DEPTH}
-     AND (w.allow_reentry OR NOT EXISTS (SELECT 1 FROM workflow_executions p WHERE p.workflow_id = w.id AND p.contact_id = $2))
+   WHERE depth.d <= ${MAX_WORKFLOW_DEPTH}
+     AND (w.allow_reentry OR NOT EXISTS (SELECT 1 FROM workflow_executions p WHERE p.workflow_id = w.id AND p.contact_id = e.contact_id))
      -- A workflow being deleted right now is waited for, then skipped (not an FK error in the event's transaction).
      FOR KEY SHARE OF w
   ON CONFLICT DO NOTHING
@@ -87,14 +91,33 @@ SELECT (SELECT count(*) FROM resumed)::int AS resumed, (SELECT count(*) FROM ent
  * event's transaction. Events without a contact start nothing.
  */
 export async function workflowsOnEvent(db: Db, e: WorkflowEvent): Promise<{ resumed: number; entered: number }> {
-  if (!e.contactId) return { resumed: 0, entered: 0 };
-  const client = clientOf(db);
-  const data = e.data == null ? null : JSON.stringify(e.data);
-  const { rows } = await client.query<{ resumed: number; entered: number }>({
-    ...ENROL_SQL,
-    values: [e.projectId, e.contactId, e.name, data, e.createdAt.toISOString(), e.id],
-  });
-  return rows[0];
+  return workflowsOnEvents(db, [e]);
+}
+
+/**
+ * `workflowsOnEvent` for many events, in as few statements as their order allows. Events of
+ * different (contact, name) pairs cannot affect each other here (an execution waits for one name;
+ * a workflow has one trigger name), so they share one statement; a second event of the same pair
+ * must see what the first one did, so it goes in the next statement ("wave"), in order.
+ */
+export async function workflowsOnEvents(db: Db, events: WorkflowEvent[]): Promise<{ resumed: number; entered: number }> {
+  const waves: WorkflowEvent[][] = [];
+  const seen = new Map<string, number>();
+  for (const e of events) {
+    if (!e.contactId) continue;
+    const pair = `${e.contactId}\u0000${e.name}`;
+    const wave = seen.get(pair) ?? 0;
+    seen.set(pair, wave + 1);
+    (waves[wave] ??= []).push(e);
+  }
+  const total = { resumed: 0, entered: 0 };
+  for (const wave of waves) {
+    const rows = wave.map((e) => ({ id: e.id, project_id: e.projectId, contact_id: e.contactId, name: e.name, data: e.data, at: e.createdAt.toISOString() }));
+    const { rows: counted } = await clientOf(db).query<{ resumed: number; entered: number }>({ ...ENROL_SQL, values: [JSON.stringify(rows)] });
+    total.resumed += counted[0].resumed;
+    total.entered += counted[0].entered;
+  }
+  return total;
 }
 
 /** Runs `fn` with events it writes counted as caused by a workflow execution of `depth` (the loop guard). */
