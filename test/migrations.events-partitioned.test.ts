@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { readFile, readdir } from 'node:fs/promises';
-import path from 'node:path';
 import { test } from 'node:test';
 import pg from 'pg';
+import { applyMigrations, migrationsSplitAt } from './helpers/migrations.ts';
 import { createTestDatabase } from './helpers/server.ts';
 
 /**
@@ -10,24 +9,12 @@ import { createTestDatabase } from './helpers/server.ts';
  * install over: every row, each in its month's partition, with the same indexes and keys.
  */
 
-const DIR = path.join(import.meta.dirname, '../src/db/migrations');
-
-async function apply(client: pg.Client, file: string) {
-  const text = await readFile(path.join(DIR, file), 'utf8');
-  for (const statement of text.split('--> statement-breakpoint')) {
-    if (statement.trim()) await client.query(statement);
-  }
-}
-
 test('events stored before partitioning keep every row, each in its month, and stay deletable with their contact', async () => {
   const client = new pg.Client({ connectionString: await createTestDatabase() });
   await client.connect();
   try {
-    const files = (await readdir(DIR)).filter((f) => f.endsWith('.sql')).sort();
-    const texts = await Promise.all(files.map((f) => readFile(path.join(DIR, f), 'utf8')));
-    const at = texts.findIndex((t) => t.includes('PARTITION BY RANGE ("created_at")'));
-    assert.ok(at > 0, 'a migration partitions events after the first');
-    for (const f of files.slice(0, at)) await apply(client, f);
+    const { before, from } = await migrationsSplitAt('PARTITION BY RANGE ("created_at")');
+    await applyMigrations(client, before);
 
     await client.query(`INSERT INTO projects (id, name, public_key, webhook_secret) VALUES ('prj_m', 'M', 'pk_m', 'whsec')`);
     await client.query(
@@ -40,7 +27,7 @@ test('events stored before partitioning keep every row, each in its month, and s
          ('evt_3', 'prj_m', 'cnt_b', 'login', NULL, '2025-04-15T12:00:00Z'),
          ('evt_4', 'prj_m', NULL, 'email.clicked', '{"campaignId": "c1", "link": "https://x.test"}', now())`,
     );
-    for (const f of files.slice(at)) await apply(client, f);
+    await applyMigrations(client, from);
 
     const { rows } = await client.query(
       `SELECT id, contact_id, name, data, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS') AS at, tableoid::regclass::text AS part
