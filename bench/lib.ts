@@ -1,4 +1,4 @@
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,6 +15,25 @@ export function printMachine(title: string): void {
   console.log(
     `machine: ${cpus[0]?.model ?? 'unknown cpu'}, ${cpus.length} cores, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}, ${os.platform()} ${os.release()}`,
   );
+}
+
+/** The machine's load average, printed next to figures that other processes skew. */
+export const loadAverage = () =>
+  `load average ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`;
+
+/** Runs `fn` with the path of a file holding `source`: an autocannon `setupRequest` module, which its worker thread loads. */
+export async function withSetupRequest<T>(source: string, fn: (file: string) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'herald-bench-request-'));
+  const file = path.join(dir, 'setup-request.cjs');
+  await writeFile(file, source);
+  try {
+    return await fn(file);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }
 
 const quiet = { info: () => {}, debug: () => {}, error: () => {} };

@@ -1,6 +1,3 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -10,7 +7,7 @@ import { upsertContactQuery } from '../src/modules/contacts/service.ts';
 import { RECORD_EVENT_SQL } from '../src/modules/events/record.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestServer } from '../test/helpers/server.ts';
-import { type AutocannonResult, autocannon, fmt, printMachine, verdict, withBenchDatabase } from './lib.ts';
+import { type AutocannonResult, autocannon, fmt, loadAverage, printMachine, verdict, withBenchDatabase, withSetupRequest } from './lib.ts';
 
 /**
  * Track benchmark.
@@ -50,11 +47,8 @@ type Sql = <T extends Record<string, unknown>>(text: string, values?: unknown[])
 
 export async function run(): Promise<void> {
   printMachine('Herald track benchmark');
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'herald-bench-track-'));
-  const setupRequest = path.join(dir, 'setup-request.cjs');
-  await writeFile(setupRequest, SETUP_REQUEST);
-  try {
-    await withBenchDatabase(async (databaseUrl) => {
+  await withSetupRequest(SETUP_REQUEST, (setupRequest) =>
+    withBenchDatabase(async (databaseUrl) => {
       const env: Record<string, string> = { PROCESS_ROLE: 'api', API_RATE_LIMIT_PER_MINUTE: '10000000' };
       if (process.env.BENCH_POOL_SIZE) env.DATABASE_POOL_SIZE = process.env.BENCH_POOL_SIZE;
       const server = await startTestServer(env, { databaseUrl });
@@ -88,10 +82,8 @@ export async function run(): Promise<void> {
       } finally {
         await server.stop();
       }
-    });
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+    }),
+  );
 }
 
 type Cannon = (seconds: number, rate?: number) => Promise<AutocannonResult>;
@@ -138,12 +130,6 @@ async function latency(maxRate: number, cannon: Cannon, reference: Reference): P
   console.log(`   same writes through pg at the same rate: p50 ${floor.p50.toFixed(1)} ms, p99 ${floor.p99.toFixed(1)} ms`);
   console.log(`   p99 < 50 ms: ${verdict(half.latency.p99 < 50)}`);
 }
-
-const loadAverage = () =>
-  `load average ${os
-    .loadavg()
-    .map((l) => l.toFixed(2))
-    .join(' ')}`;
 
 const failures = (r: AutocannonResult) => r.non2xx + r.errors + r.timeouts;
 

@@ -74,6 +74,8 @@ export const envSchema = z.object({
   DELIVERY_RETRY_BASE_SECONDS: int(1, 3600).default('30'),
   DELIVERY_MAX_ATTEMPTS: int(1, 50).default('8'),
   TRACKING_LINK_TTL_DAYS: int(1, 36500).default('365'),
+  EVENT_RETENTION_DAYS: int(1, 36500).optional(),
+  EMAIL_CONTENT_RETENTION_DAYS: int(1, 36500).optional(),
   SNS_TRUSTED_CERT_FILE: z.string().optional(),
   SNS_TOPIC_ARNS: z
     .string()
@@ -136,6 +138,10 @@ export type Config = Readonly<{
   deliveryMaxAttempts: number;
   /** Click and open links older than this show a page naming the destination instead of redirecting. */
   trackingLinkTtlDays: number;
+  /** Events older than this are deleted (events/partitions.ts); unset: kept forever. */
+  eventRetentionDays: number | undefined;
+  /** Stored message sources older than this are cleared (emails/retention.ts); unset: kept forever. */
+  emailContentRetentionDays: number | undefined;
   snsTrustedCertFile: string | undefined;
   /** The only SNS topics /webhooks/notifications accepts; empty: it refuses everything. */
   snsTopicArns: readonly string[];
@@ -202,6 +208,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     deliveryRetryBaseSeconds: e.DELIVERY_RETRY_BASE_SECONDS,
     deliveryMaxAttempts: e.DELIVERY_MAX_ATTEMPTS,
     trackingLinkTtlDays: e.TRACKING_LINK_TTL_DAYS,
+    eventRetentionDays: e.EVENT_RETENTION_DAYS,
+    emailContentRetentionDays: e.EMAIL_CONTENT_RETENTION_DAYS,
     snsTrustedCertFile: e.SNS_TRUSTED_CERT_FILE,
     snsTopicArns: Object.freeze(e.SNS_TOPIC_ARNS),
     stripeSecretKey: e.STRIPE_SECRET_KEY,

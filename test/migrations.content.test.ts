@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { readFile, readdir } from 'node:fs/promises';
-import path from 'node:path';
 import { test } from 'node:test';
 import pg from 'pg';
+import { applyMigrations, migrationsSplitAt } from './helpers/migrations.ts';
 import { createTestDatabase } from './helpers/server.ts';
 
 /**
@@ -10,25 +9,12 @@ import { createTestDatabase } from './helpers/server.ts';
  * carries emails written before it over: each keeps its body, variables, headers and attachments.
  */
 
-const DIR = path.join(import.meta.dirname, '../src/db/migrations');
-
-async function apply(client: pg.Client, file: string) {
-  const text = await readFile(path.join(DIR, file), 'utf8');
-  for (const statement of text.split('--> statement-breakpoint')) {
-    if (statement.trim()) await client.query(statement);
-  }
-}
-
 test('emails stored before the content table keep their content after the migration', async () => {
   const client = new pg.Client({ connectionString: await createTestDatabase() });
   await client.connect();
   try {
-    const files = (await readdir(DIR)).filter((f) => f.endsWith('.sql')).sort();
-    // The migration that creates email_contents, whatever its name (migrations may be merged).
-    const texts = await Promise.all(files.map((f) => readFile(path.join(DIR, f), 'utf8')));
-    const at = texts.findIndex((t) => t.includes('CREATE TABLE "email_contents"'));
-    assert.ok(at > 0, 'a migration creates email_contents after the first');
-    for (const f of files.slice(0, at)) await apply(client, f);
+    const { before, from } = await migrationsSplitAt('CREATE TABLE "email_contents"');
+    await applyMigrations(client, before);
 
     await client.query(`INSERT INTO projects (id, name, public_key, webhook_secret) VALUES ('prj_m', 'M', 'pk_m', 'whsec')`);
     const attachments = [{ filename: 'a.txt', content: 'aGk=', contentType: 'text/plain' }];
@@ -40,7 +26,7 @@ test('emails stored before the content table keep their content after the migrat
                '{}', '{}', NULL, 'SENT')`,
       [JSON.stringify(attachments)],
     );
-    for (const f of files.slice(at)) await apply(client, f);
+    await applyMigrations(client, from);
 
     const { rows } = await client.query(
       `SELECT e.id, e.subject_source, e.content_id, c.project_id, c.body_source, c.variables, c.headers, c.attachments

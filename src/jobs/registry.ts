@@ -6,6 +6,7 @@ import { deliveryQueue } from '../modules/emails/delivery/index.ts';
 import { deliveryWatchdogQueue } from '../modules/emails/delivery/recovery.ts';
 import { idempotencyCleanupQueue } from '../http/idempotency.ts';
 import { reputationQueue } from '../modules/reputation/guard.ts';
+import { storageMaintenanceQueue } from '../modules/retention/jobs.ts';
 import { segmentQueues } from '../modules/segments/jobs.ts';
 import { notificationCleanupQueue } from '../modules/webhooks/service.ts';
 import { systemMailQueue } from '../mail/system-mail.ts';
@@ -22,6 +23,7 @@ export const queues: AnyQueueDef[] = [
   bulkQueue,
   reputationQueue,
   notificationCleanupQueue,
+  storageMaintenanceQueue,
   ...campaignQueues,
   ...segmentQueues,
 ];

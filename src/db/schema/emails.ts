@@ -41,8 +41,16 @@ export const emailContents = pgTable(
       .default(sql`'{}'::jsonb`),
     attachments: jsonb('attachments').$type<StoredAttachment[]>(),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    /** When EMAIL_CONTENT_RETENTION_DAYS emptied the body, variables, headers and attachments (emails/retention.ts). */
+    clearedAt: timestamp('cleared_at', { withTimezone: true, mode: 'date' }),
   },
-  (t) => [index('email_contents_project_idx').on(t.projectId)],
+  (t) => [
+    index('email_contents_project_idx').on(t.projectId),
+    // The retention job's scan: contents not yet cleared, oldest first.
+    index('email_contents_uncleared_created_idx')
+      .on(t.createdAt)
+      .where(sql`cleared_at IS NULL`),
+  ],
 );
 
 /**
@@ -132,7 +140,10 @@ export const emails = pgTable(
   ],
 );
 
-/** The RFC 5322 source of captured messages (no SMTP_URL), for GET /emails/:id/raw. */
+/**
+ * The RFC 5322 source of captured messages (no SMTP_URL), for GET /emails/:id/raw; deleted with its
+ * content by EMAIL_CONTENT_RETENTION_DAYS.
+ */
 export const emailRaw = pgTable('email_raw', {
   emailId: uuid('email_id')
     .primaryKey()

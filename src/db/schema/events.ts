@@ -3,11 +3,17 @@ import { date, index, integer, jsonb, pgTable, primaryKey, smallint, text, times
 import { contacts } from './contacts.ts';
 import { projects } from './users.ts';
 
-/** Tracked events and the events the service emits (contact.subscribed, email.*, segment.*). */
+/**
+ * Tracked events and the events the service emits (contact.subscribed, email.*, segment.*).
+ * Partitioned by month on created_at (PARTITION BY RANGE), which Drizzle cannot declare: migration
+ * 0007 makes the table partitioned, events/partitions.ts creates months ahead and drops expired ones.
+ * So the primary key carries created_at (a partitioned table's unique keys include its partition key);
+ * nothing looks an event up by id alone or references it.
+ */
 export const events = pgTable(
   'events',
   {
-    id: text('id').primaryKey(),
+    id: text('id').notNull(),
     projectId: text('project_id')
       .notNull()
       .references(() => projects.id, { onDelete: 'cascade' }),
@@ -17,6 +23,7 @@ export const events = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
   (t) => [
+    primaryKey({ columns: [t.id, t.createdAt] }),
     index('events_project_created_idx').on(t.projectId, t.createdAt, t.id),
     index('events_project_name_created_idx').on(t.projectId, t.name, t.createdAt),
     index('events_contact_name_created_idx').on(t.contactId, t.name, t.createdAt),

@@ -122,11 +122,13 @@ export function emailRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: describe({
         operationId: 'emails.raw',
         summary: 'Download the message as sent (RFC 5322)',
+        description:
+          'Captured mail only (no SMTP_URL). 404 EMAIL_NOT_FOUND when nothing was captured (not sent yet, or relayed through SMTP); 410 EMAIL_SOURCE_EXPIRED once EMAIL_CONTENT_RETENTION_DAYS cleared it.',
         tag: 'Emails',
         access: 'project',
         params: emailIdParams,
         responses: { 200: { schema: null, contentType: 'message/rfc822', description: 'The raw message' } },
-        errors: [404],
+        errors: [404, 410],
       }),
     },
     async (req, reply) => {

@@ -4,6 +4,7 @@ import { UUID } from '../../db/ids.ts';
 import { emailRaw, emails } from '../../db/schema/emails.ts';
 import { afterCursor, cursorPage } from '../../http/keyset.ts';
 import { ApiError, notFound } from '../../http/errors.ts';
+import { emailSourceCleared } from './retention.ts';
 import type { EmailRecord } from './schemas.ts';
 
 type EmailRow = typeof emails.$inferSelect;
@@ -56,6 +57,11 @@ export async function getEmail(ctx: AppContext, projectId: string, id: string): 
 export async function getRawEmail(ctx: AppContext, projectId: string, id: string): Promise<Buffer> {
   await getEmail(ctx, projectId, id);
   const [row] = await ctx.database.db.select({ raw: emailRaw.raw }).from(emailRaw).where(eq(emailRaw.emailId, id));
+  if (!row && (await emailSourceCleared(ctx, id))) {
+    throw new ApiError(410, 'EMAIL_SOURCE_EXPIRED', 'The stored source of this email was cleared (EMAIL_CONTENT_RETENTION_DAYS)', {
+      details: { resource: 'email', id },
+    });
+  }
   if (!row) {
     throw new ApiError(404, 'EMAIL_NOT_FOUND', 'No captured source for this email (not sent yet, or delivered through SMTP)', {
       details: { resource: 'email', id },

@@ -1,0 +1,2 @@
+ALTER TABLE "email_contents" ADD COLUMN "cleared_at" timestamp with time zone;--> statement-breakpoint
+CREATE INDEX "email_contents_uncleared_created_idx" ON "email_contents" USING btree ("created_at") WHERE cleared_at IS NULL;
