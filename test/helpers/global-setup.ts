@@ -1,7 +1,7 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { chmod, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chmod } from 'node:fs/promises';
 import { type EmbeddedServer, startEmbeddedPostgres } from '../../src/db/connect.ts';
 import { ensureWebBuild } from '../../src/modules/web/build-state.ts';
 
@@ -17,13 +17,50 @@ const quiet = { info: () => {}, debug: () => {}, error: (...a: unknown[]) => con
 export async function globalSetup(): Promise<void> {
   await ensureWebBuild(); // the dashboard tests need web/dist: built once per run when missing or stale
   if (process.env.HERALD_TEST_PG_URL) return; // an outer runner (or the developer) provides one
-  dir = await mkdtemp(path.join(tmpdir(), 'herald-test-pg-'));
+  removeAbandonedClusters();
+  dir = await mkdtemp(path.join(tmpdir(), PREFIX));
   await chmod(dir, 0o755); // the embedded server may run as the 'postgres' user
   server = await startEmbeddedPostgres(path.join(dir, 'data'), quiet as never);
   process.env.HERALD_TEST_PG_URL = server.urlFor('postgres');
 }
 
+/**
+ * `--test-force-exit` (package.json) ends the runner at this function's first `await`, which left
+ * every run's cluster (about 2 GB) in the temporary directory; so after sending PostgreSQL its stop
+ * signal, the rest is synchronous: wait for it to remove its pid file, then delete the directory.
+ */
 export async function globalTeardown(): Promise<void> {
-  await server?.stop();
-  if (dir) await rm(dir, { recursive: true, force: true });
+  void server?.stop();
+  if (!dir) return;
+  const pidFile = path.join(dir, 'data', 'postmaster.pid');
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (const until = Date.now() + 30_000; existsSync(pidFile) && Date.now() < until;) Atomics.wait(pause, 0, 0, 50);
+  rmSync(dir, { recursive: true, force: true });
+}
+
+const PREFIX = 'herald-test-pg-';
+
+/** Clusters that earlier runs left behind (killed, or before the teardown above): their runner is gone. */
+function removeAbandonedClusters(): void {
+  for (const name of readdirSync(tmpdir()).filter((n) => n.startsWith(PREFIX))) {
+    const owned = path.join(tmpdir(), name);
+    let owner = 0;
+    try {
+      owner = Number.parseInt(readFileSync(path.join(owned, 'herald.pid'), 'utf8'), 10);
+    } catch {
+      continue; // not ours, or a run still starting
+    }
+    if (alive(owner)) continue;
+    if (existsSync(path.join(owned, 'data', 'postmaster.pid'))) continue; // a PostgreSQL may still run there
+    rmSync(owned, { recursive: true, force: true });
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
