@@ -41,7 +41,9 @@ describe('grouped /v1/track', () => {
       // Existing 0–9 are unsubscribed by every one of their tracks; 10–19 ask (from a public key) to be
       // subscribed, which must not re-subscribe them; 20–59 are new.
       const subscribed = i < 10 ? false : i < 20 ? true : undefined;
-      return { email: i % 2 ? `G${i}@Example.com` : `g${i}@example.com`, event: 'grouped', subscribed, data: { n, plan: 'pro' } };
+      // Contacts 5–9 also lose `keep` (null deletes a key).
+      const data = i >= 5 && i < 10 ? { n, plan: 'pro', keep: null } : { n, plan: 'pro' };
+      return { email: i % 2 ? `G${i}@Example.com` : `g${i}@example.com`, event: 'grouped', subscribed, data };
     });
     const responses = await Promise.all(sent.map((body) => b.pk.post('/v1/track', body)));
     for (const res of responses) assert.equal(res.status, 200, res.text);
@@ -67,7 +69,7 @@ describe('grouped /v1/track', () => {
       for (const n of ns) assert.equal(responses[n].body.data.contact, c.id, c.email);
       assert.equal(c.data.plan, 'pro');
       assert.ok(ns.includes(c.data.n as number), `${c.email} holds n=${c.data.n}, one of its own`);
-      if (i < 20) assert.equal(c.data.keep, i);
+      if (i < 20) assert.equal(c.data.keep, i >= 5 && i < 10 ? undefined : i, c.email);
       assert.equal(c.subscribed, i >= 20, c.email);
     }
     const counts = await server.sql<{ name: string; n: number }>(
