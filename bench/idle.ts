@@ -63,6 +63,8 @@ export async function run(args: string[]): Promise<void> {
         LOG_FORMAT: 'json',
         SEND_RATE_PER_SECOND: '100000',
         NODE_COMPILE_CACHE: COMPILE_CACHE,
+        // glibc's arena count, passed through to measure its effect (bench/README.md § idle).
+        ...(process.env.MALLOC_ARENA_MAX ? { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX } : {}),
       },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
