@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, mock, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { CommitOutcomeUnknown } from '../src/db/client.ts';
+import { writeGroups } from '../src/db/write-groups.ts';
 import { afterTrack } from '../src/modules/events/after-track.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { verifyDomain } from './helpers/domains.ts';
@@ -185,5 +187,75 @@ describe('grouped /v1/send', () => {
     for (const r of responses) if (r.status === 403) assert.equal(r.body.error.code, 'BILLING_LIMIT_EXCEEDED');
     const rows = await server.sql(`SELECT 1 FROM emails WHERE project_id = $1`, [capped.project.id]);
     assert.equal(rows.length, 30);
+  });
+});
+
+describe('writeGroups (the collector alone)', () => {
+  const deferred = () => {
+    let release!: () => void;
+    return { promise: new Promise<void>((r) => (release = r)), release: () => release() };
+  };
+  /** One request holds the only slot until released; the rest queue and go as one group. */
+  async function run(runMany: (inputs: number[]) => Promise<string[]>, runOne: (n: number) => Promise<string>) {
+    const gate = deferred();
+    const calls: string[] = [];
+    const groups = writeGroups<number, string>({
+      maxInFlight: 1,
+      maxSize: 100,
+      conflictKeys: (n) => [String(n % 10)],
+      runOne: async (n) => {
+        calls.push(`one ${n}`);
+        if (n === 0) await gate.promise;
+        return runOne(n);
+      },
+      runMany: async (inputs) => {
+        calls.push(`many ${inputs.join(',')}`);
+        return runMany(inputs);
+      },
+    });
+    const results = [0, 1, 2, 11].map((n) =>
+      groups.submit('p', n).then(
+        (v) => ({ ok: v }),
+        (err: Error) => ({ err: err.constructor.name }),
+      ),
+    );
+    await new Promise((r) => setImmediate(r));
+    gate.release();
+    return { results: await Promise.all(results), calls };
+  }
+
+  test('waiting requests go as one group, a conflicting one waits for the next', async () => {
+    const { results, calls } = await run(
+      async (inputs) => inputs.map((n) => `g${n}`),
+      async (n) => `o${n}`,
+    );
+    assert.deepEqual(calls, ['one 0', 'many 1,2', 'one 11']);
+    assert.deepEqual(results, [{ ok: 'o0' }, { ok: 'g1' }, { ok: 'g2' }, { ok: 'o11' }]);
+  });
+
+  test('a failed group runs each request alone; a deadlock victim runs again', async () => {
+    let deadlocks = 1;
+    const { results, calls } = await run(
+      async () => {
+        throw new Error('one bad request');
+      },
+      async (n) => {
+        if (n === 2 && deadlocks-- > 0) throw Object.assign(new Error('deadlock detected'), { code: '40P01' });
+        return `o${n}`;
+      },
+    );
+    assert.deepEqual(calls, ['one 0', 'many 1,2', 'one 1', 'one 2', 'one 2', 'one 11']);
+    assert.deepEqual(results, [{ ok: 'o0' }, { ok: 'o1' }, { ok: 'o2' }, { ok: 'o11' }]);
+  });
+
+  test('a group whose COMMIT may have happened is not run again: each request gets the error', async () => {
+    const { results, calls } = await run(
+      async () => {
+        throw new CommitOutcomeUnknown(new Error('Connection terminated unexpectedly'));
+      },
+      async (n) => `o${n}`,
+    );
+    assert.deepEqual(calls, ['one 0', 'many 1,2', 'one 11']);
+    assert.deepEqual(results, [{ ok: 'o0' }, { err: 'CommitOutcomeUnknown' }, { err: 'CommitOutcomeUnknown' }, { ok: 'o11' }]);
   });
 });

@@ -1,5 +1,6 @@
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
+import { pgErrorCode } from './pg-error.ts';
 
 export type Db = NodePgDatabase;
 
@@ -23,12 +24,25 @@ export function openDatabase(url: string, max = 20): Database {
 /** A transaction: `tx` is Drizzle bound to the client, `client` is the raw connection (for pg-boss enqueues). */
 export type Tx = { tx: Db; client: pg.PoolClient };
 
+/**
+ * COMMIT was sent but no answer came back (the connection broke): the transaction may or may not
+ * have committed, so whoever would run it again (db/write-groups.ts) must not.
+ */
+export class CommitOutcomeUnknown extends Error {
+  constructor(cause: unknown) {
+    super('The connection failed during COMMIT: the transaction may have committed', { cause });
+  }
+}
+
 export async function withTransaction<T>(database: Database, fn: (t: Tx) => Promise<T>): Promise<T> {
   const client = await database.pool.connect();
   try {
     await client.query('BEGIN');
     const result = await fn({ tx: drizzle(client), client });
-    await client.query('COMMIT');
+    await client.query('COMMIT').catch((err: unknown) => {
+      // An error PostgreSQL reports (it has a SQLSTATE) means the transaction rolled back.
+      throw pgErrorCode(err) ? err : new CommitOutcomeUnknown(err);
+    });
     return result;
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});

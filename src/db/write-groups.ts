@@ -1,3 +1,4 @@
+import { CommitOutcomeUnknown } from './client.ts';
 import { isTransientDbError, pgErrorCode } from './pg-error.ts';
 
 /**
@@ -8,9 +9,10 @@ import { isTransientDbError, pgErrorCode } from './pg-error.ts';
  * latency, a busy one gets fewer, larger transactions.
  *
  * Each request is answered only after its rows committed. When a group fails for any reason (one
- * request's bad input, a concurrent insert, a deadlock), its transaction rolled back everything,
- * and each request runs again alone (`runOne`) to get its own answer: a group's failure never
- * becomes another request's error, and nothing is performed twice.
+ * request's bad input, a billing cap, a deadlock), its transaction rolled back everything, and
+ * each request runs again alone (`runOne`) to get its own answer: a group's failure never becomes
+ * another request's error, and nothing is performed twice. The one exception: the connection broke
+ * during COMMIT, so the group may have committed; then each request gets that error.
  */
 /**
  * Per project: a few transactions at once keep both PostgreSQL cores busy, and groups of at most
@@ -80,6 +82,8 @@ export function writeGroups<I, O>(opts: {
       results = await opts.runMany(group.map((w) => w.input));
     } catch (err) {
       opts.onGroupFailed?.(err, group.length);
+      // Running them again could perform them twice; each gets the error, as a lone request would.
+      if (err instanceof CommitOutcomeUnknown) return group.forEach((w) => w.reject(err));
       await Promise.all(group.map(runAlone));
       return;
     }
