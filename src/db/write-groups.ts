@@ -21,6 +21,7 @@ import { isTransientDbError, pgErrorCode } from './pg-error.ts';
 export const WRITE_GROUP_LIMITS = { maxInFlight: 4, maxSize: 100 };
 
 const TRANSIENT_ATTEMPTS = 3;
+const SCAN_FACTOR = 4;
 
 export type WriteGroups<I, O> = { submit: (key: string, input: I) => Promise<O> };
 
@@ -49,7 +50,11 @@ export function writeGroups<I, O>(opts: {
     const seen = new Set<string>();
     const left: Waiting<I, O>[] = [];
     let size = 0;
-    for (const w of state.waiting) {
+    // Looking at a bounded number of waiting requests keeps this linear when thousands wait for
+    // one contact (each group could take only one of them).
+    const scanned = Math.min(state.waiting.length, SCAN_FACTOR * opts.maxSize);
+    for (let i = 0; i < scanned && size < opts.maxSize; i++) {
+      const w = state.waiting[i];
       const keys = opts.conflictKeys(w.input);
       const itsSize = opts.sizeOf?.(w.input) ?? 1;
       if (group.length === 0 || (size + itsSize <= opts.maxSize && !keys.some((k) => seen.has(k)))) {
@@ -58,7 +63,7 @@ export function writeGroups<I, O>(opts: {
         group.push(w);
       } else left.push(w);
     }
-    state.waiting = left;
+    state.waiting = left.concat(state.waiting.slice(left.length + group.length));
     return group;
   };
 
