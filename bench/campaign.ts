@@ -10,7 +10,7 @@ import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestDns } from '../test/helpers/dns-server.ts';
 import { verifyDomain } from '../test/helpers/domains.ts';
 import { startTestServer } from '../test/helpers/server.ts';
-import { fmt, printMachine, verdict, withBenchDatabase, rawPoolRate, countingSink } from './lib.ts';
+import { START_FLAGS, fmt, printMachine, startCompileCache, verdict, withBenchDatabase, rawPoolRate, countingSink } from './lib.ts';
 
 /**
  * Campaign benchmark (b): one MARKETING campaign to N contacts (default 100,000), delivered by one
@@ -152,7 +152,7 @@ async function campaignRun(
 async function startWorker(databaseUrl: string, env: Record<string, string>): Promise<ChildProcess> {
   // BENCH_CPU_PROF=<dir> writes a V8 CPU profile of the worker there (on exit).
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-  const child = spawn(process.execPath, [...profile, 'src/main.ts'], {
+  const child = spawn(process.execPath, [...START_FLAGS, ...profile, 'src/main.ts'], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH,
@@ -163,6 +163,7 @@ async function startWorker(databaseUrl: string, env: Record<string, string>): Pr
       JWT_SECRET: 'test-secret-0123456789abcdef',
       DATA_DIR: await mkdtemp(path.join(os.tmpdir(), 'herald-bench-worker-')),
       LOG_LEVEL: 'info',
+      NODE_COMPILE_CACHE: startCompileCache(ROOT),
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../src/db/embedded.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { createApi } from '../test/helpers/http.ts';
-import { fmt, printMachine, verdict } from './lib.ts';
+import { START_FLAGS, fmt, printMachine, startCompileCache, verdict } from './lib.ts';
 
 /**
  * `npm run bench -- idle [--emails=N] [--quiet-seconds=S]`: the memory of one idle Herald process
@@ -19,9 +19,9 @@ import { fmt, printMachine, verdict } from './lib.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 // As in `npm start`; PROBE=<file> adds `--import <file>` (e.g. a script printing process.memoryUsage()).
-const NODE_FLAGS = ['--max-semi-space-size=16', ...(process.env.PROBE ? ['--import', process.env.PROBE] : [])]; // as in `npm start`
+const NODE_FLAGS = [...START_FLAGS, ...(process.env.PROBE ? ['--import', process.env.PROBE] : [])];
 const TARGET_MB = 150;
-const COMPILE_CACHE = process.env.NODE_COMPILE_CACHE ?? path.join(ROOT, 'node_modules/.cache/herald-compile'); // as `npm start`
+const COMPILE_CACHE = startCompileCache(ROOT);
 
 const status = (pid: number, field: 'VmRSS' | 'VmHWM') =>
   Number(new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;

@@ -64,6 +64,10 @@ export type AutocannonResult = {
 export type Autocannon = (opts: Record<string, unknown>) => Promise<AutocannonResult>;
 export const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
+/** What `npm start` (package.json) gives Node, so benchmarks measure Herald as users run it. */
+export const START_FLAGS = ['--max-semi-space-size=16'];
+export const startCompileCache = (root: string) => process.env.NODE_COMPILE_CACHE ?? path.join(root, 'node_modules/.cache/herald-compile');
+
 export const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 
 export const verdict = (ok: boolean) => (ok ? 'met' : 'NOT met');
