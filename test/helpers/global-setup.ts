@@ -52,7 +52,11 @@ function removeAbandonedClusters(): void {
     }
     if (alive(owner)) continue;
     if (existsSync(path.join(owned, 'data', 'postmaster.pid'))) continue; // a PostgreSQL may still run there
-    rmSync(owned, { recursive: true, force: true });
+    try {
+      rmSync(owned, { recursive: true, force: true });
+    } catch {
+      // Another user's, or in use in a way we cannot see: leave it; this run does not need it gone.
+    }
   }
 }
 
