@@ -14,6 +14,7 @@ import { isTransientDbError, pgErrorCode } from './pg-error.ts';
  * another request's error, and nothing is performed twice. The one exception: the connection broke
  * during COMMIT, so the group may have committed; then each request gets that error.
  */
+
 /**
  * Per project: a few transactions at once keep both PostgreSQL cores busy, and groups of at most
  * 100 (contacts) keep one statement's input and one transaction's locks small.

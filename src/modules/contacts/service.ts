@@ -3,7 +3,7 @@ import { scheduleSegmentReevaluation } from '../segments/membership.ts';
 import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
 import { conflict, fieldErrors, notFound, validationError } from '../../http/errors.ts';
-import { recordEvent } from '../events/record.ts';
+import { type NewEvent, recordEvent } from '../events/record.ts';
 import { type DataChanges, fieldTypesOf, splitCustomData } from './custom-data.ts';
 import { CONTACT_ID, type ContactRecord, type CreateContactInput, type UpdateContactInput, emailSchema, normaliseEmail } from './schemas.ts';
 import { type ContactRow, clientOf, contactColumns, executePrepared, textArray, toContactRecord } from './sql.ts';
@@ -46,14 +46,17 @@ export async function upsertContact(db: Db, projectId: string, input: UpsertInpu
   return { contact, isNew: false, isUpdate: subscriptionChanged || !row.data_same, oneOff: changes.oneOff };
 }
 
+/** The contact.subscribed / contact.unsubscribed event for the contact's new state. */
+export const subscriptionEvent = (projectId: string, contact: ContactRecord, now: Date, data?: Record<string, unknown>): NewEvent => ({
+  projectId,
+  contactId: contact.id,
+  name: contact.subscribed ? 'contact.subscribed' : 'contact.unsubscribed',
+  data: data ?? null,
+  createdAt: now,
+});
+
 async function recordSubscriptionEvent(db: Db, projectId: string, contact: ContactRecord, now: Date, data?: Record<string, unknown>): Promise<void> {
-  await recordEvent(db, {
-    projectId,
-    contactId: contact.id,
-    name: contact.subscribed ? 'contact.subscribed' : 'contact.unsubscribed',
-    data: data ?? null,
-    createdAt: now,
-  });
+  await recordEvent(db, subscriptionEvent(projectId, contact, now, data));
 }
 
 /** Sets the subscription state; emits the event (with `eventData`) only when the state changes. Null when not found. */

@@ -7,7 +7,7 @@ import { checkFieldCapacity } from './field-cap.ts';
 import { mergedData, recordFieldTypes } from './data-sql.ts';
 import { normaliseEmail } from './schemas.ts';
 import { type ContactRow, contactColumns, textArray, toContactRecord } from './sql.ts';
-import { type UpsertInput, type UpsertResult, upsertContact } from './service.ts';
+import { type UpsertInput, type UpsertResult, subscriptionEvent, upsertContact } from './service.ts';
 
 type ManyRow = ContactRow & { ord: number; inserted: boolean; old_subscribed: boolean | null; data_same: boolean };
 
@@ -82,10 +82,7 @@ export async function upsertContacts(
     }
     const subscriptionChanged = row.old_subscribed !== row.subscribed;
     if (subscriptionChanged) {
-      subscriptionEvents.push({
-        ord: row.ord,
-        event: { projectId, contactId: contact.id, name: contact.subscribed ? 'contact.subscribed' : 'contact.unsubscribed', data: null, createdAt: input.now },
-      });
+      subscriptionEvents.push({ ord: row.ord, event: subscriptionEvent(projectId, contact, input.now) });
     }
     results[row.ord] = { contact, isNew: false, isUpdate: subscriptionChanged || !row.data_same, oneOff: changes.oneOff };
   }
