@@ -218,7 +218,8 @@ function isSymlink(p: string): boolean {
   }
 }
 
-function alive(pid: number): boolean {
+/** Whether a process with this pid exists (one of another user answers EPERM: it exists). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -238,9 +239,9 @@ const inUse = (dir: string, pid: number) =>
  */
 async function claim(ownerFile: string, dataDir: string, dir: string, log: Log): Promise<void> {
   const owner = Number.parseInt(await readFile(ownerFile, 'utf8').catch(() => ''), 10);
-  if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && alive(owner)) throw inUse(dir, owner);
+  if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && processAlive(owner)) throw inUse(dir, owner);
   const postmaster = Number.parseInt(await readFile(path.join(dataDir, 'postmaster.pid'), 'utf8').catch(() => ''), 10);
-  if (Number.isInteger(postmaster) && postmaster > 0 && alive(postmaster)) {
+  if (Number.isInteger(postmaster) && postmaster > 0 && processAlive(postmaster)) {
     // Without an owner file, a server whose parent is alive belongs to something else (an older Herald, say).
     if (!(owner > 0) && !orphaned(postmaster)) throw inUse(dir, postmaster);
     log.info({ pid: postmaster }, 'stopping the embedded PostgreSQL a stopped Herald process left running');
@@ -252,7 +253,7 @@ async function claim(ownerFile: string, dataDir: string, dir: string, log: Log):
       });
     }
     const deadline = Date.now() + 30_000;
-    while (alive(postmaster)) {
+    while (processAlive(postmaster)) {
       if (Date.now() > deadline)
         throw new StartupError(`An embedded PostgreSQL (pid ${postmaster}) left running on ${dir} did not stop within 30 s: stop it, then start Herald again`);
       await new Promise((r) => setTimeout(r, 100));

@@ -3,6 +3,7 @@ import { chmod, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { type EmbeddedServer, startEmbeddedPostgres } from '../../src/db/connect.ts';
+import { processAlive } from '../../src/db/embedded.ts';
 import { ensureWebBuild } from '../../src/modules/web/build-state.ts';
 
 /**
@@ -50,21 +51,12 @@ function removeAbandonedClusters(): void {
     } catch {
       continue; // not ours, or a run still starting
     }
-    if (alive(owner)) continue;
+    if (processAlive(owner)) continue;
     if (existsSync(path.join(owned, 'data', 'postmaster.pid'))) continue; // a PostgreSQL may still run there
     try {
       rmSync(owned, { recursive: true, force: true });
     } catch {
       // Another user's, or in use in a way we cannot see: leave it; this run does not need it gone.
     }
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
