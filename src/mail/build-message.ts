@@ -1,6 +1,7 @@
 import MailComposer from 'nodemailer/lib/mail-composer';
 import type { StoredAttachment } from '../db/schema/emails.ts';
 import { plainText } from '../render/plain-text.ts';
+import { writeMimeTree } from './mime-writer.ts';
 
 /** The one HTML-to-text converter (also used by the template preview). */
 export { plainText };
@@ -46,5 +47,6 @@ export async function buildMessage(spec: MessageSpec): Promise<Buffer> {
     disableFileAccess: true,
     disableUrlAccess: true,
   });
-  return composer.compile().build();
+  const tree = composer.compile();
+  return writeMimeTree(tree) ?? tree.build();
 }
