@@ -168,6 +168,33 @@ describe('the compose threads', () => {
     }
   });
 
+  test('messages posted to a thread behind one that passes the hard limit are composed by the next thread, in order', async () => {
+    const pool = createComposePool(1, 200);
+    try {
+      const chain = Array.from({ length: 300 }, () => 'sort | reverse').join(' | ');
+      const big = Array.from({ length: 30_000 }, (_, i) => (i * 7919) % 100_003).join(',');
+      assert.equal((await pool.compose({ subject: 'warm', body: 'up', vars: {}, footer: null, tracking: null })).subject, 'warm');
+      const before = pool.compose({ subject: 'Before {{ n }}', body: 'b', vars: { n: 0 }, footer: null, tracking: null });
+      const stalled = pool.compose({
+        subject: 's',
+        body: `{% assign a = big | split: "," %}{{ a | ${chain} | size }}`,
+        vars: { big },
+        footer: null,
+        tracking: null,
+      });
+      const behind = [1, 2, 3].map((n) => pool.compose({ subject: 'After {{ n }}', body: '<p>{{ n }}</p>', vars: { n }, footer: null, tracking: null }));
+      assert.equal((await before).subject, 'Before 0');
+      await assert.rejects(stalled, (err: Error) => err instanceof RenderLimitError);
+      const after = await Promise.all(behind);
+      assert.deepEqual(
+        after.map((r) => [r.subject, r.html]),
+        [1, 2, 3].map((n) => [`After ${n}`, `<p>${n}</p>`]),
+      );
+    } finally {
+      await pool.close();
+    }
+  });
+
   test('compose and DKIM threads end after a quiet spell (their memory goes back) and start again for the next message', async () => {
     const compose = createComposePool(1, 3_000, 300);
     const dkim = createDkimSigner(1, 300);

@@ -7,7 +7,20 @@ import { IDLE_THREAD_MS, idleTimer } from './idle-timer.ts';
 
 type Job = { input: ComposeHtmlInput; resolve: (r: ComposedHtml) => void; reject: (e: Error) => void };
 type Reply = { id: number; started?: true; result?: ComposedHtml; error?: { name: string; message: string; field?: string } };
-type Slot = { worker: Worker | null; job: (Job & { id: number; timer: NodeJS.Timeout | null }) | null; idle: ReturnType<typeof idleTimer> };
+type Sent = Job & { id: number };
+/** A thread and the jobs posted to it, in the order it runs them; `running` has its clock started. */
+type Slot = {
+  worker: Worker | null;
+  jobs: Sent[];
+  running: { id: number; timer: NodeJS.Timeout } | null;
+  idle: ReturnType<typeof idleTimer>;
+};
+
+/**
+ * Jobs posted to a thread ahead of the one it runs: the thread starts the next as soon as it has
+ * answered one, instead of waiting for a busy event loop to read the answer and post again.
+ */
+const PIPELINE = 8;
 
 function revive(reply: NonNullable<Reply['error']>): Error {
   switch (reply.name) {
@@ -45,7 +58,7 @@ export function createComposePool(
   idleMillis: number = IDLE_THREAD_MS,
 ): ComposePool {
   const slots: Slot[] = Array.from({ length: size }, () => {
-    const slot: Slot = { worker: null, job: null, idle: idleTimer(idleMillis, () => retire(slot)) };
+    const slot: Slot = { worker: null, jobs: [], running: null, idle: idleTimer(idleMillis, () => retire(slot)) };
     return slot;
   });
   const queue: Job[] = [];
@@ -53,25 +66,34 @@ export function createComposePool(
 
   function spawn(slot: Slot): Worker {
     const worker = new Worker(new URL('./compose-worker.ts', import.meta.url));
-    const finish = (id: number | null, outcome: { result?: ComposedHtml; error?: Error }) => {
-      const job = slot.job;
-      if (!job || (id !== null && job.id !== id)) return;
-      if (job.timer) clearTimeout(job.timer);
-      slot.job = null;
-      worker.unref();
-      if (outcome.error) job.reject(outcome.error);
-      else job.resolve(outcome.result!);
-      dispatch();
-      if (!slot.job && slot.worker === worker) slot.idle.arm();
-    };
     worker.on('message', (m: Reply) => {
-      if (m.started) startClock(slot, worker, m.id);
-      else finish(m.id, m.error ? { error: revive(m.error) } : { result: m.result });
+      if (slot.worker !== worker) return;
+      if (m.started) return startClock(slot, m.id);
+      const job = slot.jobs.find((j) => j.id === m.id);
+      if (!job) return;
+      if (slot.running?.id === m.id) {
+        clearTimeout(slot.running.timer);
+        slot.running = null;
+      }
+      slot.jobs = slot.jobs.filter((j) => j !== job);
+      if (m.error) job.reject(revive(m.error));
+      else job.resolve(m.result!);
+      settle(slot);
     });
     const dead = (err: Error) => {
       if (slot.worker !== worker) return;
-      slot.worker = null;
-      finish(null, { error: err });
+      // The job it was running fails; the ones it had not started go to the next thread. A thread
+      // that died before starting anything (it could not load) fails them all.
+      stop(slot);
+      const [failed, requeued] = slot.running
+        ? [slot.jobs.filter((j) => j.id === slot.running!.id), slot.jobs.filter((j) => j.id !== slot.running!.id)]
+        : [slot.jobs, []];
+      if (slot.running) clearTimeout(slot.running.timer);
+      slot.running = null;
+      slot.jobs = [];
+      for (const job of failed) job.reject(err);
+      queue.unshift(...requeued);
+      dispatch();
     };
     worker.on('error', dead);
     worker.on('exit', (code) => dead(new Error(`compose thread exited (${code})`)));
@@ -79,40 +101,56 @@ export function createComposePool(
     return worker;
   }
 
-  function dispatch(): void {
-    for (const slot of slots) {
-      if (slot.job || queue.length === 0) continue;
-      const job = queue.shift()!;
-      slot.idle.disarm();
-      slot.worker ??= spawn(slot);
-      const worker = slot.worker;
-      const id = nextId++;
-      slot.job = { ...job, id, timer: null };
-      worker.ref(); // a message in progress keeps the process alive until it settles
-      worker.postMessage({ id, input: job.input });
+  /** After a job settled: more work for the slot, or its idle clock. */
+  function settle(slot: Slot): void {
+    dispatch();
+    if (slot.jobs.length === 0 && slot.worker) {
+      slot.worker.unref();
+      slot.idle.arm();
     }
   }
 
-  function retire(slot: Slot): void {
+  function dispatch(): void {
+    while (queue.length > 0) {
+      const slot = slots.reduce((best, s) => (s.jobs.length < best.jobs.length ? s : best));
+      if (slot.jobs.length >= PIPELINE) return;
+      const job: Sent = { ...queue.shift()!, id: nextId++ };
+      slot.idle.disarm();
+      slot.worker ??= spawn(slot);
+      slot.worker.ref(); // a message in progress keeps the process alive until it settles
+      slot.jobs.push(job);
+      slot.worker.postMessage({ id: job.id, input: job.input });
+    }
+  }
+
+  function stop(slot: Slot): void {
     const worker = slot.worker;
-    if (slot.job || !worker) return;
     slot.worker = null;
-    void worker.terminate();
+    if (worker) void worker.terminate();
+  }
+
+  function retire(slot: Slot): void {
+    if (slot.jobs.length === 0) stop(slot);
   }
 
   /** The thread began composing job `id`: from now on it has `limitMillis`. */
-  function startClock(slot: Slot, worker: Worker, id: number): void {
-    const job = slot.job;
-    if (!job || job.id !== id || slot.worker !== worker) return;
-    job.timer = setTimeout(() => {
-      // Terminating stops whatever the thread runs; the next job gets a fresh thread.
-      slot.worker = null;
-      slot.job = null;
-      void worker.terminate();
-      job.reject(new RenderLimitError(`Composing the message took longer than ${limitMillis} ms`));
+  function startClock(slot: Slot, id: number): void {
+    if (slot.running) clearTimeout(slot.running.timer);
+    const timer = setTimeout(() => {
+      // Terminating stops whatever the thread runs; its other jobs go to a fresh thread.
+      const job = slot.jobs.find((j) => j.id === id);
+      slot.running = null;
+      slot.jobs = slot.jobs.filter((j) => j.id !== id);
+      const requeued = slot.jobs;
+      slot.jobs = [];
+      stop(slot);
+      job?.reject(new RenderLimitError(`Composing the message took longer than ${limitMillis} ms`));
+      queue.unshift(...requeued);
       dispatch();
+      if (slot.jobs.length === 0) slot.idle.arm();
     }, limitMillis);
-    job.timer.unref();
+    timer.unref();
+    slot.running = { id, timer };
   }
 
   return {
@@ -128,9 +166,9 @@ export function createComposePool(
       for (const slot of slots) {
         slot.idle.disarm();
         slot.worker = null;
-        if (slot.job?.timer) clearTimeout(slot.job.timer);
-        slot.job?.reject(stopped);
-        slot.job = null;
+        if (slot.running) clearTimeout(slot.running.timer);
+        slot.running = null;
+        for (const job of slot.jobs.splice(0)) job.reject(stopped);
       }
       for (const job of queue.splice(0)) job.reject(stopped);
       await Promise.all(running.map((w) => w.terminate()));

@@ -185,36 +185,49 @@ export async function markNotSent(ctx: AppContext, email: EmailRow, status: NotS
 export type Accepted = { email: EmailRow; raw: Buffer; subject: string; messageId: string; at: Date };
 
 /**
- * The relay (or capture) accepted this message. Recorded at once and in ONE statement (status,
- * captured source, email.sent/email.delivered events), so the window in which a crash could leave
- * an accepted message unrecorded — and so re-sent after the claim lease — is one round trip.
+ * The relay (or capture) accepted these messages. Recorded in ONE statement (status, captured
+ * source, email.sent/email.delivered events, outcome rollups), so the window in which a crash
+ * could leave an accepted message unrecorded — and so re-sent after the claim lease — is one
+ * round trip. The delivery engine records the messages its batch has accepted meanwhile together
+ * (delivery/accepted.ts).
  */
-export async function markAccepted(ctx: AppContext, a: Accepted): Promise<void> {
+export async function markAccepted(ctx: AppContext, accepted: Accepted[]): Promise<void> {
+  if (accepted.length === 0) return;
   const captured = ctx.mailer.mode === 'capture';
-  const data = JSON.stringify(emailEventData(a.email, a.subject));
-  const at = a.at.toISOString();
+  const input = accepted.map((a, ord) => ({
+    ord,
+    id: a.email.id,
+    subject: a.subject,
+    message_id: a.messageId,
+    at: a.at.toISOString(),
+    data: emailEventData(a.email, a.subject),
+    raw: captured ? a.raw.toString('base64') : null,
+  }));
   await recordEventsWith(ctx.database.db, {
-    with: sql`updated AS (
-      UPDATE emails
-         SET status = ${captured ? 'DELIVERED' : 'SENT'}, subject = ${a.subject}, message_id = ${a.messageId}, error = NULL,
-             locked_until = NULL, sent_at = ${at}::timestamptz,
-             delivered_at = ${captured ? sql`${at}::timestamptz` : sql`NULL`}, updated_at = ${at}::timestamptz
-       WHERE id = ${a.email.id}::uuid AND status = 'SENDING'
-       RETURNING id, project_id, contact_id, campaign_id
+    with: sql`input AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
+          AS i(ord int, id uuid, subject text, message_id text, at timestamptz, data jsonb, raw text)
+    ), updated AS (
+      UPDATE emails AS e
+         SET status = ${captured ? 'DELIVERED' : 'SENT'}, subject = i.subject, message_id = i.message_id, error = NULL,
+             locked_until = NULL, sent_at = i.at, delivered_at = CASE WHEN ${captured} THEN i.at END, updated_at = i.at
+        FROM input AS i
+       WHERE e.id = i.id AND e.status = 'SENDING'
+       RETURNING e.id, e.project_id, e.contact_id, e.campaign_id, i.ord, i.at, i.data, i.raw
     ), stored AS (
       INSERT INTO email_raw (email_id, raw)
-      SELECT id, ${captured ? a.raw : null}::bytea FROM updated WHERE ${captured}
+      SELECT id, decode(raw, 'base64') FROM updated WHERE ${captured}
       ON CONFLICT DO NOTHING
     ), ${outcomeRollupCtes(sql`
-      SELECT u.project_id, u.campaign_id, o.outcome, ${at}::timestamptz AS at
+      SELECT u.project_id, u.campaign_id, o.outcome, u.at
         FROM updated AS u CROSS JOIN (VALUES ('sent'), ('delivered')) AS o(outcome)
        WHERE o.outcome = 'sent' OR ${captured}`)}`,
     rows: sql`
-      SELECT ev.ord, u.project_id, u.contact_id, ev.name, ${data}::jsonb AS data, ${at}::timestamptz AS created_at
+      SELECT u.ord * 2 + ev.ord AS ord, u.project_id, u.contact_id, ev.name, u.data, u.at AS created_at
         FROM updated u
-        CROSS JOIN (VALUES (1, 'email.sent'), (2, 'email.delivered')) AS ev(ord, name)
+        CROSS JOIN (VALUES (0, 'email.sent'), (1, 'email.delivered')) AS ev(ord, name)
        WHERE u.contact_id IS NOT NULL AND (ev.name = 'email.sent' OR ${captured})`,
-    max: 2,
+    max: 2 * accepted.length,
   });
 }
 

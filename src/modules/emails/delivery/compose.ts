@@ -1,5 +1,4 @@
 import type { AppContext } from '../../../context.ts';
-import { buildMessage } from '../../../mail/build-message.ts';
 import { buildVariables } from '../../../render/variables.ts';
 import type { UnsubscribeFooter } from '../../../mail/locales.ts';
 import type { ContactRecord } from '../../contacts/service.ts';
@@ -7,7 +6,7 @@ import type { SenderDomain } from '../../domains/sender.ts';
 import { trackingOptions } from '../../tracking/apply.ts';
 import type { EmailRow as ClaimedEmail } from '../lifecycle.ts';
 import type { StoredContent } from './content.ts';
-import { projectLanguage, projectSender } from '../../projects/settings.ts';
+import type { ProjectForMail } from '../../projects/settings.ts';
 
 export type ComposedMessage = { raw: Buffer; subject: string; messageId: string };
 
@@ -25,6 +24,7 @@ export async function composeMessage(
   content: StoredContent,
   contact: ContactRecord | null,
   sender: SenderDomain,
+  project: ProjectForMail,
 ): Promise<ComposedMessage> {
   const vars = buildVariables({
     publicUrl: ctx.config.publicUrl,
@@ -33,7 +33,7 @@ export async function composeMessage(
     emailId: email.id,
     contact: contact ?? { id: '', email: email.toEmail, data: {} },
     oneOff: content.variables,
-    defaultLocale: await projectLanguage(ctx, email.projectId),
+    defaultLocale: project.language,
   });
   const headers: Record<string, string> = { ...content.headers };
   let footer: UnsubscribeFooter | null = null;
@@ -44,30 +44,27 @@ export async function composeMessage(
     headers['List-Unsubscribe-Post'] = 'List-Unsubscribe=One-Click';
     headers['Precedence'] = 'bulk';
     if (email.type === 'MARKETING' && !USES_UNSUBSCRIBE_URL.test(content.bodySource)) {
-      const project = await projectSender(ctx, email.projectId);
       footer = { locale: vars.locale, unsubscribeUrl, sender: project.name, postalAddress: project.postalAddress };
     }
   }
+  const messageId = `<${email.id}@${sender.domain}>`;
   const rendered = await ctx.threads.compose.compose({
     subject: email.subjectSource,
     body: content.bodySource,
     vars,
     footer,
     tracking: await trackingOptions(ctx, email),
+    message: {
+      messageId,
+      date: ctx.clock.now(),
+      from: { email: email.fromEmail, name: email.fromName },
+      to: { email: email.toEmail, name: email.toName },
+      replyTo: email.replyTo,
+      headers,
+      attachments: content.attachments,
+    },
   });
-  const messageId = `<${email.id}@${sender.domain}>`;
-  const unsigned = await buildMessage({
-    messageId,
-    date: ctx.clock.now(),
-    from: { email: email.fromEmail, name: email.fromName },
-    to: { email: email.toEmail, name: email.toName },
-    replyTo: email.replyTo,
-    subject: rendered.subject,
-    html: rendered.html,
-    text: rendered.text,
-    headers,
-    attachments: content.attachments,
-  });
+  const unsigned = Buffer.from(rendered.raw!.buffer, rendered.raw!.byteOffset, rendered.raw!.byteLength);
   const raw = await ctx.threads.dkim.sign(unsigned, {
     domain: sender.domain,
     selector: sender.dkimSelector,

@@ -10,6 +10,8 @@ import { SenderNotVerifiedError, senderDomainFor } from '../../domains/sender.ts
 import { sendingBlocked } from '../../reputation/guard.ts';
 import { recordBounce } from '../../suppressions/feedback.ts';
 import { suppressedAmong } from '../../suppressions/service.ts';
+import { type ProjectForMail, projectForMail } from '../../projects/settings.ts';
+import { acceptedRecorder } from './accepted.ts';
 import { composeMessage } from './compose.ts';
 import { type StoredContent, contentsOf } from './content.ts';
 import { logOutcome } from './log.ts';
@@ -19,7 +21,6 @@ import {
   CLAIM_RENEW_MS,
   type EmailRow as ClaimedEmail,
   claimEmails,
-  markAccepted,
   markForRetry,
   markNotSent,
   peekEmails,
@@ -86,8 +87,10 @@ export async function deliverBatch(ctx: AppContext, items: Payload[]): Promise<v
 /** Checks, composes, sends and records each claimed email, at its reserved slot; `held` loses each email as it is settled. */
 async function sendClaimed(ctx: AppContext, claimed: ClaimedEmail[], slots: Map<string, Date>, held: Map<string, ClaimedEmail>): Promise<void> {
   const contents = await contentsOf(ctx, claimed);
+  const recordAccepted = acceptedRecorder(ctx);
   for (const [projectId, batch] of groupBy(claimed, (e) => e.projectId)) {
     const blocked = await sendingBlocked(ctx, projectId);
+    const project = await projectForMail(ctx, projectId);
     const suppressed = await suppressedAmong(
       ctx.database.db,
       projectId,
@@ -104,8 +107,11 @@ async function sendClaimed(ctx: AppContext, claimed: ClaimedEmail[], slots: Map<
         if (wait > 0) await sleep(wait);
         const contact = email.contactId ? (contacts.get(email.contactId) ?? null) : null;
         try {
-          const done = await sendOne(ctx, email, contents.get(email.contentId)!, contact, { blocked, suppressed: suppressed.has(email.toEmail) });
-          if (done) await markAccepted(ctx, done);
+          const done = await sendOne(ctx, email, contents.get(email.contentId)!, contact, project, {
+            blocked,
+            suppressed: suppressed.has(email.toEmail),
+          });
+          if (done) await recordAccepted(done);
         } finally {
           held.delete(email.id);
         }
@@ -123,6 +129,7 @@ async function sendOne(
   email: ClaimedEmail,
   content: StoredContent,
   contact: ContactRecord | null,
+  project: ProjectForMail,
   state: { blocked: string | null; suppressed: boolean },
 ): Promise<Accepted | null> {
   const refusal = state.blocked
@@ -141,7 +148,7 @@ async function sendOne(
   let composed;
   try {
     const sender = await senderDomainFor(ctx, email.projectId, email.fromEmail);
-    composed = await composeMessage(ctx, email, content, contact, sender);
+    composed = await composeMessage(ctx, email, content, contact, sender, project);
   } catch (err) {
     const known =
       err instanceof RenderLimitError || err instanceof TemplateSyntaxError || err instanceof TemplateRenderError || err instanceof SenderNotVerifiedError;

@@ -1,0 +1,28 @@
+import type { AppContext } from '../../../context.ts';
+import { logGroupFailure, writeGroups } from '../../../db/write-groups.ts';
+import { type Accepted, markAccepted } from '../lifecycle.ts';
+
+/** A message this large (attachments, captured source) is recorded alone. */
+const ALONE_BYTES = 1 << 20;
+const MAX_GROUP = 100;
+
+/**
+ * Records accepted messages for one delivery batch: the first at once, and those the relay accepts
+ * while a record is being written together in the next statement (group commit, no timer). A
+ * failed group is recorded one by one (db/write-groups.ts), so one bad row never loses another's.
+ */
+export function acceptedRecorder(ctx: AppContext): (accepted: Accepted) => Promise<void> {
+  const groups = writeGroups<Accepted, void>({
+    maxInFlight: 1,
+    maxSize: MAX_GROUP,
+    sizeOf: (a) => (a.raw.length > ALONE_BYTES ? MAX_GROUP : 1),
+    conflictKeys: (a) => [a.email.id],
+    runOne: (a) => markAccepted(ctx, [a]),
+    runMany: async (all) => {
+      await markAccepted(ctx, all);
+      return all.map(() => undefined);
+    },
+    onGroupFailed: (err, size) => logGroupFailure(ctx, 'recording accepted emails', err, size),
+  });
+  return (accepted) => groups.submit('accepted', accepted);
+}
