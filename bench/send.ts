@@ -170,9 +170,13 @@ async function deliveryThroughput(databaseUrl: string, dns: Awaited<ReturnType<t
     });
     let peakRss = process.memoryUsage().rss;
     const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 200);
+    const cpuBefore = process.cpuUsage();
+    const mainBefore = process.threadCpuUsage();
     const start = performance.now();
     const worker = await startRuntime(config, { log: pino({ level: process.env.BENCH_LOG ?? 'silent' }) });
     await sink.until(total);
+    const heraldCpu = cpuMsPer(process.cpuUsage(cpuBefore), total);
+    const mainCpu = cpuMsPer(process.threadCpuUsage(mainBefore), total);
     const herald = total / ((performance.now() - start) / 1000);
     clearInterval(sampler);
     await worker.stop();
@@ -190,13 +194,15 @@ async function deliveryThroughput(databaseUrl: string, dns: Awaited<ReturnType<t
     // Second reference: the library-only pipeline (render, text part, MIME, DKIM with a parsed key kept, same pool), no database.
     const [domain] = await api.sql<{ key: string }>(`SELECT dkim_private_key_enc AS key FROM domains WHERE project_id = $1`, [b.project.id]);
     sink.reset();
-    const libraryRate = await libraryPipelineRate({ url: sink.url, poolSize, total, privateKeyPem: decryptPrivateKey(domain.key, config.jwtSecret) });
+    const library = await libraryPipelineRate({ url: sink.url, poolSize, total, privateKeyPem: decryptPrivateKey(domain.key, config.jwtSecret) });
     console.log(`   Herald workers:       ${fmt(herald)} messages/s  (${fmt(sent)} SENT; peak RSS of the bench process ${fmt(peakRss / 2 ** 20)} MiB)`);
+    console.log(`                         CPU ${heraldCpu} ms per message in this process (all threads, the sink included), ${mainCpu} ms on the main thread`);
     console.log(`   raw nodemailer pool:  ${fmt(rawRate)} messages/s  (prebuilt messages)`);
-    console.log(`   library pipeline:     ${fmt(libraryRate)} messages/s  (liquidjs + html-to-text + MailComposer + mailauth DKIM, one thread, no database)`);
+    console.log(`   library pipeline:     ${fmt(library.rate)} messages/s  (liquidjs + html-to-text + MailComposer + mailauth DKIM, one thread, no database)`);
+    console.log(`                         CPU ${library.cpuMs} ms per message (the sink included)`);
     const ratio = herald / rawRate;
     console.log(`   ratio Herald / raw:   ${(ratio * 100).toFixed(1)} %  (target ≥ 70 %: ${verdict(ratio >= 0.7)})`);
-    const libraryRatio = herald / libraryRate;
+    const libraryRatio = herald / library.rate;
     console.log(
       `   ratio Herald / library pipeline: ${(libraryRatio * 100).toFixed(1)} %  (target ≥ 90 % and ≥ 750 messages/s: ${verdict(libraryRatio >= 0.9 && herald >= 750)})`,
     );
@@ -212,7 +218,7 @@ async function deliveryThroughput(databaseUrl: string, dns: Awaited<ReturnType<t
  * parsed key kept, as Herald's signer threads do), and a nodemailer pool of the same size sends
  * it. The build runs on this thread while the pool sends; one DKIM signature is checked.
  */
-async function libraryPipelineRate(opts: { url: string; poolSize: number; total: number; privateKeyPem: string }): Promise<number> {
+async function libraryPipelineRate(opts: { url: string; poolSize: number; total: number; privateKeyPem: string }): Promise<{ rate: number; cpuMs: string }> {
   const { Liquid } = await import('liquidjs');
   const { buildMessage, plainText } = await import('../src/mail/build-message.ts');
   const { dkimSignatureFor } = await import('../src/mail/dkim-sign.ts');
@@ -239,6 +245,7 @@ async function libraryPipelineRate(opts: { url: string; poolSize: number; total:
     if (!('signatures' in signed)) throw new Error(`the reference pipeline did not sign: ${signed.error}`);
     return Buffer.concat([Buffer.from(signed.signatures), unsigned]);
   };
+  const cpuBefore = process.cpuUsage();
   const start = performance.now();
   let next = 0;
   await Promise.all(
@@ -250,9 +257,13 @@ async function libraryPipelineRate(opts: { url: string; poolSize: number; total:
     }),
   );
   const rate = opts.total / ((performance.now() - start) / 1000);
+  const cpuMs = cpuMsPer(process.cpuUsage(cpuBefore), opts.total);
   transport.close();
-  return rate;
+  return { rate, cpuMs };
 }
+
+/** CPU time (user + system) per message, in ms: unlike a rate, barely moved by other load on the machine. */
+const cpuMsPer = (used: NodeJS.CpuUsage, messages: number) => ((used.user + used.system) / 1000 / messages).toFixed(2);
 
 /** A message of the same shape and size as the ones Herald sends in (b). */
 async function buildSample(): Promise<Buffer> {
