@@ -151,8 +151,10 @@ async function campaignRun(
 /** `node src/main.ts` as a worker-only process; resolves once it has started its queues. */
 async function startWorker(databaseUrl: string, env: Record<string, string>): Promise<ChildProcess> {
   // BENCH_CPU_PROF=<dir> writes a V8 CPU profile of the worker there (on exit).
+  // PROBE=<file> adds `--import <file>` (as in bench idle: a script that prints where memory sits).
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-  const child = spawn(process.execPath, [...START_FLAGS, ...profile, 'src/main.ts'], {
+  const probe = process.env.PROBE ? ['--import', process.env.PROBE] : [];
+  const child = spawn(process.execPath, [...START_FLAGS, ...profile, ...probe, 'src/main.ts'], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH,

@@ -22,6 +22,10 @@ type Slot = {
  */
 const PIPELINE = 8;
 
+/** A message with attachments is posted only to an idle thread, and nothing behind it: a thread holds at most one large input. */
+const weight = (input: ComposeHtmlInput) => (input.message?.attachments?.length ? PIPELINE : 1);
+const load = (slot: Slot) => slot.jobs.reduce((sum, job) => sum + weight(job.input), 0);
+
 function revive(reply: NonNullable<Reply['error']>): Error {
   switch (reply.name) {
     case 'RenderLimitError':
@@ -112,8 +116,8 @@ export function createComposePool(
 
   function dispatch(): void {
     while (queue.length > 0) {
-      const slot = slots.reduce((best, s) => (s.jobs.length < best.jobs.length ? s : best));
-      if (slot.jobs.length >= PIPELINE) return;
+      const slot = slots.reduce((best, s) => (load(s) < load(best) ? s : best));
+      if (slot.jobs.length > 0 && load(slot) + weight(queue[0].input) > PIPELINE) return;
       const job: Sent = { ...queue.shift()!, id: nextId++ };
       slot.idle.disarm();
       slot.worker ??= spawn(slot);
