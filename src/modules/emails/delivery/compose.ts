@@ -64,7 +64,9 @@ export async function composeMessage(
       attachments: content.attachments,
     },
   });
-  const unsigned = Buffer.from(rendered.raw!.buffer, rendered.raw!.byteOffset, rendered.raw!.byteLength);
+  if (!rendered.raw) throw new Error('The compose thread returned no message source');
+  // A Uint8Array after the thread hop: the same bytes as a Buffer, without a copy.
+  const unsigned = Buffer.from(rendered.raw.buffer, rendered.raw.byteOffset, rendered.raw.byteLength);
   const raw = await ctx.threads.dkim.sign(unsigned, {
     domain: sender.domain,
     selector: sender.dkimSelector,
