@@ -321,7 +321,8 @@ describe('the delivery engine', () => {
     );
     assert.ok(renewed.lease! > first.lease!, 'the lease moved forward while the relay was still answering');
     await waitFor('the message', async () => messageTo(to), 30_000, 100);
-    const email = (await b.sk.get(`/emails/${emailId}`)).body;
+    // The sink has the message once DATA ends, a moment before the worker reads the relay's 250 and records it.
+    const email = await waitForStatus(b.sk, emailId, ['SENT', 'FAILED', 'QUEUED']);
     assert.equal(email.status, 'SENT');
     assert.equal(email.attempts, 1);
     assert.equal(sink.messages.filter((m) => m.envelope.to.includes(to)).length, 1);
