@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { maintainEventPartitions } from '../src/modules/events/partitions.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
-import type { Api } from '../test/helpers/http.ts';
+import type { Api, Res } from '../test/helpers/http.ts';
 import { startTestServer } from '../test/helpers/server.ts';
 import { autocannon, fmt, loadAverage, printMachine, withBenchDatabase, withSetupRequest } from './lib.ts';
 
@@ -10,11 +10,14 @@ import { autocannon, fmt, loadAverage, printMachine, withBenchDatabase, withSetu
  *  (a) POST /v1/track throughput, 64 concurrent clients (public key), existing contacts.
  *  (b) A contact's timeline: GET /events/contact/:id (first page, which counts the contact's
  *      events, and the second page by cursor), median and p95 of sequential requests.
+ *  (c) The project-wide GET /events first page, whose `total` is every event of the project (and
+ *      with ?name=, every event of that name), median and p95 of sequential requests; the total is
+ *      checked against a count of the events; its second page (no total) shows what the page alone
+ *      costs.
  * Both run on an empty events table, then again after `--events=N` events (default 20,000,000)
  * spread over the last 24 months are generated in SQL, and the loaded/empty ratios are printed.
  * The timeline contact has the same 200 events in both phases; the generated ones belong to
- * 20,000 other contacts of the same project. Also printed, for information: the project-wide
- * GET /events first page, whose `total` counts every event of the project.
+ * 20,000 other contacts of the same project.
  * BENCH_SECONDS (default 5) is the length of each throughput phase.
  */
 
@@ -36,7 +39,7 @@ module.exports = function setupRequest(req) {
 `;
 
 type Sql = <T extends Record<string, unknown>>(text: string, values?: unknown[]) => Promise<T[]>;
-type Figures = { track: number; trackP99: number; first: Latency; second: Latency };
+type Figures = { track: number; trackP99: number; first: Latency; second: Latency; list: Latency; listByName: Latency; listSecond: Latency; counters: Latency };
 type Latency = { p50: number; p95: number };
 
 export async function run(args: string[]): Promise<void> {
@@ -67,19 +70,31 @@ export async function run(args: string[]): Promise<void> {
             requests: [{ method: 'POST', path: '/v1/track', setupRequest }],
           });
         const measure = async (label: string): Promise<Figures> => {
-          await server.sql('ANALYZE events');
+          // As autovacuum would have over the months: otherwise the loaded phase races its first
+          // pass over millions of fresh rows (setting their visibility bits) on this 2-core machine.
+          await server.sql('VACUUM (ANALYZE) events');
           await track(); // warm-up: connections, plans, caches
           const r = await track();
           const failed = r.non2xx + r.errors + r.timeouts;
           const first = await timeline(b.sk, contact);
-          const second = await timeline(b.sk, contact, await secondPageCursor(b.sk, contact));
-          const list = await projectList(b.sk);
+          const second = await timeline(b.sk, contact, await nextCursor(b.sk, `/events/contact/${contact}?limit=50`));
+          const list = await projectList(b.sk, '/events?limit=50', await countEvents(server.sql, b.project.id));
+          const listByName = await projectList(b.sk, '/events?limit=50&name=page_view', await countEvents(server.sql, b.project.id, 'page_view'));
+          const counters = await counterSum(server.sql, b.project.id);
+          const listSecond = await latency(
+            b.sk,
+            `/events?limit=50&cursor=${encodeURIComponent(await nextCursor(b.sk, '/events?limit=50'))}`,
+            (res) => res.status === 200,
+          );
           console.log(`\n${label}: ${fmt(await countEvents(server.sql))} events; ${loadAverage()}`);
           console.log(`   POST /v1/track: ${fmt(r.requests.average)} requests/s, p99 ${r.latency.p99} ms (${failed} failed)`);
           console.log(`   timeline first page:  p50 ${first.p50.toFixed(2)} ms, p95 ${first.p95.toFixed(2)} ms`);
           console.log(`   timeline second page: p50 ${second.p50.toFixed(2)} ms, p95 ${second.p95.toFixed(2)} ms`);
-          console.log(`   (GET /events first page, counting every event of the project: p50 ${list.toFixed(1)} ms)`);
-          return { track: r.requests.average, trackP99: r.latency.p99, first, second };
+          console.log(`   GET /events first page (total exact): p50 ${list.p50.toFixed(2)} ms, p95 ${list.p95.toFixed(2)} ms`);
+          console.log(`   GET /events?name= first page (total exact): p50 ${listByName.p50.toFixed(2)} ms, p95 ${listByName.p95.toFixed(2)} ms`);
+          console.log(`   GET /events second page (no total): p50 ${listSecond.p50.toFixed(2)} ms, p95 ${listSecond.p95.toFixed(2)} ms`);
+          console.log(`   its total alone (the counters' sum in SQL): p50 ${counters.p50.toFixed(3)} ms, p95 ${counters.p95.toFixed(3)} ms`);
+          return { track: r.requests.average, trackP99: r.latency.p99, first, second, list, listByName, listSecond, counters };
         };
 
         const empty = await measure('empty table');
@@ -95,6 +110,10 @@ export async function run(args: string[]): Promise<void> {
         console.log(`   /v1/track throughput:  ${(loaded.track / empty.track).toFixed(2)}`);
         console.log(`   timeline first page:   ${(loaded.first.p50 / empty.first.p50).toFixed(2)} (p50)`);
         console.log(`   timeline second page:  ${(loaded.second.p50 / empty.second.p50).toFixed(2)} (p50)`);
+        console.log(`   GET /events first page: ${(loaded.list.p50 / empty.list.p50).toFixed(2)} (p50)`);
+        console.log(`   GET /events?name= first page: ${(loaded.listByName.p50 / empty.listByName.p50).toFixed(2)} (p50)`);
+        console.log(`   GET /events second page: ${(loaded.listSecond.p50 / empty.listSecond.p50).toFixed(2)} (p50)`);
+        console.log(`   its total alone:       ${(loaded.counters.p50 / empty.counters.p50).toFixed(2)} (p50)`);
         console.log(`\n${loadAverage()} (other processes on this machine skew every figure)`);
       } finally {
         await server.stop();
@@ -142,37 +161,50 @@ async function fill(sql: Sql, projectId: string, total: number): Promise<void> {
   }
 }
 
-/** Latency of sequential GET /events/contact/:id requests (one page of 50, the default sort). */
-async function timeline(sk: Api, contactId: string, cursor?: string): Promise<Latency> {
-  const url = `/events/contact/${contactId}?limit=50${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
+/** Median and p95 of TIMELINE_REQUESTS sequential runs of `fn`. */
+async function timed(fn: () => Promise<void>): Promise<Latency> {
   const times: number[] = [];
   for (let i = 0; i < TIMELINE_REQUESTS; i++) {
     const t0 = performance.now();
-    const res = await sk.get(url);
+    await fn();
     times.push(performance.now() - t0);
-    if (res.status !== 200 || res.body.data.length !== 50) throw new Error(`timeline: ${res.status} ${res.text.slice(0, 200)}`);
   }
   times.sort((a, b) => a - b);
   return { p50: times[Math.floor(times.length / 2)], p95: times[Math.floor(times.length * 0.95)] };
 }
 
-async function secondPageCursor(sk: Api, contactId: string): Promise<string> {
-  const res = await sk.get(`/events/contact/${contactId}?limit=50`);
-  return res.body.cursor as string;
+/** Latency of sequential GETs of `path`, each answer checked. */
+async function latency(sk: Api, path: string, check: (res: Res) => boolean): Promise<Latency> {
+  return timed(async () => {
+    const res = await sk.get(path);
+    if (!check(res)) throw new Error(`${path}: ${res.status} ${res.text.slice(0, 200)}`);
+  });
 }
 
-/** Median of a few GET /events first pages (they count the whole project's events). */
-async function projectList(sk: Api): Promise<number> {
-  const times: number[] = [];
-  for (let i = 0; i < 5; i++) {
-    const t0 = performance.now();
-    const res = await sk.get('/events?limit=50');
-    times.push(performance.now() - t0);
-    if (res.status !== 200) throw new Error(`events list: ${res.status}`);
-  }
-  return times.sort((a, b) => a - b)[2];
+/** GET /events/contact/:id requests (one page of 50, the default sort). */
+async function timeline(sk: Api, contactId: string, cursor?: string): Promise<Latency> {
+  const url = `/events/contact/${contactId}?limit=50${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
+  return latency(sk, url, (res) => res.status === 200 && res.body.data.length === 50);
 }
 
-async function countEvents(sql: Sql): Promise<number> {
-  return (await sql<{ n: number }>('SELECT count(*)::int AS n FROM events'))[0].n;
+/** The statement behind the first page's `total` (events/counts.ts), timed in SQL. */
+async function counterSum(sql: Sql, projectId: string): Promise<Latency> {
+  return timed(async () => {
+    await sql('SELECT coalesce(sum(count), 0)::bigint AS n FROM event_counts WHERE project_id = $1', [projectId]);
+  });
+}
+
+async function nextCursor(sk: Api, path: string): Promise<string> {
+  return (await sk.get(path)).body.cursor as string;
+}
+
+/** GET /events first pages, whose `total` must be the events counted. */
+async function projectList(sk: Api, path: string, expected: number): Promise<Latency> {
+  return latency(sk, path, (res) => res.status === 200 && res.body.total === expected);
+}
+
+async function countEvents(sql: Sql, projectId?: string, name?: string): Promise<number> {
+  const where = projectId === undefined ? '' : name === undefined ? ' WHERE project_id = $1' : ' WHERE project_id = $1 AND name = $2';
+  const values = [projectId, name].filter((v) => v !== undefined);
+  return (await sql<{ n: number }>(`SELECT count(*)::int AS n FROM events${where}`, values))[0].n;
 }

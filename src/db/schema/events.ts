@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { date, index, integer, jsonb, pgTable, primaryKey, smallint, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, date, index, integer, jsonb, pgTable, primaryKey, smallint, text, timestamp } from 'drizzle-orm/pg-core';
 import { contacts } from './contacts.ts';
 import { projects } from './users.ts';
 
@@ -78,4 +78,25 @@ export const eventNameContacts = pgTable(
     lastAt: timestamp('last_at', { withTimezone: true, mode: 'date' }).notNull(),
   },
   (t) => [primaryKey({ columns: [t.projectId, t.name, t.contactId] }), index('event_name_contacts_contact_idx').on(t.contactId)],
+);
+
+/**
+ * The exact number of events per project and name, for the `total` of GET /events (a count of the
+ * events themselves grows with the table). Kept by statement-level triggers on `events` defined in
+ * migration 0009 (every insert, delete and update, cascades included); dropping a partition fires no
+ * trigger, so events/partitions.ts subtracts the partition's rows before dropping it. In 16 shards
+ * (the writer's backend pid modulo 16) so that concurrent writers of one name do not queue on one row.
+ */
+export const eventCounts = pgTable(
+  'event_counts',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    shard: smallint('shard').notNull(),
+    /** Per shard; may be negative after deletions (the sum over the shards is the count). */
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.name, t.shard] })],
 );

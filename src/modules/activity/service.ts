@@ -42,7 +42,7 @@ export async function activityFeed(db: Db, projectId: string, q: ActivityQuery):
   if (types.length > 0 && types.length < ACTIVITY_TYPES.length) {
     filters.push(sql`(${sql.join(types.map(typeCondition), sql` OR `)})`);
   }
-  return pageOfEvents(db, filters, q.limit, q.cursor, toItem);
+  return pageOfEvents(db, filters, q.limit, q.cursor, { toItem });
 }
 
 /** The known types first, in their canonical order, then any other (future `email.*`) alphabetically. */

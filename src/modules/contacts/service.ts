@@ -192,7 +192,10 @@ export async function updateContactsData(
   return updated;
 }
 
-/** Permanent; the contact's events go with it (and out of the analytics rollups, same statement). */
+/**
+ * Permanent; the contact's events go with it (and out of the analytics rollups, same statement; out
+ * of the event counters by the trigger on `events`, events/counts.ts).
+ */
 export async function deleteContact(db: Db, projectId: string, contactId: string): Promise<void> {
   if (!CONTACT_ID.test(contactId)) throw notFound('contact', contactId);
   const { rowCount } = await db.execute(sql`

@@ -4,6 +4,7 @@ import { PREFIXED_ID } from '../../db/ids.ts';
 import { decodeCursor, encodeCursor } from '../../http/cursor.ts';
 import { badRequest } from '../../http/errors.ts';
 import { getContact } from '../contacts/service.ts';
+import { countEvents } from './counts.ts';
 import { isoMs, isoUs } from '../contacts/sql.ts';
 import { isReservedEventName } from './names.ts';
 import { type TimeRange, inRange, rangeEcho } from './range.ts';
@@ -45,6 +46,12 @@ const toEventRecord = (r: EventRow): EventRecord => ({
   createdAt: r.created_at,
 });
 
+export type PageOptions<T> = {
+  toItem?: (row: EventRow) => T;
+  /** The first page's `total`; by default the events matching the filters are counted. */
+  total?: () => Promise<number>;
+};
+
 /**
  * Newest first, keyset-paginated on (created_at, id) with the index that matches the filter:
  * (project_id, created_at, id), (project_id, name, created_at) or (contact_id, created_at, id).
@@ -55,8 +62,9 @@ export async function pageOfEvents<T = EventRecord>(
   filters: SQL[],
   limit: number,
   cursor: string | undefined,
-  toItem: (row: EventRow) => T = toEventRecord as (row: EventRow) => T,
+  options: PageOptions<T> = {},
 ): Promise<{ data: T[]; cursor?: string; hasMore: boolean; total: number }> {
+  const toItem = options.toItem ?? (toEventRecord as (row: EventRow) => T);
   const where = sql.join(filters, sql` AND `);
   const after = cursor ? timeCursor(cursor) : null;
   const keyset = after ? sql` AND (e.created_at, e.id) < (${after.at}::timestamptz, ${after.id})` : sql``;
@@ -67,25 +75,28 @@ export async function pageOfEvents<T = EventRecord>(
      WHERE ${where}${keyset}
      ORDER BY e.created_at DESC, e.id DESC
      LIMIT ${limit + 1}`);
-  const count = after ? null : db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM events AS e WHERE ${where}`);
-  const [{ rows }, counted] = await Promise.all([page, count]);
+  const countRows = async () => (await db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM events AS e WHERE ${where}`)).rows[0].n;
+  const [{ rows }, total] = await Promise.all([page, after ? 0 : (options.total ?? countRows)()]);
   const hasMore = rows.length > limit;
   const items = hasMore ? rows.slice(0, limit) : rows;
-  const list: { data: T[]; cursor?: string; hasMore: boolean; total: number } = {
-    data: items.map(toItem),
-    hasMore,
-    total: counted ? counted.rows[0].n : 0,
-  };
+  const list: { data: T[]; cursor?: string; hasMore: boolean; total: number } = { data: items.map(toItem), hasMore, total };
   const last = items.at(-1);
   if (hasMore && last) list.cursor = encodeCursor(last.sort_value, last.id);
   return list;
 }
 
+/**
+ * The project's events. Without a contact filter `total` comes from the event counters (counts.ts),
+ * whose cost does not grow with the table; a contact's events are few and are counted.
+ */
 export async function listEvents(db: Db, projectId: string, q: ListEventsQuery): Promise<EventList> {
   const filters: SQL[] = [sql`e.project_id = ${projectId}`];
   if (q.name !== undefined) filters.push(sql`e.name = ${q.name}`);
-  if (q.contactId !== undefined) filters.push(CONTACT_ID.test(q.contactId) ? sql`e.contact_id = ${q.contactId}` : sql`false`);
-  return pageOfEvents(db, filters, q.limit, q.cursor);
+  if (q.contactId !== undefined) {
+    filters.push(CONTACT_ID.test(q.contactId) ? sql`e.contact_id = ${q.contactId}` : sql`false`);
+    return pageOfEvents(db, filters, q.limit, q.cursor);
+  }
+  return pageOfEvents(db, filters, q.limit, q.cursor, { total: () => countEvents(db, projectId, q.name) });
 }
 
 /** Every event of one contact (404 CONTACT_NOT_FOUND for an unknown or foreign contact). */

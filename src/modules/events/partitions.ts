@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
-import { type Tx, withTransaction } from '../../db/client.ts';
+import { type Db, type Tx, withTransaction } from '../../db/client.ts';
+import { forgetPartition } from './counts.ts';
 
 /**
  * The monthly partitions of `events` (migration 0007 made the table partitioned by created_at):
@@ -73,6 +74,12 @@ export async function partitions(ctx: AppContext): Promise<{ name: string; start
   });
 }
 
+/** Under the partition lock: whether another process created (or dropped) it first. */
+async function partitionExists(tx: Db, name: string): Promise<boolean> {
+  const { rows } = await tx.execute<{ exists: boolean }>(sql`SELECT to_regclass(${name}) IS NOT NULL AS exists`);
+  return rows[0].exists;
+}
+
 async function underPartitionLock<T>(ctx: AppContext, fn: (t: Tx) => Promise<T>): Promise<T> {
   return withTransaction(ctx.database, async (t) => {
     await t.client.query(`SET LOCAL lock_timeout = '${LOCK_TIMEOUT}'`);
@@ -92,8 +99,7 @@ async function createPartition(ctx: AppContext, start: Date): Promise<boolean> {
   const table = sql.identifier(name);
   const [from, to] = [literal(start), literal(nextMonth(start))];
   return underPartitionLock(ctx, async ({ tx }) => {
-    const { rows } = await tx.execute<{ exists: boolean }>(sql`SELECT to_regclass(${name}) IS NOT NULL AS exists`);
-    if (rows[0].exists) return false;
+    if (await partitionExists(tx, name)) return false;
     await tx.execute(sql`LOCK TABLE events_default IN ACCESS EXCLUSIVE MODE`);
     await tx.execute(sql`CREATE TABLE ${table} (LIKE events INCLUDING DEFAULTS)`);
     await tx.execute(sql`
@@ -105,15 +111,18 @@ async function createPartition(ctx: AppContext, start: Date): Promise<boolean> {
   });
 }
 
-/** Drops the partitions whose whole month is older than the cutoff. */
+/** Drops the partitions whose whole month is older than the cutoff, their rows leaving the event counts (counts.ts). */
 async function dropExpiredPartitions(ctx: AppContext, cutoff: Date): Promise<string[]> {
   const dropped: string[] = [];
   for (const p of await partitions(ctx)) {
     if (p.end > cutoff) continue;
-    await underPartitionLock(ctx, async ({ tx }) => {
-      await tx.execute(sql`DROP TABLE IF EXISTS ${sql.identifier(p.name)}`);
+    const done = await underPartitionLock(ctx, async ({ tx }) => {
+      if (!(await partitionExists(tx, p.name))) return false;
+      await forgetPartition(tx, p.name);
+      await tx.execute(sql`DROP TABLE ${sql.identifier(p.name)}`);
+      return true;
     });
-    dropped.push(p.name);
+    if (done) dropped.push(p.name);
   }
   return dropped;
 }

@@ -17,7 +17,8 @@ export type NewEvent = {
 /**
  * The event insert as a named statement (planned once per connection): it runs on every tracked
  * event and every email state change. A tracked event is added to the analytics rollups in the same
- * statement (analytics/rollups.ts). $1 id, $2 project, $3 contact, $4 name, $5 data, $6 time.
+ * statement (analytics/rollups.ts); every event is added to the event counters by the trigger on
+ * `events` (events/counts.ts). $1 id, $2 project, $3 contact, $4 name, $5 data, $6 time.
  * Exported so the track benchmark issues the very same statement.
  */
 export const RECORD_EVENT_SQL = {
@@ -32,7 +33,8 @@ export const RECORD_EVENT_SQL = {
 /**
  * The one way an event row is written: tracked events and the events the service emits
  * (contact.subscribed/unsubscribed, email.*, segment.*). Pass the transaction's Drizzle
- * handle so the event commits with the change that caused it.
+ * handle so the event commits with the change that caused it. Here and in recordEvents and
+ * recordEventsWith, the event counters (events/counts.ts) follow by the trigger on `events`.
  */
 export async function recordEvent(db: Db, e: NewEvent): Promise<{ id: string; createdAt: Date }> {
   const id = prefixedId('evt');

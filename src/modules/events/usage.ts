@@ -3,6 +3,7 @@ import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
 import { badRequest, conflict } from '../../http/errors.ts';
 import { type EventNameUsers, usage } from '../usage/service.ts';
+import { countEvents } from './counts.ts';
 import { isReservedEventName } from './names.ts';
 import { forgetEventName } from '../analytics/rollups.ts';
 
@@ -13,11 +14,8 @@ export type EventUsage = EventNameUsers;
 const inUse = (u: EventUsage) => u.segments.length + u.workflows.length > 0;
 
 export async function eventUsage(db: Db, projectId: string, eventName: string): Promise<EventUsage & { eventCount: number; canDelete: boolean }> {
-  const [users, counted] = await Promise.all([
-    usage.eventNameUsers(db, projectId, eventName),
-    db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM events WHERE project_id = ${projectId} AND name = ${eventName}`),
-  ]);
-  return { ...users, eventCount: counted.rows[0].n, canDelete: !isReservedEventName(eventName) && !inUse(users) };
+  const [users, counted] = await Promise.all([usage.eventNameUsers(db, projectId, eventName), countEvents(db, projectId, eventName)]);
+  return { ...users, eventCount: counted, canDelete: !isReservedEventName(eventName) && !inUse(users) };
 }
 
 /**
@@ -31,6 +29,7 @@ export async function deleteEventName(ctx: AppContext, projectId: string, eventN
   return withTransaction(ctx.database, async ({ tx }) => {
     const users = await usage.eventNameUsers(tx, projectId, eventName);
     if (inUse(users)) throw conflict(`Event '${eventName}' is in use and cannot be deleted`, { eventName, ...users });
+    // The event counters follow by trigger (counts.ts).
     const { rowCount } = await tx.execute(sql`DELETE FROM events WHERE project_id = ${projectId} AND name = ${eventName}`);
     await forgetEventName(tx, projectId, eventName);
     return { deleted: rowCount ?? 0 };

@@ -60,7 +60,8 @@ export async function resetProject(ctx: AppContext, projectId: string): Promise<
     }
     // The emails' shared contents go with them (counted as part of the emails).
     await tx.execute(sql`DELETE FROM email_contents WHERE project_id = ${projectId}`);
-    // The analytics rollups of the events (analytics/rollups.ts) go with them.
+    // The analytics rollups of the events (analytics/rollups.ts) go with them; the event counters
+    // (events/counts.ts) followed the events' delete by trigger.
     await tx.execute(sql`DELETE FROM event_name_days WHERE project_id = ${projectId}`);
     await tx.execute(sql`DELETE FROM event_name_contacts WHERE project_id = ${projectId}`);
     // And those of the emails (analytics/outcome-rollups.ts).

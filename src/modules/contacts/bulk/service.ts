@@ -58,7 +58,10 @@ export async function setSubscribedMany(
   return { changed, found: rows.map((r) => r.id) };
 }
 
-/** Deletes many contacts of the project (their events go with them); returns the ids deleted. */
+/**
+ * Deletes many contacts of the project (their events go with them, out of the rollups in this
+ * statement and out of the event counters by trigger, events/counts.ts); returns the ids deleted.
+ */
 export async function deleteContactsMany(db: Db, projectId: string, contactIds: string[]): Promise<string[]> {
   const { rows } = await db.execute<{ id: string }>(
     sql`WITH forgotten AS (${forgetContactsEvents(projectId, textArray(contactIds))})
