@@ -1,6 +1,7 @@
 import { ConfigError, loadConfig } from './config.ts';
 import { queues } from './jobs/registry.ts';
 import { createLogger } from './logger.ts';
+import { keepMemoryReducerWorking } from './memory-reducer.ts';
 import { type Runtime, startRuntime } from './runtime.ts';
 import { StartupError, describeStartupFailure } from './startup-error.ts';
 
@@ -16,6 +17,7 @@ try {
 }
 
 const log = createLogger(config);
+keepMemoryReducerWorking();
 let runtime: Runtime | null = null;
 let stopping = false;
 

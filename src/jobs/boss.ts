@@ -39,6 +39,13 @@ export type EnqueueOptions = {
 
 const QUEUE_SETUP_LOCK = 728_145_002;
 
+/**
+ * Queues fed by a cron schedule poll less often: pg-boss places due cron jobs every 5 s, so a 2 s
+ * poll delays nothing anyone sees, and an idle worker then polls a third less often: its
+ * allocation rate falls below the one at which V8 shrinks an idle heap (bench/README.md § idle).
+ */
+const CRON_QUEUE_POLL_SECONDS = 2;
+
 export type Jobs = {
   /** pg-boss itself, for benchmarks and tests only: modules go through the functions below. */
   boss: PgBoss;
@@ -110,7 +117,8 @@ export async function startJobs(opts: {
       for (const q of opts.queues) {
         const batchSize = q.batchSize ?? 1;
         for (let i = 0; i < (q.workers ?? 1); i++) {
-          const workerId: string = await boss.work(q.name, { batchSize, pollingIntervalSeconds: opts.pollingIntervalSeconds ?? 0.5 }, async (jobs) => {
+          const pollingIntervalSeconds = q.cron ? CRON_QUEUE_POLL_SECONDS : (opts.pollingIntervalSeconds ?? 0.5);
+          const workerId: string = await boss.work(q.name, { batchSize, pollingIntervalSeconds }, async (jobs) => {
             if (q.batchHandler) {
               try {
                 await q.batchHandler(
