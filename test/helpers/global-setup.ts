@@ -36,7 +36,9 @@ export async function globalTeardown(): Promise<void> {
   const pidFile = path.join(dir, 'data', 'postmaster.pid');
   const pause = new Int32Array(new SharedArrayBuffer(4));
   for (const until = Date.now() + 30_000; existsSync(pidFile) && Date.now() < until;) Atomics.wait(pause, 0, 0, 50);
-  rmSync(dir, { recursive: true, force: true });
+  // Retried: a PostgreSQL process still exiting can add a file while the tree is removed (ENOTEMPTY),
+  // which once left a run's cluster half-deleted and without the pid file that marks it as ours.
+  rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
 }
 
 const PREFIX = 'herald-test-pg-';
