@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, lstatSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../src/db/connect.ts';
+import { freePort } from '../src/db/embedded.ts';
 import { createTestDatabase } from './helpers/server.ts';
 
 // Herald as a person runs it: `npm start` and `node src/main.ts` as real processes on an embedded
@@ -63,14 +63,6 @@ const alive = (pid: number) => {
     return false;
   }
 };
-
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as net.AddressInfo).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
 
 const noStack = (text: string) => assert.doesNotMatch(text, /^\s+at .+:\d+:\d+\)?$/m, `a stack trace was printed:\n${text}`);
 
