@@ -12,7 +12,7 @@ import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestDns } from '../test/helpers/dns-server.ts';
 import { verifyDomain } from '../test/helpers/domains.ts';
 import { startTestServer } from '../test/helpers/server.ts';
-import { autocannon, countingSink, fmt, printMachine, rawPoolRate, verdict, withBenchDatabase } from './lib.ts';
+import { autocannon, countingSink, fmt, postgresCpuMs, printMachine, rawPoolRate, verdict, withBenchDatabase } from './lib.ts';
 
 /**
  * Send benchmark.
@@ -172,11 +172,13 @@ async function deliveryThroughput(databaseUrl: string, dns: Awaited<ReturnType<t
     const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 200);
     const cpuBefore = process.cpuUsage();
     const mainBefore = process.threadCpuUsage();
+    const postgresBefore = postgresCpuMs();
     const start = performance.now();
     const worker = await startRuntime(config, { log: pino({ level: process.env.BENCH_LOG ?? 'silent' }) });
     await sink.until(total);
     const heraldCpu = cpuMsPer(process.cpuUsage(cpuBefore), total);
     const mainCpu = cpuMsPer(process.threadCpuUsage(mainBefore), total);
+    const postgresCpu = ((postgresCpuMs() - postgresBefore) / total).toFixed(2);
     const herald = total / ((performance.now() - start) / 1000);
     clearInterval(sampler);
     await worker.stop();
@@ -196,7 +198,9 @@ async function deliveryThroughput(databaseUrl: string, dns: Awaited<ReturnType<t
     sink.reset();
     const library = await libraryPipelineRate({ url: sink.url, poolSize, total, privateKeyPem: decryptPrivateKey(domain.key, config.jwtSecret) });
     console.log(`   Herald workers:       ${fmt(herald)} messages/s  (${fmt(sent)} SENT; peak RSS of the bench process ${fmt(peakRss / 2 ** 20)} MiB)`);
-    console.log(`                         CPU ${heraldCpu} ms per message in this process (all threads, the sink included), ${mainCpu} ms on the main thread`);
+    console.log(
+      `                         CPU ${heraldCpu} ms per message in this process (all threads, the sink included), ${mainCpu} ms on the main thread; PostgreSQL ${postgresCpu} ms`,
+    );
     console.log(`   raw nodemailer pool:  ${fmt(rawRate)} messages/s  (prebuilt messages)`);
     console.log(`   library pipeline:     ${fmt(library.rate)} messages/s  (liquidjs + html-to-text + MailComposer + mailauth DKIM, one thread, no database)`);
     console.log(`                         CPU ${library.cpuMs} ms per message (the sink included)`);
