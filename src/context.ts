@@ -8,6 +8,7 @@ import type { KeyCache } from './http/key-cache.ts';
 import type { Transport } from './mail/transport.ts';
 import type { DkimSigner } from './mail/dkim.ts';
 import type { ComposePool } from './render/compose-pool.ts';
+import type { Accepted } from './modules/emails/lifecycle.ts';
 
 export type Clock = { now: () => Date };
 
@@ -25,6 +26,12 @@ export type AppContext = {
   mailer: Transport;
   /** Worker threads for the CPU-heavy steps of a message: composing (with a hard time limit) and DKIM signing. */
   threads: { compose: ComposePool; dkim: DkimSigner };
+  /**
+   * Records a message the relay accepted; resolves once it is recorded. Shared by all delivery
+   * batches running in this process, so their accepted messages are written together
+   * (modules/emails/delivery/accepted.ts).
+   */
+  recordAccepted: (accepted: Accepted) => Promise<void>;
   dns: Resolver;
   log: Logger;
   clock: Clock;

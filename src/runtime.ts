@@ -12,6 +12,7 @@ import { hashLegacySecretKeys } from './http/api-keys.ts';
 import { createKeyCache } from './http/key-cache.ts';
 import { startJobs } from './jobs/boss.ts';
 import { queues } from './jobs/registry.ts';
+import { acceptedRecorder } from './modules/emails/delivery/accepted.ts';
 import { createTransport } from './mail/transport.ts';
 import { startWorkflowRunner } from './modules/workflows/jobs.ts';
 import { createComposePool } from './render/compose-pool.ts';
@@ -67,7 +68,19 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
     const runWorkers = config.processRole !== 'api';
     const jobs = await startJobs({ url: server.url, log, runWorkers, queues });
     stops.push(jobs.stop);
-    const ctx: AppContext = { config, database, jobs, keys, caches, mailer, threads, dns, log, clock: opts.clock ?? systemClock };
+    const ctx: AppContext = {
+      config,
+      database,
+      jobs,
+      keys,
+      caches,
+      mailer,
+      threads,
+      recordAccepted: acceptedRecorder(() => ctx),
+      dns,
+      log,
+      clock: opts.clock ?? systemClock,
+    };
     if (runWorkers) {
       await jobs.startWorkers(ctx);
       const runner = startWorkflowRunner(ctx);

@@ -122,3 +122,42 @@ describe('a /v1/send to 50 recipients stores its content once', () => {
     );
   });
 });
+
+describe('emails with large attachments are delivered one at a time per batch', () => {
+  test('two sends with different large attachments and one without, queued together: every message carries its own attachment', async () => {
+    // 400 KB of base64 each: over the 256 KB above which a batch reads attachments one email at a time.
+    const first = randomBytes(300_000);
+    const second = randomBytes(300_000);
+    const send = (to: string[], attachment: Buffer | null, name: string) =>
+      b.sk.post('/v1/send', {
+        to,
+        from: FROM,
+        subject: `${name} for {{email}}`,
+        body: `<p>${name}</p>`,
+        ...(attachment ? { attachments: [{ filename: `${name}.bin`, content: attachment.toString('base64'), contentType: 'application/octet-stream' }] } : {}),
+      });
+    const groups = [
+      { name: 'first', attachment: first, to: ['h1@example.org', 'h2@example.org', 'h3@example.org'] },
+      { name: 'plain', attachment: null, to: ['l1@example.org', 'l2@example.org', 'l3@example.org'] },
+      { name: 'second', attachment: second, to: ['k1@example.org', 'k2@example.org'] },
+    ];
+    const sent = await Promise.all(groups.map((g) => send(g.to, g.attachment, g.name)));
+    for (const res of sent) assert.equal(res.status, 200, res.text);
+    for (const [i, g] of groups.entries()) {
+      for (const [j, to] of g.to.entries()) {
+        const email = await waitForStatus(b.sk, sent[i].body.data.emails[j].email, ['SENT']);
+        assert.equal(email.subject, `${g.name} for ${to}`);
+        const msg = env.sink.messages.find((m) => m.envelope.to.includes(to));
+        assert.ok(msg, `a message reached ${to}`);
+        assert.equal(msg.parsed.subject, `${g.name} for ${to}`);
+        if (!g.attachment) {
+          assert.equal(msg.parsed.attachments.length, 0, `${to} got no attachment`);
+          continue;
+        }
+        assert.equal(msg.parsed.attachments.length, 1);
+        assert.equal(msg.parsed.attachments[0].filename, `${g.name}.bin`);
+        assert.ok(msg.parsed.attachments[0].content.equals(g.attachment), `${to} got its own attachment intact`);
+      }
+    }
+  });
+});

@@ -11,9 +11,8 @@ import { sendingBlocked } from '../../reputation/guard.ts';
 import { recordBounce } from '../../suppressions/feedback.ts';
 import { suppressedAmong } from '../../suppressions/service.ts';
 import { type ProjectForMail, projectForMail } from '../../projects/settings.ts';
-import { acceptedRecorder } from './accepted.ts';
 import { composeMessage } from './compose.ts';
-import { type StoredContent, contentsOf } from './content.ts';
+import { type StoredContent, contentsOf, fullContent } from './content.ts';
 import { logOutcome } from './log.ts';
 import { DELIVERY_QUEUE } from './queue-name.ts';
 import {
@@ -87,7 +86,6 @@ export async function deliverBatch(ctx: AppContext, items: Payload[]): Promise<v
 /** Checks, composes, sends and records each claimed email, at its reserved slot; `held` loses each email as it is settled. */
 async function sendClaimed(ctx: AppContext, claimed: ClaimedEmail[], slots: Map<string, Date>, held: Map<string, ClaimedEmail>): Promise<void> {
   const contents = await contentsOf(ctx, claimed);
-  const recordAccepted = acceptedRecorder(ctx);
   for (const [projectId, batch] of groupBy(claimed, (e) => e.projectId)) {
     const blocked = await sendingBlocked(ctx, projectId);
     const project = await projectForMail(ctx, projectId);
@@ -101,22 +99,31 @@ async function sendClaimed(ctx: AppContext, claimed: ClaimedEmail[], slots: Map<
       projectId,
       batch.flatMap((e) => (e.contactId ? [e.contactId] : [])),
     );
-    await Promise.all(
-      batch.map(async (email) => {
-        const wait = slots.get(email.id)!.getTime() - Date.now();
-        if (wait > 0) await sleep(wait);
-        const contact = email.contactId ? (contacts.get(email.contactId) ?? null) : null;
-        try {
-          const done = await sendOne(ctx, email, contents.get(email.contentId)!, contact, project, {
-            blocked,
-            suppressed: suppressed.has(email.toEmail),
-          });
-          if (done) await recordAccepted(done);
-        } finally {
-          held.delete(email.id);
-        }
-      }),
-    );
+    const sendAt = async (email: ClaimedEmail, content: () => StoredContent | Promise<StoredContent>) => {
+      const wait = slots.get(email.id)!.getTime() - Date.now();
+      if (wait > 0) await sleep(wait);
+      const contact = email.contactId ? (contacts.get(email.contactId) ?? null) : null;
+      try {
+        const done = await sendOne(ctx, email, await content(), contact, project, {
+          blocked,
+          suppressed: suppressed.has(email.toEmail),
+        });
+        if (done) await ctx.recordAccepted(done);
+      } finally {
+        held.delete(email.id);
+      }
+    };
+    // Emails with large attachments go one at a time, each reading its content (and the last one
+    // read kept for the next email that shares it), beside the others: a batch never holds more
+    // than one large message.
+    const heavy = batch.filter((e) => contents.get(e.contentId)!.heavy);
+    const oneByOne = async () => {
+      let last: StoredContent | null = null;
+      for (const email of heavy) {
+        await sendAt(email, async () => (last = last?.id === email.contentId ? last : await fullContent(ctx, email.contentId)));
+      }
+    };
+    await Promise.all([...batch.filter((e) => !contents.get(e.contentId)!.heavy).map((e) => sendAt(e, () => contents.get(e.contentId)!)), oneByOne()]);
   }
 }
 
@@ -210,7 +217,7 @@ export const deliveryQueue: QueueDef<Payload> = {
       ctx,
       items.map((i) => i.data),
     ),
-  batchSize: 25,
+  batchSize: 100,
   workers: 4,
   retryLimit: 10,
   retryDelaySeconds: 10,
