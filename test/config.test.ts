@@ -1,13 +1,20 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { describe, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import { ConfigError, envSchema, loadConfig, maskUrlPassword } from '../src/config.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-const base = () => ({ DATA_DIR: mkdtempSync(path.join(tmpdir(), 'herald-config-')), JWT_SECRET: 'x'.repeat(32) });
+const dataDirs: string[] = [];
+const base = () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'herald-config-'));
+  dataDirs.push(dir);
+  return { DATA_DIR: dir, JWT_SECRET: 'x'.repeat(32) };
+};
+after(() => {
+  for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
+});
 
 function configError(env: Record<string, string>): string {
   try {

@@ -18,7 +18,7 @@ before(async () => {
   await verifyDomain(p.sk, mail.dns, DOMAIN);
 });
 after(async () => {
-  workers.killAll();
+  await workers.killAll();
   await mail?.stop();
 });
 

@@ -9,7 +9,7 @@ import { type Api, createApi } from './helpers/http.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
 import { buildWorkflow, waitFor } from './helpers/workflows.ts';
-import { spawnHerald } from './helpers/worker-process.ts';
+import { killed, spawnHerald } from './helpers/worker-process.ts';
 
 /**
  * Scale-out, as operations.md promises: two API processes and two worker processes on one
@@ -69,7 +69,7 @@ describe('two API and two worker processes on one database', () => {
     pk.push(p.pk, second.as({ key: p.project.publicKey }));
   });
   after(async () => {
-    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    await Promise.all(children.map(killed));
     await server?.stop();
     await sink?.stop();
     await dns?.stop();

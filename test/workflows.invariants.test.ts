@@ -43,7 +43,7 @@ describe('a worker killed mid-batch', () => {
     await verifyDomain(p.sk, dns, DOMAIN);
   });
   after(async () => {
-    workers.killAll();
+    await workers.killAll();
     await server?.stop();
     await sink?.stop();
     await dns?.stop();

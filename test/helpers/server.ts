@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -67,6 +67,7 @@ export async function startTestServer(env: Record<string, string> = {}, opts: { 
     stop: async () => {
       await pool.end();
       await runtime.stop();
+      await rm(dataDir, { recursive: true, force: true });
     },
   };
 }

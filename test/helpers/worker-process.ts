@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -34,9 +35,19 @@ export async function spawnHerald(role: 'api' | 'worker', opts: ProcessOptions):
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  child.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
   child.stdout?.on('data', (d: Buffer) => opts.logs.push(d.toString()));
   child.stderr?.on('data', (d: Buffer) => opts.logs.push(d.toString()));
   return child;
+}
+
+/** Kills `child` (SIGKILL) and resolves once it has exited, its DATA_DIR removed. */
+export function killed(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill('SIGKILL');
+  });
 }
 
 /** A `PROCESS_ROLE=worker` Herald process (see spawnHerald). */
@@ -53,8 +64,6 @@ export function workerProcesses(env: () => { databaseUrl: string; smtpUrl: strin
       children.push(child);
       return child;
     },
-    killAll: () => {
-      for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
-    },
+    killAll: () => Promise.all(children.map(killed)),
   };
 }
