@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { mkdtemp, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -154,6 +155,7 @@ async function startWorker(databaseUrl: string, env: Record<string, string>): Pr
   // PROBE=<file> adds `--import <file>` (as in bench idle: a script that prints where memory sits).
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
   const probe = process.env.PROBE ? ['--import', process.env.PROBE] : [];
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'herald-bench-worker-'));
   const child = spawn(process.execPath, [...START_FLAGS, ...profile, ...probe, 'src/main.ts'], {
     cwd: ROOT,
     env: {
@@ -163,12 +165,13 @@ async function startWorker(databaseUrl: string, env: Record<string, string>): Pr
       DATABASE_URL: databaseUrl,
       PROCESS_ROLE: 'worker',
       JWT_SECRET: 'test-secret-0123456789abcdef',
-      DATA_DIR: await mkdtemp(path.join(os.tmpdir(), 'herald-bench-worker-')),
+      DATA_DIR: dataDir,
       LOG_LEVEL: 'info',
       NODE_COMPILE_CACHE: startCompileCache(ROOT),
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+  child.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
   await new Promise<void>((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (d: Buffer) => {

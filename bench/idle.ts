@@ -1,11 +1,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../src/db/embedded.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
+import { removeDataDir } from '../test/helpers/data-dir.ts';
 import { createApi } from '../test/helpers/http.ts';
 import { START_FLAGS, fmt, printMachine, startCompileCache, verdict } from './lib.ts';
 
@@ -119,6 +120,6 @@ export async function run(args: string[]): Promise<void> {
     row(`Herald ${quietSeconds} s after the last email`, afterWork, true);
   } finally {
     await stop(herald);
-    await rm(dataDir, { recursive: true, force: true });
+    await removeDataDir(dataDir);
   }
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, lstatSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -8,6 +8,7 @@ import { after, describe, test } from 'node:test';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../src/db/connect.ts';
 import { freePort } from '../src/db/embedded.ts';
+import { removeDataDir } from './helpers/data-dir.ts';
 import { createTestDatabase } from './helpers/server.ts';
 
 // Herald as a person runs it: `npm start` and `node src/main.ts` as real processes on an embedded
@@ -74,8 +75,7 @@ async function privateDataDir(): Promise<string> {
 }
 after(async () => {
   for (const dir of dirs) {
-    const link = path.join(dir, 'data', 'postgres');
-    if (existsSync(link) && lstatSync(link).isSymbolicLink()) await rm(realpathSync(link), { recursive: true, force: true });
+    await removeDataDir(path.join(dir, 'data'));
     await rm(dir, { recursive: true, force: true });
   }
 });
