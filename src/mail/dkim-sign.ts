@@ -1,4 +1,5 @@
-import { dkimSign } from 'mailauth';
+// The signer alone: the package's index also loads SPF, DMARC, ARC and BIMI (a thread that only signs holds ~6 MB less heap).
+import { dkimSign } from 'mailauth/lib/dkim/sign.js';
 
 export type DkimSignRequest = { raw: Buffer; domain: string; selector: string; privateKeyPem: string };
 
