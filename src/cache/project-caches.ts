@@ -41,8 +41,6 @@ export type ProjectCaches = {
   trackedSegments: TtlCache<boolean>;
   /** Verified sender domains by address domain, with their decrypted DKIM key (/v1/send and every delivered message ask). */
   senders: TtlCache<SenderDomainEntry>;
-  /** The project's tracking setting (composed messages ask). */
-  trackingModes: TtlCache<'ENABLED' | 'DISABLED' | 'MARKETING_ONLY'>;
   /** Drops everything cached about the project in this process. */
   evictProject: (projectId: string) => void;
 };
@@ -52,15 +50,12 @@ export type SenderDomainEntry = { id: string; domain: string; dkimSelector: stri
 export function createProjectCaches(): ProjectCaches {
   const trackedSegments = new TtlCache<boolean>({ ttlMs: 5_000, max: 10_000 });
   const senders = new TtlCache<SenderDomainEntry>({ ttlMs: 10_000, max: 10_000 });
-  const trackingModes = new TtlCache<'ENABLED' | 'DISABLED' | 'MARKETING_ONLY'>({ ttlMs: 5_000, max: 10_000 });
   return {
     trackedSegments,
     senders,
-    trackingModes,
     evictProject: (projectId) => {
       trackedSegments.evictProject(projectId);
       senders.evictProject(projectId);
-      trackingModes.evictProject(projectId);
     },
   };
 }

@@ -53,7 +53,7 @@ export async function composeMessage(
     body: content.bodySource,
     vars,
     footer,
-    tracking: await trackingOptions(ctx, email),
+    tracking: trackingOptions(ctx, email, project.tracking),
     message: {
       messageId,
       date: ctx.clock.now(),

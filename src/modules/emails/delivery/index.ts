@@ -6,7 +6,7 @@ import type { QueueDef } from '../../../jobs/boss.ts';
 import { RenderLimitError, TemplateRenderError, TemplateSyntaxError } from '../../../render/engine.ts';
 import { getContactsByIds } from '../../contacts/batch.ts';
 import type { ContactRecord } from '../../contacts/service.ts';
-import { SenderNotVerifiedError, senderDomainFor } from '../../domains/sender.ts';
+import { type SenderDomain, SenderNotVerifiedError, emailDomain, senderDomainFor } from '../../domains/sender.ts';
 import { sendingBlocked } from '../../reputation/guard.ts';
 import { recordBounce } from '../../suppressions/feedback.ts';
 import { suppressedAmong } from '../../suppressions/service.ts';
@@ -99,6 +99,15 @@ async function sendClaimed(ctx: AppContext, claimed: ClaimedEmail[], slots: Map<
       projectId,
       batch.flatMap((e) => (e.contactId ? [e.contactId] : [])),
     );
+    // One sender lookup per from-domain and batch: the batch's messages start together, and each
+    // would miss a cache that is cold or has just expired.
+    const senders = new Map<string, Promise<SenderDomain>>();
+    const senderOf = (fromEmail: string) => {
+      const domain = emailDomain(fromEmail);
+      let found = senders.get(domain);
+      if (!found) senders.set(domain, (found = senderDomainFor(ctx, projectId, fromEmail)));
+      return found;
+    };
     const sendAt = async (email: ClaimedEmail, content: () => StoredContent | Promise<StoredContent>) => {
       const wait = slots.get(email.id)!.getTime() - Date.now();
       if (wait > 0) await sleep(wait);
@@ -107,6 +116,7 @@ async function sendClaimed(ctx: AppContext, claimed: ClaimedEmail[], slots: Map<
         const done = await sendOne(ctx, email, await content(), contact, project, {
           blocked,
           suppressed: suppressed.has(email.toEmail),
+          senderOf,
         });
         if (done) await ctx.recordAccepted(done);
       } finally {
@@ -137,7 +147,7 @@ async function sendOne(
   content: StoredContent,
   contact: ContactRecord | null,
   project: ProjectForMail,
-  state: { blocked: string | null; suppressed: boolean },
+  state: { blocked: string | null; suppressed: boolean; senderOf: (fromEmail: string) => Promise<SenderDomain> },
 ): Promise<Accepted | null> {
   const refusal = state.blocked
     ? (['FAILED', state.blocked] as const)
@@ -154,7 +164,7 @@ async function sendOne(
 
   let composed;
   try {
-    const sender = await senderDomainFor(ctx, email.projectId, email.fromEmail);
+    const sender = await state.senderOf(email.fromEmail);
     composed = await composeMessage(ctx, email, content, contact, sender, project);
   } catch (err) {
     const known =
