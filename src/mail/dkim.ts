@@ -1,6 +1,6 @@
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { IDLE_THREAD_MS, idleTimer } from '../render/idle-timer.ts';
+import { IDLE_THREAD_MS, THREAD_YOUNG_GENERATION_MB, idleTimer } from '../render/idle-timer.ts';
 
 export type DkimKey = { domain: string; selector: string; privateKeyPem: string };
 
@@ -35,7 +35,7 @@ export function createDkimSigner(size = Math.max(1, Math.min(4, os.availablePara
   const pool = (): Worker[] => {
     if (workers.length > 0) return workers;
     workers = Array.from({ length: size }, () => {
-      const w = new Worker(new URL('./dkim-worker.ts', import.meta.url));
+      const w = new Worker(new URL('./dkim-worker.ts', import.meta.url), { resourceLimits: { maxYoungGenerationSizeMb: THREAD_YOUNG_GENERATION_MB } });
       w.on('message', (m: { id: number; signatures: string | null; error: string | null }) => {
         const p = pending.get(m.id);
         pending.delete(m.id);

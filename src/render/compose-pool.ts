@@ -3,7 +3,7 @@ import { Worker } from 'node:worker_threads';
 import type { ComposedHtml, ComposeHtmlInput } from './compose-html.ts';
 import { RENDER_LIMITS, RenderLimitError } from './limits.ts';
 import { TemplateRenderError, TemplateSyntaxError } from './engine.ts';
-import { IDLE_THREAD_MS, idleTimer } from './idle-timer.ts';
+import { IDLE_THREAD_MS, THREAD_YOUNG_GENERATION_MB, idleTimer } from './idle-timer.ts';
 
 type Job = { input: ComposeHtmlInput; resolve: (r: ComposedHtml) => void; reject: (e: Error) => void };
 type Reply = { id: number; started?: true; result?: ComposedHtml; error?: { name: string; message: string; field?: string } };
@@ -69,7 +69,7 @@ export function createComposePool(
   let nextId = 0;
 
   function spawn(slot: Slot): Worker {
-    const worker = new Worker(new URL('./compose-worker.ts', import.meta.url));
+    const worker = new Worker(new URL('./compose-worker.ts', import.meta.url), { resourceLimits: { maxYoungGenerationSizeMb: THREAD_YOUNG_GENERATION_MB } });
     worker.on('message', (m: Reply) => {
       if (slot.worker !== worker) return;
       if (m.started) return startClock(slot, m.id);
