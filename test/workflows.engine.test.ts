@@ -378,4 +378,55 @@ describe('workflow engine', () => {
     await new Promise((r) => setTimeout(r, 400));
     assert.equal((await execOf(wf.id, 'max@people.test')).length, 0);
   });
+
+  test('delivered mail drives workflows: email.sent enrols each contact once, two emails to one contact included, and resumes a wait for it', async () => {
+    const onSent = await buildWorkflow(p.sk, {
+      eventName: 'email.sent',
+      steps: [{ key: 'hold', type: 'WAIT_FOR_EVENT', config: { eventName: 'never_happens', timeout: 3600 } }],
+      edges: [['trigger', 'hold']],
+    });
+    const waits = await buildWorkflow(p.sk, {
+      eventName: 'trial_begins',
+      steps: [
+        { key: 'wait', type: 'WAIT_FOR_EVENT', config: { eventName: 'email.sent', timeout: 3600 } },
+        { key: 'mark', type: 'UPDATE_CONTACT', config: { data: { gotMail: true } } },
+      ],
+      edges: [
+        ['trigger', 'wait'],
+        ['wait', 'mark', 'event'],
+      ],
+    });
+    await track('dee@mailflow.test', 'trial_begins');
+    await statusIs(waits.id, 'dee@mailflow.test', ['WAITING']);
+
+    // Two sends at once: ann gets two emails, which may be recorded in one statement.
+    const sends = await Promise.all([
+      p.sk.post('/v1/send', { to: ['ann@mailflow.test', 'bob@mailflow.test', 'dee@mailflow.test'], from: FROM, subject: 'One', body: '<p>1</p>' }),
+      p.sk.post('/v1/send', { to: 'ann@mailflow.test', from: FROM, subject: 'Two', body: '<p>2</p>' }),
+    ]);
+    for (const res of sends) assert.equal(res.status, 200, res.text);
+    await waitFor('all four messages', async () => ['ann', 'bob', 'dee'].reduce((n, who) => n + received(`${who}@mailflow.test`).length, 0) === 4);
+    await waitFor('every email recorded as sent', async () => {
+      const [row] = await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM emails WHERE to_email LIKE '%@mailflow.test' AND status = 'SENT'`);
+      return row.n === 4;
+    });
+
+    for (const who of ['ann', 'bob', 'dee']) await statusIs(onSent.id, `${who}@mailflow.test`, ['WAITING']);
+    assert.deepEqual(
+      (await executions(onSent.id)).filter((e) => e.email.endsWith('@mailflow.test')).map((e) => e.email),
+      ['ann@mailflow.test', 'bob@mailflow.test', 'dee@mailflow.test'],
+      'one execution per contact, however many emails it was sent',
+    );
+    const [{ count }] = await server.sql<{ count: number }>(
+      `SELECT count(*)::int AS count FROM events e JOIN contacts c ON c.id = e.contact_id WHERE c.email = 'ann@mailflow.test' AND e.name = 'email.sent'`,
+    );
+    assert.equal(count, 2, 'both of ann’s emails were recorded as events');
+
+    const dee = await statusIs(waits.id, 'dee@mailflow.test', ['COMPLETED']);
+    assert.equal((await stepRows(dee.id)).find((r) => r.step_id === waits.steps.wait)?.output?.branch, 'event');
+    const [contact] = await server.sql<{ data: Record<string, unknown> }>('SELECT data FROM contacts WHERE id = $1', [dee.contact_id]);
+    assert.equal(contact.data.gotMail, true);
+
+    for (const wf of [onSent, waits]) assert.equal((await p.sk.patch(`/workflows/${wf.id}`, { enabled: false })).status, 200);
+  });
 });
