@@ -11,7 +11,7 @@ import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestDns } from '../test/helpers/dns-server.ts';
 import { verifyDomain } from '../test/helpers/domains.ts';
 import { startTestServer } from '../test/helpers/server.ts';
-import { START_FLAGS, fmt, printMachine, startCompileCache, verdict, withBenchDatabase, rawPoolRate, countingSink } from './lib.ts';
+import { START_FLAGS, fmt, printMachine, startCompileCache, prepareMallocTrim, verdict, withBenchDatabase, rawPoolRate, countingSink } from './lib.ts';
 
 /**
  * Campaign benchmark (b): one MARKETING campaign to N contacts (default 100,000), delivered by one
@@ -45,6 +45,7 @@ export async function run(args: string[]): Promise<void> {
   const poolSize = arg(args, 'pool', 5);
   const workers = arg(args, 'workers', 1);
   printMachine('Herald campaign benchmark');
+  prepareMallocTrim();
   const dns = await startTestDns();
   const sink = await countingSink();
   try {

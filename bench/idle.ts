@@ -8,7 +8,7 @@ import { freePort } from '../src/db/embedded.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { removeDataDir } from '../test/helpers/data-dir.ts';
 import { createApi } from '../test/helpers/http.ts';
-import { START_FLAGS, fmt, printMachine, startCompileCache, verdict } from './lib.ts';
+import { START_FLAGS, fmt, printMachine, startCompileCache, prepareMallocTrim, verdict } from './lib.ts';
 
 /**
  * `npm run bench -- idle [--emails=N] [--quiet-seconds=S]`: the memory of one idle Herald process
@@ -47,6 +47,7 @@ export async function run(args: string[]): Promise<void> {
   const emails = opt('emails', 2000);
   const quietSeconds = opt('quiet-seconds', 70);
   printMachine(`bench idle: RSS of \`npm start\` (API + worker, PostgreSQL excluded), ${fmt(emails)} emails delivered in between`);
+  prepareMallocTrim();
 
   const bare = await bareNodeRss();
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'herald-bench-idle-'));

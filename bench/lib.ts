@@ -7,6 +7,7 @@ import { performance } from 'node:perf_hooks';
 import nodemailer from 'nodemailer';
 import { SMTPServer } from 'smtp-server';
 import { startEmbeddedPostgres } from '../src/db/connect.ts';
+import { buildMallocTrim } from '../src/native/malloc-trim.ts';
 
 /** Shared pieces of the benchmarks: the machine line, a throw-away PostgreSQL, autocannon, number format. */
 
@@ -99,6 +100,12 @@ export const autocannon = createRequire(import.meta.url)('autocannon') as Autoca
 /** What `npm start` (package.json) gives Node, so benchmarks measure Herald as users run it. */
 export const START_FLAGS = ['--max-semi-space-size=16'];
 export const startCompileCache = (root: string) => process.env.NODE_COMPILE_CACHE ?? path.join(root, 'node_modules/.cache/herald-compile');
+
+/** As `npm start`'s prestart: builds the malloc_trim addon the started Herald loads, and prints whether it will trim. */
+export function prepareMallocTrim(): void {
+  const outcome = buildMallocTrim();
+  console.log(`malloc_trim helper: ${outcome.built ? 'built (Herald trims every 10 s)' : `not built, Herald will not trim: ${outcome.reason}`}`);
+}
 
 export const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 

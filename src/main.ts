@@ -2,6 +2,7 @@ import { ConfigError, loadConfig } from './config.ts';
 import { queues } from './jobs/registry.ts';
 import { createLogger } from './logger.ts';
 import { keepMemoryReducerWorking } from './memory-reducer.ts';
+import { trimMallocPeriodically } from './native/malloc-trim.ts';
 import { type Runtime, startRuntime } from './runtime.ts';
 import { StartupError, describeStartupFailure } from './startup-error.ts';
 
@@ -18,6 +19,7 @@ try {
 
 const log = createLogger(config);
 keepMemoryReducerWorking();
+const mallocTrim = trimMallocPeriodically();
 let runtime: Runtime | null = null;
 let stopping = false;
 
@@ -71,7 +73,7 @@ const mail = config.smtpUrl
   : 'captured, not delivered (SMTP_URL is not set): read it with GET /emails/:id/raw; send from any address @sandbox.herald.test without setting up a domain';
 const workers = config.processRole === 'api' ? 0 : queues.reduce((n, q) => n + (q.workers ?? 1), 0);
 log.info(
-  { url: config.publicUrl, database: runtime.databaseLocation, mail: config.smtpUrl ? 'smtp' : 'capture', role: config.processRole, workers },
+  { url: config.publicUrl, database: runtime.databaseLocation, mail: config.smtpUrl ? 'smtp' : 'capture', role: config.processRole, workers, mallocTrim },
   [
     runtime.app ? `Herald listening on ${config.publicUrl}` : 'Herald worker started',
     `database: ${runtime.databaseLocation}`,

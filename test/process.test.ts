@@ -8,6 +8,7 @@ import { after, describe, test } from 'node:test';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../src/db/connect.ts';
 import { freePort } from '../src/db/embedded.ts';
+import { hasGlibc } from '../src/native/malloc-trim.ts';
 import { removeDataDir } from './helpers/data-dir.ts';
 import { createTestDatabase } from './helpers/server.ts';
 
@@ -87,6 +88,12 @@ describe('start and stop', () => {
     const npm = launch('npm', ['start', '--silent'], { DATA_DIR: dataDir, PORT: String(port) });
     const pid = await listening(npm);
     assert.notEqual(pid, npm.child.pid);
+    // prestart built the malloc_trim addon and Herald loaded it.
+    const started = npm
+      .out()
+      .split('\n')
+      .find((l) => l.includes('Herald listening on'))!;
+    assert.equal((JSON.parse(started) as { mallocTrim?: boolean }).mallocTrim, hasGlibc());
     const health = await fetch(`http://127.0.0.1:${port}/health`);
     assert.equal(health.status, 200);
 
