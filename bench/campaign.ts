@@ -11,7 +11,7 @@ import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestDns } from '../test/helpers/dns-server.ts';
 import { verifyDomain } from '../test/helpers/domains.ts';
 import { startTestServer } from '../test/helpers/server.ts';
-import { START_FLAGS, fmt, printMachine, startCompileCache, prepareMallocTrim, verdict, withBenchDatabase, rawPoolRate, countingSink } from './lib.ts';
+import { fmt, printMachine, startCompileCache, prepareMallocTrim, startFlags, verdict, withBenchDatabase, rawPoolRate, countingSink } from './lib.ts';
 
 /**
  * Campaign benchmark (b): one MARKETING campaign to N contacts (default 100,000), delivered by one
@@ -157,7 +157,7 @@ async function startWorker(databaseUrl: string, env: Record<string, string>): Pr
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
   const probe = process.env.PROBE ? ['--import', process.env.PROBE] : [];
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'herald-bench-worker-'));
-  const child = spawn(process.execPath, [...START_FLAGS, ...profile, ...probe, 'src/main.ts'], {
+  const child = spawn(process.execPath, [...startFlags('worker'), ...profile, ...probe, 'src/main.ts'], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH,

@@ -8,7 +8,7 @@ import { freePort } from '../src/db/embedded.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { removeDataDir } from '../test/helpers/data-dir.ts';
 import { createApi } from '../test/helpers/http.ts';
-import { START_FLAGS, fmt, printMachine, startCompileCache, prepareMallocTrim, verdict } from './lib.ts';
+import { fmt, printMachine, prepareMallocTrim, startCompileCache, startFlags, verdict } from './lib.ts';
 
 /**
  * `npm run bench -- idle [--emails=N] [--quiet-seconds=S]`: the memory of one idle Herald process
@@ -20,7 +20,7 @@ import { START_FLAGS, fmt, printMachine, startCompileCache, prepareMallocTrim, v
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 // As in `npm start`; PROBE=<file> adds `--import <file>` (e.g. a script printing process.memoryUsage()).
-const NODE_FLAGS = [...START_FLAGS, ...(process.env.PROBE ? ['--import', process.env.PROBE] : [])];
+const NODE_FLAGS = [...startFlags('all'), ...(process.env.PROBE ? ['--import', process.env.PROBE] : [])];
 const TARGET_MB = 150;
 const COMPILE_CACHE = startCompileCache(ROOT);
 

@@ -97,8 +97,8 @@ export type AutocannonResult = {
 export type Autocannon = (opts: Record<string, unknown>) => Promise<AutocannonResult>;
 export const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
-/** What `npm start` (package.json) gives Node, so benchmarks measure Herald as users run it. */
-export const START_FLAGS = ['--max-semi-space-size=16'];
+/** What `npm start` (package.json) gives Node for a PROCESS_ROLE, so benchmarks measure Herald as users run it. */
+export const startFlags = (role: 'all' | 'api' | 'worker') => [`--max-semi-space-size=${role === 'worker' ? 4 : 16}`];
 export const startCompileCache = (root: string) => process.env.NODE_COMPILE_CACHE ?? path.join(root, 'node_modules/.cache/herald-compile');
 
 /** As `npm start`'s prestart: builds the malloc_trim addon the started Herald loads, and prints whether it will trim. */

@@ -66,6 +66,9 @@ const alive = (pid: number) => {
   }
 };
 
+/** The command line a process was started with. */
+const nodeArgs = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+
 const noStack = (text: string) => assert.doesNotMatch(text, /^\s+at .+:\d+:\d+\)?$/m, `a stack trace was printed:\n${text}`);
 
 const dirs: string[] = [];
@@ -94,6 +97,7 @@ describe('start and stop', () => {
       .split('\n')
       .find((l) => l.includes('Herald listening on'))!;
     assert.equal((JSON.parse(started) as { mallocTrim?: boolean }).mallocTrim, hasGlibc());
+    assert.ok(nodeArgs(pid).includes('--max-semi-space-size=16'), nodeArgs(pid).join(' '));
     const health = await fetch(`http://127.0.0.1:${port}/health`);
     assert.equal(health.status, 200);
 
@@ -149,6 +153,21 @@ describe('start and stop', () => {
     assert.equal((await fetch(`http://127.0.0.1:${port}/health`)).status, 200);
     next.child.kill('SIGINT');
     assert.equal(await next.exited, 0);
+  });
+
+  test('npm start gives a PROCESS_ROLE=worker process a smaller young generation', async () => {
+    const npm = launch('npm', ['start', '--silent'], { DATA_DIR: await privateDataDir(), DATABASE_URL: await createTestDatabase(), PROCESS_ROLE: 'worker' });
+    const line = await until('the worker started line', () => {
+      if (npm.child.exitCode !== null) assert.fail(`exited early: ${npm.out()}${npm.err()}`);
+      return npm
+        .out()
+        .split('\n')
+        .find((l) => l.includes('Herald worker started'));
+    });
+    const { pid } = JSON.parse(line) as { pid: number };
+    assert.ok(nodeArgs(pid).includes('--max-semi-space-size=4'), nodeArgs(pid).join(' '));
+    npm.child.kill('SIGTERM');
+    assert.equal(await npm.exited, 0);
   });
 
   test('a DATA_DIR from before (superuser password "herald", tables owned by the superuser) keeps working', async () => {
