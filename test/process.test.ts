@@ -45,17 +45,20 @@ async function until<T>(what: string, fn: () => T | undefined | false, ms = WAIT
   }
 }
 
-/** The pid of the Herald process that logged it is listening (JSON logs carry the pid). */
-async function listening(p: Proc): Promise<number> {
-  const line = await until('the listening line', () => {
+/** The first JSON log line containing `text`, once the process has logged it (it carries the pid). */
+async function logged(p: Proc, text: string): Promise<{ pid: number; mallocTrim?: boolean }> {
+  const line = await until(`a log line with "${text}"`, () => {
     if (p.child.exitCode !== null) assert.fail(`exited early: ${p.out()}${p.err()}`);
     return p
       .out()
       .split('\n')
-      .find((l) => l.includes('Herald listening on'));
+      .find((l) => l.includes(text));
   });
-  return (JSON.parse(line) as { pid: number }).pid;
+  return JSON.parse(line) as { pid: number; mallocTrim?: boolean };
 }
+
+/** The pid of the Herald process that logged it is listening. */
+const listening = async (p: Proc): Promise<number> => (await logged(p, 'Herald listening on')).pid;
 
 const alive = (pid: number) => {
   try {
@@ -89,14 +92,9 @@ describe('start and stop', () => {
     const dataDir = await privateDataDir();
     const port = await freePort();
     const npm = launch('npm', ['start', '--silent'], { DATA_DIR: dataDir, PORT: String(port) });
-    const pid = await listening(npm);
+    const { pid, mallocTrim } = await logged(npm, 'Herald listening on');
     assert.notEqual(pid, npm.child.pid);
-    // prestart built the malloc_trim addon and Herald loaded it.
-    const started = npm
-      .out()
-      .split('\n')
-      .find((l) => l.includes('Herald listening on'))!;
-    assert.equal((JSON.parse(started) as { mallocTrim?: boolean }).mallocTrim, hasGlibc());
+    assert.equal(mallocTrim, hasGlibc(), 'prestart built the malloc_trim addon and Herald loaded it');
     assert.ok(nodeArgs(pid).includes('--max-semi-space-size=16'), nodeArgs(pid).join(' '));
     const health = await fetch(`http://127.0.0.1:${port}/health`);
     assert.equal(health.status, 200);
@@ -157,14 +155,7 @@ describe('start and stop', () => {
 
   test('npm start gives a PROCESS_ROLE=worker process a smaller young generation', async () => {
     const npm = launch('npm', ['start', '--silent'], { DATA_DIR: await privateDataDir(), DATABASE_URL: await createTestDatabase(), PROCESS_ROLE: 'worker' });
-    const line = await until('the worker started line', () => {
-      if (npm.child.exitCode !== null) assert.fail(`exited early: ${npm.out()}${npm.err()}`);
-      return npm
-        .out()
-        .split('\n')
-        .find((l) => l.includes('Herald worker started'));
-    });
-    const { pid } = JSON.parse(line) as { pid: number };
+    const { pid } = await logged(npm, 'Herald worker started');
     assert.ok(nodeArgs(pid).includes('--max-semi-space-size=4'), nodeArgs(pid).join(' '));
     npm.child.kill('SIGTERM');
     assert.equal(await npm.exited, 0);

@@ -1,5 +1,6 @@
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { shrinkHeapAfterWork } from '../memory-reducer.ts';
 import { IDLE_THREAD_MS, THREAD_YOUNG_GENERATION_MB, idleTimer } from '../render/idle-timer.ts';
 
 export type DkimKey = { domain: string; selector: string; privateKeyPem: string };
@@ -30,6 +31,7 @@ export function createDkimSigner(size = Math.max(1, Math.min(4, os.availablePara
     const running = workers;
     workers = [];
     for (const w of running) void w.terminate();
+    if (running.length > 0) shrinkHeapAfterWork();
   });
 
   const pool = (): Worker[] => {

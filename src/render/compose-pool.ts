@@ -3,6 +3,7 @@ import { Worker } from 'node:worker_threads';
 import type { ComposedHtml, ComposeHtmlInput } from './compose-html.ts';
 import { RENDER_LIMITS, RenderLimitError } from './limits.ts';
 import { TemplateRenderError, TemplateSyntaxError } from './engine.ts';
+import { shrinkHeapAfterWork } from '../memory-reducer.ts';
 import { IDLE_THREAD_MS, THREAD_YOUNG_GENERATION_MB, idleTimer } from './idle-timer.ts';
 
 type Job = { input: ComposeHtmlInput; resolve: (r: ComposedHtml) => void; reject: (e: Error) => void };
@@ -134,7 +135,9 @@ export function createComposePool(
   }
 
   function retire(slot: Slot): void {
-    if (slot.jobs.length === 0) stop(slot);
+    if (slot.jobs.length > 0 || !slot.worker) return;
+    stop(slot);
+    shrinkHeapAfterWork();
   }
 
   /** The thread began composing job `id`: from now on it has `limitMillis`. */
