@@ -1,7 +1,4 @@
 import assert from 'node:assert/strict';
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import pino from 'pino';
@@ -10,6 +7,7 @@ import { startRuntime } from '../src/runtime.ts';
 import { createApi } from './helpers/http.ts';
 import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
 import { type TestServer, createTestDatabase, startTestServer } from './helpers/server.ts';
+import { removeTempDataDirs, tempDataDir } from './helpers/data-dir.ts';
 
 let sink: SmtpSink;
 let server: TestServer;
@@ -21,6 +19,7 @@ before(async () => {
 after(async () => {
   await server?.stop();
   await sink?.stop();
+  await removeTempDataDirs();
 });
 
 let n = 0;
@@ -166,7 +165,7 @@ describe('account tokens stay out of the request log', () => {
     });
     const config = loadConfig({
       DATABASE_URL: await createTestDatabase(),
-      DATA_DIR: await mkdtemp(path.join(tmpdir(), 'herald-test-data-')),
+      DATA_DIR: await tempDataDir('herald-test-data-'),
       JWT_SECRET: 'test-secret-0123456789abcdef',
       PROCESS_ROLE: 'api',
       PORT: '0',

@@ -7,7 +7,7 @@ import { verifyDomain } from './helpers/domains.ts';
 import type { Api } from './helpers/http.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
-import { spawnWorker } from './helpers/worker-process.ts';
+import { killed, spawnWorker } from './helpers/worker-process.ts';
 
 /**
  * The campaign engine end to end: real SMTP sink, real DNS, real PostgreSQL and pg-boss, and for
@@ -397,7 +397,7 @@ describe('a worker killed mid-campaign', () => {
     await verifyDomain(p.sk, dns, DOMAIN);
   });
   after(async () => {
-    for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
+    await Promise.all(workers.map(killed));
     await server?.stop();
     await sink?.stop();
   });

@@ -1,7 +1,4 @@
 import assert from 'node:assert/strict';
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, before, test } from 'node:test';
 import pino from 'pino';
@@ -11,6 +8,7 @@ import { bootstrap } from './helpers/bootstrap.ts';
 import { createApi } from './helpers/http.ts';
 import { waitForStatus } from './helpers/mail.ts';
 import { createTestDatabase } from './helpers/server.ts';
+import { removeTempDataDirs, tempDataDir } from './helpers/data-dir.ts';
 
 // Logs a person can read: one line per request without link tokens, one per email outcome.
 
@@ -28,7 +26,7 @@ before(async () => {
   });
   const config = loadConfig({
     DATABASE_URL: await createTestDatabase(),
-    DATA_DIR: await mkdtemp(path.join(tmpdir(), 'herald-logs-')),
+    DATA_DIR: await tempDataDir('herald-logs-'),
     JWT_SECRET: 'test-secret-0123456789abcdef',
   });
   runtime = await startRuntime(config, { log: pino({ level: 'info' }, sink) });
@@ -36,7 +34,10 @@ before(async () => {
   const address = runtime.app!.server.address();
   base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
 });
-after(() => runtime?.stop());
+after(async () => {
+  await runtime?.stop();
+  await removeTempDataDirs();
+});
 
 test('one line per request, with method, URL, status, time and request id; link tokens masked', async () => {
   const api = createApi(base);

@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
+import { removeTempDataDirs, tempDataDir } from './helpers/data-dir.ts';
 
 /**
  * The event path does not depend on which modules a process loaded: a tracked event re-evaluates
@@ -22,10 +21,11 @@ const logs: string[] = [];
 after(async () => {
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
   for (const s of servers) await s.stop();
+  await removeTempDataDirs();
 });
 
 async function spawnHerald(script: string, env: Record<string, string>): Promise<ChildProcess> {
-  const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-role-'));
+  const dataDir = await tempDataDir('herald-role-');
   const child = spawn(process.execPath, [script], {
     cwd: path.resolve(import.meta.dirname, '..'),
     env: { PATH: process.env.PATH, HOME: process.env.HOME, JWT_SECRET: 'test-secret-0123456789abcdef', DATA_DIR: dataDir, LOG_LEVEL: 'info', ...env },

@@ -1,7 +1,4 @@
 import assert from 'node:assert/strict';
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { after, before, test } from 'node:test';
 import pino from 'pino';
 import { loadConfig } from '../src/config.ts';
@@ -9,6 +6,7 @@ import { startRuntime } from '../src/runtime.ts';
 import { StartupError } from '../src/startup-error.ts';
 import { bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
+import { removeTempDataDirs, tempDataDir } from './helpers/data-dir.ts';
 
 // A worker on a second host with its own DATA_DIR generates its own JWT_SECRET and could not
 // decrypt the DKIM keys: it must refuse to start, naming JWT_SECRET, instead of failing every email.
@@ -20,12 +18,15 @@ before(async () => {
   const res = await b.sk.post('/domains', { domain: 'mail.secret-check.example' });
   assert.equal(res.status, 201, res.text);
 });
-after(() => server?.stop());
+after(async () => {
+  await server?.stop();
+  await removeTempDataDirs();
+});
 
 const quiet = pino({ level: 'silent' });
 
 test('a worker whose JWT_SECRET cannot decrypt the stored DKIM keys refuses to start with one line', async () => {
-  const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-second-host-'));
+  const dataDir = await tempDataDir('herald-second-host-');
   const config = loadConfig({ DATABASE_URL: server.databaseUrl, DATA_DIR: dataDir, PROCESS_ROLE: 'worker', LOG_LEVEL: 'silent' });
   await assert.rejects(startRuntime(config, { log: quiet }), (err: unknown) => {
     assert.ok(err instanceof StartupError);
@@ -38,7 +39,7 @@ test('a worker whose JWT_SECRET cannot decrypt the stored DKIM keys refuses to s
 });
 
 test('with the shared JWT_SECRET the worker starts', async () => {
-  const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-second-host-'));
+  const dataDir = await tempDataDir('herald-second-host-');
   const config = loadConfig({
     DATABASE_URL: server.databaseUrl,
     DATA_DIR: dataDir,
@@ -52,7 +53,7 @@ test('with the shared JWT_SECRET the worker starts', async () => {
 });
 
 test('an API process with another JWT_SECRET refuses to start too (it would accept none of the API keys)', async () => {
-  const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-second-host-'));
+  const dataDir = await tempDataDir('herald-second-host-');
   const config = loadConfig({ DATABASE_URL: server.databaseUrl, DATA_DIR: dataDir, PROCESS_ROLE: 'api', LOG_LEVEL: 'silent' });
   await assert.rejects(startRuntime(config, { log: quiet }), (err: unknown) => {
     assert.ok(err instanceof StartupError);
@@ -69,7 +70,7 @@ test('an API process with another JWT_SECRET refuses to start too (it would acce
 test('before any domain exists, the database still knows the secret: a worker with another one refuses to start', async () => {
   const fresh = await startTestServer();
   try {
-    const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-second-host-'));
+    const dataDir = await tempDataDir('herald-second-host-');
     const config = loadConfig({ DATABASE_URL: fresh.databaseUrl, DATA_DIR: dataDir, PROCESS_ROLE: 'worker', LOG_LEVEL: 'silent' });
     await assert.rejects(startRuntime(config, { log: quiet }), (err: unknown) => {
       assert.ok(err instanceof StartupError);

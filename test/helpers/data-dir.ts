@@ -1,5 +1,6 @@
 import { existsSync, lstatSync, realpathSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 /**
@@ -11,4 +12,18 @@ export async function removeDataDir(dataDir: string): Promise<void> {
   const link = path.join(dataDir, 'postgres');
   if (existsSync(link) && lstatSync(link).isSymbolicLink()) await rm(realpathSync(link), { recursive: true, force: true });
   await rm(dataDir, { recursive: true, force: true });
+}
+
+const made: string[] = [];
+
+/** A new directory in the system's temp dir for a Herald's DATA_DIR; removeTempDataDirs() deletes it. */
+export async function tempDataDir(prefix: string): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), prefix));
+  made.push(dir);
+  return dir;
+}
+
+/** Removes every directory tempDataDir() made in this test file (call it in the file's `after`). */
+export async function removeTempDataDirs(): Promise<void> {
+  for (const dir of made.splice(0)) await removeDataDir(dir);
 }
