@@ -25,7 +25,7 @@ let collectGarbage: ((options: { type: 'major'; flavor: 'last-resort' }) => void
 
 /**
  * One memory-reducing full GC when delivery has gone quiet: the compose and DKIM pools call it as
- * their threads end, 60 s after their last message. A burst of sending grows the main thread's
+ * their threads end, 60 s after their last message (and main.ts once, after start-up). A burst of sending grows the main thread's
  * young generation to its full semi-spaces and makes only scavenges, and V8 arms its memory
  * reducer only after a mark-compact, so the grown heap (~30 MB) stayed until the next one, which
  * an idle process may never make (bench/README.md § idle). This GC shrinks it: 60–80 ms, at most
