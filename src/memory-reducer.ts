@@ -21,24 +21,27 @@ export function keepMemoryReducerWorking(): void {
 
 const SHRINK_AT_MOST_EVERY_MS = 60_000;
 let lastShrink = 0;
-let collectGarbage: ((options: { type: 'major'; flavor: 'last-resort' }) => void) | null = null;
+type GarbageCollector = (options: { type: 'major'; flavor: 'last-resort' }) => void;
+let collectGarbage: GarbageCollector | null = null;
 
 /**
- * One memory-reducing full GC when delivery has gone quiet: the compose and DKIM pools call it as
- * their threads end, 60 s after their last message (and main.ts once, after start-up). A burst of sending grows the main thread's
- * young generation to its full semi-spaces and makes only scavenges, and V8 arms its memory
- * reducer only after a mark-compact, so the grown heap (~30 MB) stayed until the next one, which
- * an idle process may never make (bench/README.md § idle). This GC shrinks it: 60–80 ms, at most
- * once a minute, and only after a minute without delivery work.
+ * One memory-reducing full GC once work is over: the compose and DKIM pools call it as their
+ * threads end, 60 s after their last message, and main.ts once, 5 s after start-up. A burst of
+ * sending grows the main thread's young generation to its full semi-spaces with scavenges only, and
+ * V8 arms its memory reducer only after a mark-compact, so the grown heap (~30 MB) stayed until
+ * the next one, which an idle process may never make (bench/README.md § idle). This GC shrinks
+ * it: 60–80 ms, at most once a minute.
  */
 export function shrinkHeapAfterWork(): void {
   const now = Date.now();
   if (now - lastShrink < SHRINK_AT_MOST_EVERY_MS) return;
   lastShrink = now;
-  if (!collectGarbage) {
-    // V8's gc() is only given to contexts created after --expose-gc is set.
-    setFlagsFromString('--expose-gc');
-    collectGarbage = runInNewContext('gc') as typeof collectGarbage;
-  }
-  collectGarbage!({ type: 'major', flavor: 'last-resort' });
+  collectGarbage ??= exposedGc();
+  collectGarbage({ type: 'major', flavor: 'last-resort' });
+}
+
+/** V8's gc(), which it gives only to contexts created after --expose-gc is set. */
+function exposedGc(): GarbageCollector {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as GarbageCollector;
 }
