@@ -11,7 +11,18 @@ import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestDns } from '../test/helpers/dns-server.ts';
 import { verifyDomain } from '../test/helpers/domains.ts';
 import { startTestServer } from '../test/helpers/server.ts';
-import { fmt, printMachine, startCompileCache, prepareMallocTrim, startFlags, verdict, withBenchDatabase, rawPoolRate, countingSink } from './lib.ts';
+import {
+  fmt,
+  mallocSettings,
+  printMachine,
+  startCompileCache,
+  prepareMallocTrim,
+  startFlags,
+  verdict,
+  withBenchDatabase,
+  rawPoolRate,
+  countingSink,
+} from './lib.ts';
 
 /**
  * Campaign benchmark (b): one MARKETING campaign to N contacts (default 100,000), delivered by one
@@ -169,6 +180,7 @@ async function startWorker(databaseUrl: string, env: Record<string, string>): Pr
       DATA_DIR: dataDir,
       LOG_LEVEL: 'info',
       NODE_COMPILE_CACHE: startCompileCache(ROOT),
+      ...mallocSettings(),
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

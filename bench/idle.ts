@@ -8,7 +8,7 @@ import { freePort } from '../src/db/embedded.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { removeDataDir } from '../test/helpers/data-dir.ts';
 import { createApi } from '../test/helpers/http.ts';
-import { fmt, printMachine, prepareMallocTrim, startCompileCache, startFlags, verdict } from './lib.ts';
+import { fmt, mallocSettings, printMachine, prepareMallocTrim, startCompileCache, startFlags, verdict } from './lib.ts';
 
 /**
  * `npm run bench -- idle [--emails=N] [--quiet-seconds=S]`: the memory of one idle Herald process
@@ -65,8 +65,7 @@ export async function run(args: string[]): Promise<void> {
         LOG_FORMAT: 'json',
         SEND_RATE_PER_SECOND: '100000',
         NODE_COMPILE_CACHE: COMPILE_CACHE,
-        // glibc's malloc settings (MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD_...), passed through to measure their effect (bench/README.md § idle).
-        ...Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('MALLOC_'))),
+        ...mallocSettings(), // bench/README.md § idle
       },
       stdio: ['ignore', 'ignore', 'inherit'],
     });

@@ -99,6 +99,8 @@ export const autocannon = createRequire(import.meta.url)('autocannon') as Autoca
 
 /** What `npm start` (package.json) gives Node for a PROCESS_ROLE, so benchmarks measure Herald as users run it. */
 export const startFlags = (role: 'all' | 'api' | 'worker') => [`--max-semi-space-size=${role === 'worker' ? 4 : 16}`];
+/** glibc's malloc settings (MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD_...) of the bench's own environment, passed through to the Herald it starts to measure their effect. */
+export const mallocSettings = () => Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('MALLOC_')));
 export const startCompileCache = (root: string) => process.env.NODE_COMPILE_CACHE ?? path.join(root, 'node_modules/.cache/herald-compile');
 
 /** As `npm start`'s prestart: builds the malloc_trim addon the started Herald loads, and prints whether it will trim. */

@@ -6,7 +6,6 @@ import type { Jobs } from './jobs/boss.ts';
 import type { ProjectCaches } from './cache/project-caches.ts';
 import type { KeyCache } from './http/key-cache.ts';
 import type { Transport } from './mail/transport.ts';
-import type { DkimSigner } from './mail/dkim.ts';
 import type { ComposePool } from './render/compose-pool.ts';
 import type { Accepted } from './modules/emails/lifecycle.ts';
 
@@ -24,8 +23,8 @@ export type AppContext = {
   caches: ProjectCaches;
   /** Where built messages go: the SMTP relay, or capture when SMTP_URL is unset. */
   mailer: Transport;
-  /** Worker threads for the CPU-heavy steps of a message: composing (with a hard time limit) and DKIM signing. */
-  threads: { compose: ComposePool; dkim: DkimSigner };
+  /** Worker threads for the CPU-heavy steps of a message: rendering, MIME and DKIM signing, with a hard time limit. */
+  threads: { compose: ComposePool };
   /**
    * Records a message the relay accepted; resolves once it is recorded. Shared by all delivery
    * batches running in this process, so their accepted messages are written together

@@ -25,7 +25,7 @@ type GarbageCollector = (options: { type: 'major'; flavor: 'last-resort' }) => v
 let collectGarbage: GarbageCollector | null = null;
 
 /**
- * One memory-reducing full GC once work is over: the compose and DKIM pools call it as their
+ * One memory-reducing full GC once work is over: the compose pool calls it as its
  * threads end, 60 s after their last message, and main.ts once, 5 s after start-up. A burst of
  * sending grows the main thread's young generation to its full semi-spaces with scavenges only, and
  * V8 arms its memory reducer only after a mark-compact, so the grown heap (~30 MB) stayed until

@@ -16,7 +16,6 @@ import { acceptedRecorder } from './modules/emails/delivery/accepted.ts';
 import { createTransport } from './mail/transport.ts';
 import { startWorkflowRunner } from './modules/workflows/jobs.ts';
 import { createComposePool } from './render/compose-pool.ts';
-import { createDkimSigner } from './mail/dkim.ts';
 import { checkSecretAtStartup } from './modules/system/secret-check.ts';
 import { StartupError } from './startup-error.ts';
 
@@ -62,8 +61,8 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
     stops.push(mailer.close);
 
     // Stopped after the job workers (stops run in reverse), so messages in progress can finish.
-    const threads = { compose: createComposePool(), dkim: createDkimSigner() };
-    stops.push(threads.compose.close, threads.dkim.close);
+    const threads = { compose: createComposePool() };
+    stops.push(threads.compose.close);
 
     const runWorkers = config.processRole !== 'api';
     const jobs = await startJobs({ url: server.url, log, runWorkers, queues });

@@ -1,7 +1,10 @@
 // The signer alone: the package's index also loads SPF, DMARC, ARC and BIMI (a thread that only signs holds ~6 MB less heap).
 import { dkimSign } from 'mailauth/lib/dkim/sign.js';
 
-export type DkimSignRequest = { raw: Buffer; domain: string; selector: string; privateKeyPem: string };
+/** A sender domain's signing key. */
+export type DkimKey = { domain: string; selector: string; privateKeyPem: string };
+
+export type DkimSignRequest = DkimKey & { raw: Buffer };
 
 /**
  * The DKIM-Signature header lines for a message (relaxed/relaxed, rsa-sha256), or the reason none
@@ -21,4 +24,11 @@ export async function dkimSignatureFor(req: DkimSignRequest, now = new Date()): 
   const result = await dkimSign(req.raw, { ...signature, signatureData: [signature], signTime: now });
   if (result.errors?.length || !result.signatures.trim()) return { error: String(result.errors?.[0] ?? 'no signature produced') };
   return { signatures: result.signatures };
+}
+
+/** The message with its DKIM-Signature header prepended; throws when no signature could be made. */
+export async function signMessage(raw: Buffer, key: DkimKey): Promise<Buffer> {
+  const result = await dkimSignatureFor({ ...key, raw });
+  if ('error' in result) throw new Error(`DKIM signing failed: ${result.error}`);
+  return Buffer.concat([Buffer.from(result.signatures), raw]);
 }

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 
 /**
  * glibc keeps memory that was freed inside its malloc arenas resident: after a delivery burst an
- * idle Herald sat ~70 MB above what it holds, left by the compose and DKIM threads, OpenSSL and
+ * idle Herald sat ~70 MB above what it holds, left by the compose threads, OpenSSL and
  * message buffers (bench/README.md § idle). `malloc_trim(0)` hands those pages back. Node has no
  * binding for it and npm no maintained package, so `malloc-trim.c` is a tiny Node-API addon that
  * `npm start` builds (prestart) with the machine's C compiler. Where it cannot be built (no

@@ -1,4 +1,5 @@
 import { type MessageSpec, buildMessage } from '../mail/build-message.ts';
+import { type DkimKey, signMessage } from '../mail/dkim-sign.ts';
 import { type UnsubscribeFooter, appendToBody, unsubscribeFooter } from '../mail/locales.ts';
 import { applyTracking, type TrackingOptions } from '../mail/tracking.ts';
 import { renderEmail } from './engine.ts';
@@ -7,7 +8,7 @@ import { plainText } from './plain-text.ts';
 /** Everything of a message but its rendered parts: given, the thread also builds the MIME source. */
 export type MessageEnvelope = Omit<MessageSpec, 'subject' | 'html' | 'text'>;
 
-/** Everything CPU-bound about one message's content: render, footer, link tracking, plain text, and MIME. */
+/** Everything CPU-bound about one message: render, footer, link tracking, plain text, MIME and the DKIM signature. */
 export type ComposeHtmlInput = {
   subject: string;
   body: string;
@@ -16,9 +17,11 @@ export type ComposeHtmlInput = {
   footer: UnsubscribeFooter | null;
   tracking: TrackingOptions | null;
   message?: MessageEnvelope;
+  /** With `message`: the source is signed with this key (its DKIM-Signature header prepended). */
+  dkim?: DkimKey;
 };
 
-/** `raw`: the unsigned RFC 5322 source, when the input had a `message`. */
+/** `raw`: the RFC 5322 source, when the input had a `message` (signed when it had a `dkim` key). */
 export type ComposedHtml = { subject: string; html: string; text: string; raw?: Uint8Array };
 
 /** Runs in a compose thread (compose-pool.ts); synchronous and free of I/O. */
@@ -29,6 +32,7 @@ export async function composeHtml(input: ComposeHtmlInput): Promise<ComposedHtml
   if (input.tracking) html = applyTracking(html, input.tracking);
   const text = plainText(html);
   if (!input.message) return { subject: rendered.subject, html, text };
-  const raw = await buildMessage({ ...input.message, subject: rendered.subject, html, text });
+  const unsigned = await buildMessage({ ...input.message, subject: rendered.subject, html, text });
+  const raw = input.dkim ? await signMessage(unsigned, input.dkim) : unsigned;
   return { subject: rendered.subject, html, text, raw };
 }

@@ -1,18 +1,33 @@
 import { parentPort } from 'node:worker_threads';
-import { type ComposeHtmlInput, composeHtml } from './compose-html.ts';
+import { keepParsedPrivateKeys } from '../mail/dkim-key-cache.ts';
+import { type ComposeHtmlInput, type ComposedHtml, composeHtml } from './compose-html.ts';
 
 type Request = { id: number; input: ComposeHtmlInput };
 
+keepParsedPrivateKeys();
+
 /**
- * A compose thread: renders messages so no template, filter or HTML can stall the event loop. The
- * pool posts several requests ahead; they run one at a time, in order, each timed by the pool from
- * its `started` reply.
+ * The message source's memory moves to the event loop instead of being copied. A Buffer that is a
+ * view into a larger ArrayBuffer (Node's pool of small buffers) is copied first: posting a view
+ * copies its whole ArrayBuffer, and the pool's cannot be transferred.
+ */
+function transferable(result: ComposedHtml): { result: ComposedHtml; transfer: ArrayBuffer[] } {
+  if (!result.raw) return { result, transfer: [] };
+  const raw = result.raw.byteOffset === 0 && result.raw.byteLength === result.raw.buffer.byteLength ? result.raw : new Uint8Array(result.raw);
+  return { result: { ...result, raw }, transfer: [raw.buffer as ArrayBuffer] };
+}
+
+/**
+ * A compose thread: renders, builds and signs messages so no template, filter, HTML or RSA
+ * signature can stall the event loop. The pool posts several requests ahead; they run one at a
+ * time, in order, each timed by the pool from its `started` reply.
  */
 async function compose(req: Request): Promise<void> {
   // The hard limit counts from here: starting the thread (loading modules) is not the message's cost.
   parentPort!.postMessage({ id: req.id, started: true });
   try {
-    parentPort!.postMessage({ id: req.id, result: await composeHtml(req.input) });
+    const { result, transfer } = transferable(await composeHtml(req.input));
+    parentPort!.postMessage({ id: req.id, result }, transfer);
   } catch (err) {
     const e = err as Error & { field?: string };
     parentPort!.postMessage({ id: req.id, error: { name: e.name ?? 'Error', message: String(e.message ?? err), field: e.field } });

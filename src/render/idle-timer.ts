@@ -2,7 +2,7 @@
 export const IDLE_THREAD_MS = 60_000;
 
 /**
- * The young generation of the compose and DKIM threads. `npm start`'s --max-semi-space-size=16
+ * The young generation of the compose threads. `npm start`'s --max-semi-space-size=16
  * (chosen for the API's latency) lets each thread's grow to 48 MB of garbage between scavenges;
  * 12 MB keeps a 20,000-message campaign's peak ~30 MB lower at the same rate (bench/README § send).
  */

@@ -63,14 +63,10 @@ export async function composeMessage(
       headers,
       attachments: content.attachments,
     },
+    dkim: { domain: sender.domain, selector: sender.dkimSelector, privateKeyPem: sender.dkimPrivateKeyPem },
   });
   if (!rendered.raw) throw new Error('The compose thread returned no message source');
   // A Uint8Array after the thread hop: the same bytes as a Buffer, without a copy.
-  const unsigned = Buffer.from(rendered.raw.buffer, rendered.raw.byteOffset, rendered.raw.byteLength);
-  const raw = await ctx.threads.dkim.sign(unsigned, {
-    domain: sender.domain,
-    selector: sender.dkimSelector,
-    privateKeyPem: sender.dkimPrivateKeyPem,
-  });
+  const raw = Buffer.from(rendered.raw.buffer, rendered.raw.byteOffset, rendered.raw.byteLength);
   return { raw, subject: rendered.subject, messageId };
 }
