@@ -1,0 +1,64 @@
+import http from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+
+/** One open-loop run: `rate` POSTs a second, evenly spaced, each body with `[<id>]` replaced by a unique id. */
+export type PacedLoad = { url: string; headers: Record<string, string>; body: string; rate: number; seconds: number; connections: number };
+export type PacedResult = { sent: number; failed: number; p50: number; p99: number; max: number };
+
+/**
+ * Latency at a set request rate, measured the way a user of the API meets it. Request i is due at
+ * start + i / rate and its latency counts from then, so a request that waits for a free connection
+ * (the server fell behind) is charged that wait. autocannon's `overallRate` is not used for this:
+ * each of its connections sends its share of a second back to back and then waits for the next
+ * second (full-rate bursts, half the time), and it records every response of t ms together with
+ * synthetic ones at t−1, t−2, … 1 ms (its expected interval is ceil(1 / per-connection rate) = 1),
+ * which weights the tail by its own length. Runs on a thread of its own, so the Herald under test
+ * in the bench process does not share its event loop.
+ */
+export function pacedLoad(load: PacedLoad): Promise<PacedResult> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(new URL(import.meta.url), { workerData: load });
+    worker.once('message', resolve);
+    worker.once('error', reject);
+    worker.once('exit', (code) => reject(new Error(`the paced load thread exited (${code})`)));
+  });
+}
+
+async function run(load: PacedLoad): Promise<PacedResult> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: load.connections });
+  const total = Math.round(load.rate * load.seconds);
+  const latencies: number[] = [];
+  let failed = 0;
+  const post = (id: string, due: number) =>
+    new Promise<void>((done) => {
+      const req = http.request(load.url, { method: 'POST', agent, headers: load.headers }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          if (res.statusCode === 200) latencies.push(performance.now() - due);
+          else failed += 1;
+          done();
+        });
+      });
+      req.on('error', () => {
+        failed += 1;
+        done();
+      });
+      req.end(load.body.replaceAll('[<id>]', id));
+    });
+  const start = performance.now();
+  const inFlight: Promise<void>[] = [];
+  for (let i = 0; i < total; i++) {
+    const due = start + (i * 1000) / load.rate;
+    const wait = due - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    inFlight.push(post(`p${process.pid}-${start.toFixed(0)}-${i}`, due));
+  }
+  await Promise.all(inFlight);
+  agent.destroy();
+  latencies.sort((a, b) => a - b);
+  const at = (q: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN);
+  return { sent: total, failed, p50: at(0.5), p99: at(0.99), max: Math.round(latencies.at(-1) ?? NaN) };
+}
+
+if (!isMainThread) parentPort!.postMessage(await run(workerData as PacedLoad));
