@@ -18,7 +18,7 @@ export type PacedResult = { sent: number; failed: number; p50: number; p99: numb
  */
 export function pacedLoad(load: PacedLoad): Promise<PacedResult> {
   return new Promise((resolve, reject) => {
-    const worker = new Worker(new URL(import.meta.url), { workerData: load });
+    const worker = new Worker(new URL(import.meta.url), { workerData: { pacedLoad: load } });
     worker.once('message', resolve);
     worker.once('error', reject);
     worker.once('exit', (code) => reject(new Error(`the paced load thread exited (${code})`)));
@@ -61,4 +61,5 @@ async function run(load: PacedLoad): Promise<PacedResult> {
   return { sent: total, failed, p50: at(0.5), p99: at(0.99), max: Math.round(latencies.at(-1) ?? NaN) };
 }
 
-if (!isMainThread) parentPort!.postMessage(await run(workerData as PacedLoad));
+const asked = isMainThread ? undefined : (workerData as { pacedLoad?: PacedLoad } | null)?.pacedLoad;
+if (asked) parentPort!.postMessage(await run(asked));

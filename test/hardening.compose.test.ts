@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { dkimVerify } from 'mailauth';
 import { after, before, describe, test } from 'node:test';
 import { dkimRecordValue, generateDkimKey } from '../src/modules/domains/dkim-keys.ts';
@@ -184,6 +185,38 @@ describe('the compose threads', () => {
         after.map((r) => [r.subject, r.html]),
         [1, 2, 3].map((n) => [`After ${n}`, `<p>${n}</p>`]),
       );
+    } finally {
+      await pool.close();
+    }
+  });
+
+  test('a message with a 10 MB attachment gets time for its size beyond the template limit, and is built and signed', async () => {
+    const pool = createComposePool(1, 100);
+    const key = await generateDkimKey();
+    try {
+      const content = randomBytes(10 * 2 ** 20 - 1_000).toString('base64');
+      const raw = Buffer.from(
+        (
+          await pool.compose({
+            subject: 'Big',
+            body: '<p>attached</p>',
+            vars: {},
+            footer: null,
+            tracking: null,
+            message: {
+              messageId: '<big@big.example.test>',
+              date: new Date(),
+              from: { email: 'a@big.example.test' },
+              to: { email: 'b@example.test' },
+              headers: {},
+              attachments: [{ filename: 'big.bin', content, contentType: 'application/octet-stream' }],
+            },
+            dkim: { domain: 'big.example.test', selector: 'herald', privateKeyPem: key.privateKeyPem },
+          })
+        ).raw!,
+      );
+      assert.ok(raw.byteLength > content.length, `${raw.byteLength} bytes`);
+      assert.equal(raw.subarray(0, 16).toString(), 'DKIM-Signature: ');
     } finally {
       await pool.close();
     }

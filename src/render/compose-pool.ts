@@ -25,6 +25,14 @@ const PIPELINE = 8;
 
 /** A message with attachments is posted only to an idle thread, and nothing behind it: a thread holds at most one large input. */
 const weight = (input: ComposeHtmlInput) => (input.message?.attachments?.length ? PIPELINE : 1);
+
+/**
+ * Extra time a message gets per MB of attachments (as stored, base64) beyond the limit its template
+ * gets: writing and DKIM-signing 14 MB of source took 0.7 s on a loaded 2-core machine, so a 10 MB
+ * attachment must not fail a limit set for runaway templates.
+ */
+const MILLIS_PER_ATTACHMENT_MB = 250;
+const attachmentMb = (input: ComposeHtmlInput) => (input.message?.attachments ?? []).reduce((sum, a) => sum + a.content.length, 0) / 2 ** 20;
 const load = (slot: Slot) => slot.jobs.reduce((sum, job) => sum + weight(job.input), 0);
 
 function revive(reply: NonNullable<Reply['error']>): Error {
@@ -42,7 +50,7 @@ function revive(reply: NonNullable<Reply['error']>): Error {
 
 /** Composing off the event loop; one per runtime, carried on the context (`ctx.threads.compose`). */
 export type ComposePool = {
-  /** Renders and composes one message's content, within RENDER_LIMITS.maxComposeMillis. */
+  /** Renders, builds and signs one message, within RENDER_LIMITS.maxComposeMillis (more with attachments). */
   compose: (input: ComposeHtmlInput) => Promise<ComposedHtml>;
   /** Threads running now (idle ones end after IDLE_THREAD_MS). */
   threadCount: () => number;
@@ -50,8 +58,8 @@ export type ComposePool = {
 };
 
 /**
- * Composing (Liquid render, footer, link tracking, plain text) runs on a small pool of worker
- * threads with a hard wall-clock limit: the in-render budgets are only checked between template
+ * Composing (Liquid render, footer, link tracking, plain text, MIME source, DKIM signature) runs
+ * on a small pool of worker threads with a hard wall-clock limit: the in-render budgets are only checked between template
  * nodes, so a filter over a huge value could otherwise hold the event loop. A thread that passes
  * the limit is terminated (which stops any JavaScript) and replaced; its email fails with a
  * RenderLimitError. Threads start on first use, end after IDLE_THREAD_MS without work, and do not
@@ -140,9 +148,11 @@ export function createComposePool(
     shrinkHeapAfterWork();
   }
 
-  /** The thread began composing job `id`: from now on it has `limitMillis`. */
+  /** The thread began composing job `id`: from now on it has `limitMillis`, plus time for its attachments. */
   function startClock(slot: Slot, id: number): void {
     if (slot.running) clearTimeout(slot.running.timer);
+    const started = slot.jobs.find((j) => j.id === id);
+    const limit = limitMillis + (started ? Math.ceil(attachmentMb(started.input) * MILLIS_PER_ATTACHMENT_MB) : 0);
     const timer = setTimeout(() => {
       // Terminating stops whatever the thread runs; its other jobs go to a fresh thread.
       const job = slot.jobs.find((j) => j.id === id);
@@ -151,11 +161,11 @@ export function createComposePool(
       const requeued = slot.jobs;
       slot.jobs = [];
       stop(slot);
-      job?.reject(new RenderLimitError(`Composing the message took longer than ${limitMillis} ms`));
+      job?.reject(new RenderLimitError(`Composing the message took longer than ${limit} ms`));
       queue.unshift(...requeued);
       dispatch();
       if (slot.jobs.length === 0) slot.idle.arm();
-    }, limitMillis);
+    }, limit);
     timer.unref();
     slot.running = { id, timer };
   }
