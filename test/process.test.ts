@@ -32,8 +32,11 @@ function launch(cmd: string, args: string[], env: Record<string, string>): Proc 
   child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, out: () => out, err: () => err, exited };
+  const proc = { child, out: () => out, err: () => err, exited };
+  launched.push(proc);
+  return proc;
 }
+const launched: Proc[] = [];
 
 async function until<T>(what: string, fn: () => T | undefined | false, ms = WAIT_MS): Promise<T> {
   const deadline = Date.now() + ms;
@@ -85,6 +88,10 @@ async function privateDataDir(): Promise<string> {
   return path.join(dir, 'data');
 }
 after(async () => {
+  // What a failed test left running is stopped as the test would have stopped it (npm passes SIGTERM on).
+  const running = launched.filter((p) => p.child.exitCode === null && p.child.signalCode === null);
+  for (const p of running) p.child.kill('SIGTERM');
+  await Promise.all(running.map((p) => Promise.race([p.exited, new Promise((r) => setTimeout(r, 15_000))])));
   for (const dir of dirs) {
     await removeDataDir(path.join(dir, 'data'));
     await rm(dir, { recursive: true, force: true });
