@@ -16,10 +16,11 @@ import { isTransientDbError, pgErrorCode } from './pg-error.ts';
  */
 
 /**
- * Per project: a few transactions at once keep both PostgreSQL cores busy, and groups of at most
+ * Per project: two transactions at once keep both PostgreSQL cores busy (one commits while the
+ * next fills; 4 and 8 were slower with a longer tail, bench/README § send), and groups of at most
  * 100 (contacts) keep one statement's input and one transaction's locks small.
  */
-export const WRITE_GROUP_LIMITS = { maxInFlight: 4, maxSize: 100 };
+export const WRITE_GROUP_LIMITS = { maxInFlight: 2, maxSize: 100 };
 
 const TRANSIENT_ATTEMPTS = 3;
 const SCAN_FACTOR = 4;
