@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { dkimVerify } from 'mailauth';
 import { after, before, describe, test } from 'node:test';
+import type { StoredAttachment } from '../src/db/schema/emails.ts';
 import { dkimRecordValue, generateDkimKey } from '../src/modules/domains/dkim-keys.ts';
 import { createComposePool } from '../src/render/compose-pool.ts';
 import { RenderLimitError } from '../src/render/limits.ts';
@@ -190,31 +191,24 @@ describe('the compose threads', () => {
     }
   });
 
+  /** A message from `domain` that the thread builds and signs with `privateKeyPem`. */
+  const signed = (domain: string, privateKeyPem: string, subject: string, attachments: StoredAttachment[] = []) => ({
+    subject,
+    body: '<p>Hello {{ name }}</p>',
+    vars: { name: 'Ada' },
+    footer: null,
+    tracking: null,
+    message: { messageId: `<1@${domain}>`, date: new Date(), from: { email: `a@${domain}` }, to: { email: 'b@example.test' }, headers: {}, attachments },
+    dkim: { domain, selector: 'herald', privateKeyPem },
+  });
+
   test('a message with a 10 MB attachment gets time for its size beyond the template limit, and is built and signed', async () => {
     const pool = createComposePool(1, 100);
     const key = await generateDkimKey();
     try {
       const content = randomBytes(10 * 2 ** 20 - 1_000).toString('base64');
-      const raw = Buffer.from(
-        (
-          await pool.compose({
-            subject: 'Big',
-            body: '<p>attached</p>',
-            vars: {},
-            footer: null,
-            tracking: null,
-            message: {
-              messageId: '<big@big.example.test>',
-              date: new Date(),
-              from: { email: 'a@big.example.test' },
-              to: { email: 'b@example.test' },
-              headers: {},
-              attachments: [{ filename: 'big.bin', content, contentType: 'application/octet-stream' }],
-            },
-            dkim: { domain: 'big.example.test', selector: 'herald', privateKeyPem: key.privateKeyPem },
-          })
-        ).raw!,
-      );
+      const attachment = { filename: 'big.bin', content, contentType: 'application/octet-stream' };
+      const raw = Buffer.from((await pool.compose(signed('big.example.test', key.privateKeyPem, 'Big', [attachment]))).raw!);
       assert.ok(raw.byteLength > content.length, `${raw.byteLength} bytes`);
       assert.equal(raw.subarray(0, 16).toString(), 'DKIM-Signature: ');
     } finally {
@@ -225,18 +219,9 @@ describe('the compose threads', () => {
   test('a compose thread ends after a quiet spell (its memory goes back) and starts again for the next message, which it also signs', async () => {
     const compose = createComposePool(1, 3_000, 300);
     const key = await generateDkimKey();
-    const message = (subject: string) => ({
-      subject,
-      body: '<p>Hello {{ name }}</p>',
-      vars: { name: 'Ada' },
-      footer: null,
-      tracking: null,
-      message: { messageId: '<1@idle.example.test>', date: new Date(), from: { email: 'a@idle.example.test' }, to: { email: 'b@example.test' }, headers: {} },
-      dkim: { domain: 'idle.example.test', selector: 'herald', privateKeyPem: key.privateKeyPem },
-    });
     /** The subject of the signed source the thread returned, once its DKIM signature verified. */
     const signedSubject = async (subject: string) => {
-      const raw = Buffer.from((await compose.compose(message(subject))).raw!);
+      const raw = Buffer.from((await compose.compose(signed('idle.example.test', key.privateKeyPem, subject))).raw!);
       const verdict = await dkimVerify(raw, {
         resolver: async (name: string) => (name === 'herald._domainkey.idle.example.test' ? [[dkimRecordValue(key.publicKey)]] : []),
       } as unknown as Parameters<typeof dkimVerify>[1]);

@@ -59,11 +59,11 @@ export type ComposePool = {
 
 /**
  * Composing (Liquid render, footer, link tracking, plain text, MIME source, DKIM signature) runs
- * on a small pool of worker threads with a hard wall-clock limit: the in-render budgets are only checked between template
- * nodes, so a filter over a huge value could otherwise hold the event loop. A thread that passes
- * the limit is terminated (which stops any JavaScript) and replaced; its email fails with a
- * RenderLimitError. Threads start on first use, end after IDLE_THREAD_MS without work, and do not
- * keep the process alive.
+ * on a small pool of worker threads with a hard wall-clock limit: the in-render budgets are only
+ * checked between template nodes, so a filter over a huge value could otherwise hold the event
+ * loop. A thread that passes the limit is terminated (which stops any JavaScript) and replaced; its
+ * email fails with a RenderLimitError. Threads start on first use, end after IDLE_THREAD_MS without
+ * work, and do not keep the process alive.
  */
 export function createComposePool(
   size = Math.max(1, Math.min(4, os.availableParallelism() - 1)),
