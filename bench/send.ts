@@ -6,7 +6,7 @@ import { uuidv7 } from '../src/db/ids.ts';
 import { keepParsedPrivateKeys } from '../src/mail/dkim-key-cache.ts';
 import { decryptPrivateKey } from '../src/modules/domains/dkim-keys.ts';
 import { upsertContactQuery } from '../src/modules/contacts/service.ts';
-import { preparedQuery } from '../src/modules/contacts/sql.ts';
+import { preparedQuery } from '../src/db/prepared.ts';
 import { startRuntime } from '../src/runtime.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestDns } from '../test/helpers/dns-server.ts';

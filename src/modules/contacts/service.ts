@@ -6,7 +6,8 @@ import { conflict, fieldErrors, notFound, validationError } from '../../http/err
 import { type NewEvent, recordEvent } from '../events/record.ts';
 import { type DataChanges, fieldTypesOf, splitCustomData } from './custom-data.ts';
 import { CONTACT_ID, type ContactRecord, type CreateContactInput, type UpdateContactInput, emailSchema, normaliseEmail } from './schemas.ts';
-import { type ContactRow, clientOf, contactColumns, executePrepared, textArray, toContactRecord } from './sql.ts';
+import { clientOf, executePrepared } from '../../db/prepared.ts';
+import { type ContactRow, contactColumns, textArray, toContactRecord } from './sql.ts';
 import { upsertContactQuery } from './upsert-sql.ts';
 import { pgErrorCode } from '../../db/pg-error.ts';
 import { checkFieldCapacity } from './field-cap.ts';

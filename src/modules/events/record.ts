@@ -1,6 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type pg from 'pg';
 import type { Db } from '../../db/client.ts';
+import { clientOf, executePrepared } from '../../db/prepared.ts';
 import { prefixedId } from '../../db/ids.ts';
 import { events } from '../../db/schema/events.ts';
 import { eventRollupCtes } from '../analytics/rollups.ts';
@@ -39,19 +39,8 @@ export const RECORD_EVENT_SQL = {
 export async function recordEvent(db: Db, e: NewEvent): Promise<{ id: string; createdAt: Date }> {
   const id = prefixedId('evt');
   const createdAt = e.createdAt ?? new Date();
-  const client = (db as Db & { $client?: pg.Pool | pg.PoolClient }).$client;
-  if (client) {
-    const data = e.data == null ? null : JSON.stringify(e.data);
-    await client.query({ ...RECORD_EVENT_SQL, values: [id, e.projectId, e.contactId, e.name, data, createdAt.toISOString()] });
-  } else {
-    await db.execute(sql`
-      WITH inserted AS (
-        INSERT INTO events (id, project_id, contact_id, name, data, created_at)
-        VALUES (${id}, ${e.projectId}, ${e.contactId}, ${e.name}, ${e.data == null ? null : JSON.stringify(e.data)}::jsonb, ${createdAt.toISOString()}::timestamptz)
-        RETURNING project_id, contact_id, name, created_at
-      ), ${sql.raw(eventRollupCtes('inserted'))}
-      SELECT 1`);
-  }
+  const data = e.data == null ? null : JSON.stringify(e.data);
+  await clientOf(db).query({ ...RECORD_EVENT_SQL, values: [id, e.projectId, e.contactId, e.name, data, createdAt.toISOString()] });
   // What an event causes in workflows (EVENT triggers, WAIT_FOR_EVENT), in the event's transaction.
   await workflowsOnEvent(db, { id, projectId: e.projectId, contactId: e.contactId, name: e.name, data: e.data ?? null, createdAt });
   return { id, createdAt };
@@ -99,21 +88,26 @@ export async function recordEvents(db: Db, rows: NewEvent[]): Promise<RecordedEv
  */
 export async function recordEventsWith(db: Db, q: { with: SQL; rows: SQL; max: number }): Promise<RecordedEvent[]> {
   const ids = Array.from({ length: q.max }, () => prefixedId('evt'));
-  const { rows } = await db.execute<{
+  // A named statement: the caller's CTEs make it costly to plan, and it runs for every group of sent emails.
+  const { rows } = await executePrepared<{
     id: string;
     project_id: string;
     contact_id: string | null;
     name: string;
     data: Record<string, unknown> | null;
     created_at: string | Date;
-  }>(sql`
+  }>(
+    db,
+    'herald_events_with',
+    sql`
     WITH ${q.with}, src AS (SELECT s.*, row_number() OVER (ORDER BY s.ord) AS n FROM (${q.rows}) AS s),
     inserted AS (
       INSERT INTO events (id, project_id, contact_id, name, data, created_at)
       SELECT (${sql.param(ids)}::text[])[src.n::int], src.project_id, src.contact_id, src.name, src.data, src.created_at FROM src
       RETURNING id, project_id, contact_id, name, data, created_at
     ), ${sql.raw(eventRollupCtes('inserted'))}
-    SELECT * FROM inserted`);
+    SELECT * FROM inserted`,
+  );
   await workflowsOnEvents(
     db,
     rows.map((r) => ({ id: r.id, projectId: r.project_id, contactId: r.contact_id, name: r.name, data: r.data, createdAt: new Date(r.created_at) })),

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
-import type pg from 'pg';
 import type { Db } from '../../../db/client.ts';
+import { clientOf } from '../../../db/prepared.ts';
 
 /**
  * Enrolment and resumption from the event path: ONE statement, run by the event writer inside the
@@ -129,10 +129,4 @@ export async function withWorkflowDepth<T>(tx: Db, depth: number, fn: () => Prom
     // After a failed statement the transaction is aborted anyway; keep the original error.
     await tx.execute(sql`SELECT set_config('herald.workflow_depth', '', true)`).catch(() => {});
   }
-}
-
-export function clientOf(db: Db): pg.PoolClient | pg.Pool {
-  const client = (db as Db & { $client?: pg.Pool | pg.PoolClient }).$client;
-  if (!client) throw new Error('workflowsOnEvent needs a node-postgres Drizzle handle');
-  return client;
 }
