@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import { loggableError } from '../http/errors.ts';
+import { type BatchWorker, startBatchWorker } from './batch-worker.ts';
 
 /** A background queue: its payload schema (checked when a job is picked up), handler and retry policy. */
 export type QueueDef<T> = {
@@ -38,6 +39,7 @@ export type EnqueueOptions = {
 };
 
 const QUEUE_SETUP_LOCK = 728_145_002;
+const STOP_TIMEOUT_MS = 10_000;
 
 /**
  * Queues fed by a cron schedule poll less often: pg-boss places due cron jobs every 5 s, so a 2 s
@@ -95,6 +97,7 @@ export async function startJobs(opts: {
   } finally {
     await lock.end().catch(() => {});
   }
+  const batchWorkers: BatchWorker[] = [];
   return {
     boss,
     send: (queue, data, o = {}) =>
@@ -116,25 +119,36 @@ export async function startJobs(opts: {
     startWorkers: async (ctx) => {
       for (const q of opts.queues) {
         const batchSize = q.batchSize ?? 1;
+        const pollingIntervalSeconds = q.cron ? CRON_QUEUE_POLL_SECONDS : (opts.pollingIntervalSeconds ?? 0.5);
         for (let i = 0; i < (q.workers ?? 1); i++) {
-          const pollingIntervalSeconds = q.cron ? CRON_QUEUE_POLL_SECONDS : (opts.pollingIntervalSeconds ?? 0.5);
+          if (q.batchHandler) {
+            const batchHandler = q.batchHandler;
+            batchWorkers.push(
+              startBatchWorker({
+                boss,
+                queue: q.name,
+                batchSize,
+                pollingIntervalMs: pollingIntervalSeconds * 1000,
+                handle: async (jobs) => {
+                  try {
+                    await batchHandler(
+                      ctx,
+                      jobs.map((job) => ({ id: job.id, data: q.schema.parse(job.data) })),
+                    );
+                  } catch (err) {
+                    opts.log.error(
+                      { error: loggableError(err), queue: q.name, jobs: jobs.length },
+                      `job batch of ${jobs.length} on ${q.name} failed: ${String((err as Error)?.message ?? err)}`,
+                    );
+                    throw err;
+                  }
+                },
+                onError: (err) => opts.log.error({ error: loggableError(err), queue: q.name }, `polling ${q.name} failed`),
+              }),
+            );
+            continue;
+          }
           const workerId: string = await boss.work(q.name, { batchSize, pollingIntervalSeconds }, async (jobs) => {
-            if (q.batchHandler) {
-              try {
-                await q.batchHandler(
-                  ctx,
-                  jobs.map((job) => ({ id: job.id, data: q.schema.parse(job.data) })),
-                );
-              } catch (err) {
-                opts.log.error(
-                  { error: loggableError(err), queue: q.name, jobs: jobs.length },
-                  `job batch of ${jobs.length} on ${q.name} failed: ${String((err as Error)?.message ?? err)}`,
-                );
-                throw err;
-              }
-              if (jobs.length === batchSize) boss.notifyWorker(workerId);
-              return;
-            }
             // Each job succeeds or fails on its own; pg-boss completes the rest of the batch.
             const results = await Promise.allSettled(jobs.map(async (job) => q.handler(ctx, q.schema.parse(job.data), { id: job.id })));
             for (const [j, r] of results.entries()) {
@@ -152,6 +166,9 @@ export async function startJobs(opts: {
         if (q.cron) await boss.schedule(q.name, q.cron, {}, { tz: 'UTC' });
       }
     },
-    stop: () => boss.stop({ graceful: true, timeout: 10_000, wait: true }),
+    stop: async () => {
+      await Promise.all(batchWorkers.map((w) => w.stop(STOP_TIMEOUT_MS)));
+      await boss.stop({ graceful: true, timeout: STOP_TIMEOUT_MS, wait: true });
+    },
   };
 }

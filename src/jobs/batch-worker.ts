@@ -1,0 +1,111 @@
+import type PgBoss from 'pg-boss';
+
+/**
+ * The poller of a queue handled batch by batch (the delivery queue), in place of pg-boss's own
+ * worker, with two statements that stay cheap however many jobs wait or have finished:
+ *
+ * - pg-boss's fetch orders by (priority, created_on), which its fetch index does not hold, so each
+ *   fetch sorted every waiting job (10–15 ms a batch with 5,000 waiting). This one takes them in the
+ *   index's own order, by `start_after` (when each job became due), and stops at the batch size.
+ * - pg-boss's completion matches ids with `IN (SELECT unnest(…))`, which the planner joined by
+ *   rescanning the id list once per active job (25 ms a batch of 100). This one is an index lookup
+ *   per id.
+ *
+ * Everything else stays pg-boss's: the job rows and their states, retries (`fail`), expiry of a
+ * batch that never finished, and its maintenance. Only queues of the `standard` policy: the fetch
+ * ignores singleton keys.
+ */
+
+export type BatchJob = { id: string; data: unknown };
+
+export type BatchWorkerOptions = {
+  boss: PgBoss;
+  queue: string;
+  batchSize: number;
+  pollingIntervalMs: number;
+  /** Handles a fetched batch; a throw fails every job of it (pg-boss retries them by the queue's policy). */
+  handle: (jobs: BatchJob[]) => Promise<void>;
+  onError: (err: unknown) => void;
+};
+
+export type BatchWorker = {
+  /** Stops fetching and waits for the batch in hand (at most `timeoutMs`). */
+  stop: (timeoutMs: number) => Promise<void>;
+};
+
+const FETCH_SQL = `
+  WITH next AS (
+    SELECT id FROM pgboss.job
+     WHERE name = $1 AND state < 'active' AND start_after < now()
+     ORDER BY start_after
+     LIMIT $2
+     FOR UPDATE SKIP LOCKED
+  )
+  UPDATE pgboss.job AS j
+     SET state = 'active', started_on = now(),
+         retry_count = CASE WHEN j.started_on IS NOT NULL THEN j.retry_count + 1 ELSE j.retry_count END
+    FROM next
+   WHERE j.name = $1 AND j.id = next.id
+  RETURNING j.id, j.data`;
+
+const COMPLETE_SQL = `
+  UPDATE pgboss.job SET state = 'completed', completed_on = now(), output = NULL
+   WHERE name = $1 AND id = ANY($2::uuid[]) AND state = 'active'`;
+
+/** pg-boss fails several jobs with one output (its `fail` takes an id array there too; its types list only one id). */
+const failAll = (boss: PgBoss, queue: string, ids: string[], output: { message: string }) =>
+  (boss.fail as (name: string, ids: string[], data: object) => Promise<void>).call(boss, queue, ids, output);
+
+export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
+  const db = opts.boss.getDb();
+  let stopping = false;
+  let wake: (() => void) | null = null;
+
+  const pause = () =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(done, opts.pollingIntervalMs);
+      function done() {
+        clearTimeout(timer);
+        wake = null;
+        resolve();
+      }
+      wake = done;
+    });
+
+  const loop = async () => {
+    while (!stopping) {
+      let fetched = 0;
+      try {
+        const { rows } = (await db.executeSql(FETCH_SQL, [opts.queue, opts.batchSize])) as { rows: BatchJob[] };
+        fetched = rows.length;
+        if (fetched > 0) await runBatch(rows);
+      } catch (err) {
+        opts.onError(err);
+      }
+      // A full batch means more may be waiting: fetch again at once.
+      if (fetched < opts.batchSize && !stopping) await pause();
+    }
+  };
+
+  const runBatch = async (jobs: BatchJob[]) => {
+    const ids = jobs.map((j) => j.id);
+    try {
+      await opts.handle(jobs);
+    } catch (err) {
+      await failAll(opts.boss, opts.queue, ids, { message: String((err as Error)?.message ?? err) });
+      return;
+    }
+    await db.executeSql(COMPLETE_SQL, [opts.queue, ids]);
+  };
+
+  const running = loop();
+  return {
+    stop: async (timeoutMs) => {
+      stopping = true;
+      wake?.();
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([running, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+      clearTimeout(timer);
+    },
+  };
+}

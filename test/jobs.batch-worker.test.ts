@@ -1,0 +1,154 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import pino from 'pino';
+import { z } from 'zod';
+import type { AppContext } from '../src/context.ts';
+import { type AnyQueueDef, type Jobs, startJobs } from '../src/jobs/boss.ts';
+import { createTestDatabase } from './helpers/server.ts';
+
+/**
+ * Queues handled batch by batch are polled by Herald's own fetch and completion (jobs/batch-worker.ts)
+ * over pg-boss's tables: what pg-boss records of each job must stay what its own worker records.
+ */
+
+let url: string;
+let pool: pg.Pool;
+before(async () => {
+  url = await createTestDatabase();
+  pool = new pg.Pool({ connectionString: url, max: 2 });
+});
+after(async () => pool?.end());
+
+const payload = z.object({ k: z.number() });
+// The handlers below do not use the context: the queue is not one of Herald's.
+const ctx = {} as AppContext;
+
+async function jobsOf(queue: string) {
+  const { rows } = await pool.query<{ k: number; state: string; retry_count: number; output: unknown }>(
+    `SELECT (data->>'k')::int AS k, state::text, retry_count, output FROM pgboss.job WHERE name = $1 ORDER BY (data->>'k')::int`,
+    [queue],
+  );
+  return rows;
+}
+
+async function withQueue(def: Omit<AnyQueueDef, 'schema' | 'handler'>, fn: (jobs: Jobs) => Promise<void>) {
+  const jobs = await startJobs({
+    url,
+    log: pino({ level: 'silent' }),
+    runWorkers: true,
+    pollingIntervalSeconds: 0.05,
+    queues: [{ schema: payload, handler: async () => {}, ...def }],
+  });
+  try {
+    await fn(jobs);
+  } finally {
+    await jobs.stop();
+  }
+}
+
+test('due jobs are handled once each, earliest due first, a batch at a time, and end completed', async () => {
+  const batches: number[][] = [];
+  const now = Date.now();
+  await withQueue(
+    {
+      name: 'test-batches',
+      batchSize: 10,
+      workers: 1,
+      batchHandler: async (_ctx, items) => {
+        batches.push(items.map((i) => (i.data as { k: number }).k).sort((a, b) => a - b));
+      },
+    },
+    async (jobs) => {
+      // Job k became due k seconds ago, so job 34 is the earliest; job 99 is due in an hour.
+      await jobs.sendMany('test-batches', [
+        ...Array.from({ length: 35 }, (_, k) => ({ data: { k }, startAfter: new Date(now - k * 1000) })),
+        { data: { k: 99 }, startAfter: new Date(now + 3_600_000) },
+      ]);
+      await jobs.startWorkers(ctx);
+      for (let i = 0; i < 100 && batches.flat().length < 35; i++) await sleep(50);
+      await sleep(200); // a job handled twice would show up here
+    },
+  );
+  assert.deepEqual(
+    batches.map((b) => b.length),
+    [10, 10, 10, 5],
+  );
+  assert.deepEqual(batches[0], [25, 26, 27, 28, 29, 30, 31, 32, 33, 34], 'the first batch holds the ten that became due first');
+  assert.deepEqual(
+    batches.flat().sort((a, b) => a - b),
+    Array.from({ length: 35 }, (_, k) => k),
+  );
+  const rows = await jobsOf('test-batches');
+  assert.deepEqual(
+    rows.filter((r) => r.k < 35).map((r) => r.state),
+    Array.from({ length: 35 }, () => 'completed'),
+  );
+  assert.equal(rows.find((r) => r.k === 99)?.state, 'created', 'a job not yet due is left waiting');
+});
+
+test('a batch that throws is failed with its message and retried by the queue policy', async () => {
+  let attempts = 0;
+  await withQueue(
+    {
+      name: 'test-retries',
+      batchSize: 5,
+      retryLimit: 1,
+      retryDelaySeconds: 1,
+      retryBackoff: false,
+      batchHandler: async () => {
+        attempts++;
+        if (attempts === 1) throw new Error('relay unreachable');
+      },
+    },
+    async (jobs) => {
+      await jobs.sendMany(
+        'test-retries',
+        Array.from({ length: 3 }, (_, k) => ({ data: { k } })),
+      );
+      await jobs.startWorkers(ctx);
+      for (let i = 0; i < 100 && attempts < 1; i++) await sleep(50);
+      await sleep(100);
+      // Failed, and due again a second later (retryDelaySeconds).
+      assert.deepEqual(
+        (await jobsOf('test-retries')).map((r) => [r.state, r.output]),
+        Array.from({ length: 3 }, () => ['retry', { message: 'relay unreachable' }]),
+      );
+      for (let i = 0; i < 100 && attempts < 2; i++) await sleep(50);
+      await sleep(200);
+    },
+  );
+  assert.equal(attempts, 2);
+  assert.deepEqual(
+    (await jobsOf('test-retries')).map((r) => [r.state, r.retry_count, r.output]),
+    Array.from({ length: 3 }, () => ['completed', 1, null]),
+  );
+});
+
+test('stopping waits for the batch in hand, which completes', async () => {
+  let started = false;
+  let finished = false;
+  await withQueue(
+    {
+      name: 'test-stop',
+      batchSize: 5,
+      batchHandler: async () => {
+        started = true;
+        await sleep(500);
+        finished = true;
+      },
+    },
+    async (jobs) => {
+      await jobs.sendMany('test-stop', [{ data: { k: 1 } }]);
+      await jobs.startWorkers(ctx);
+      for (let i = 0; i < 100 && !started; i++) await sleep(20);
+      assert.ok(started);
+    },
+  );
+  assert.ok(finished, 'stop returned only after the handler finished');
+  assert.deepEqual(
+    (await jobsOf('test-stop')).map((r) => r.state),
+    ['completed'],
+  );
+});
