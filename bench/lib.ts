@@ -154,21 +154,26 @@ export async function rawPoolRate(opts: {
 
 /**
  * An SMTP server that only counts the benchmark's messages (recipients @bench.example.com; the
- * sign-up verification email is not one) and notes a recipient seen twice.
+ * sign-up verification email is not one) and notes a recipient seen twice. With `sampleEvery`,
+ * it also keeps every n-th message's source (at most 20), for a DKIM check.
  */
-export async function countingSink() {
+export async function countingSink(opts: { sampleEvery?: number } = {}) {
   let count = 0;
   const seen = new Set<string>();
   const twice: string[] = [];
+  const samples: Buffer[] = [];
   const server = new SMTPServer({
     authOptional: true,
     disabledCommands: ['STARTTLS'],
     logger: false,
     onData(stream, session, cb) {
-      stream.on('data', () => {});
+      // Only the benchmark's mail: bootstrapping the project also sends a sign-up verification email.
+      const ours = session.envelope.rcptTo.some((r) => r.address.endsWith('@bench.example.com'));
+      const chunks: Buffer[] | null = ours && opts.sampleEvery && count % opts.sampleEvery === 0 && samples.length < 20 ? [] : null;
+      stream.on('data', (chunk: Buffer) => chunks?.push(chunk));
       stream.on('end', () => {
-        // Only campaign mail: bootstrapping the project also sends a sign-up verification email.
-        if (session.envelope.rcptTo.some((r) => r.address.endsWith('@bench.example.com'))) count += 1;
+        if (chunks && samples.length < 20) samples.push(Buffer.concat(chunks));
+        if (ours) count += 1;
         for (const r of session.envelope.rcptTo) {
           if (seen.has(r.address)) twice.push(r.address);
           seen.add(r.address);
@@ -184,8 +189,10 @@ export async function countingSink() {
     url: `smtp://127.0.0.1:${address.port}`,
     count: () => count,
     duplicates: () => twice,
+    samples: () => samples,
     reset: () => {
       count = 0;
+      samples.length = 0;
       seen.clear();
       twice.length = 0;
     },
