@@ -98,7 +98,11 @@ export type Cursor = { at: string; id: string } | null;
 /**
  * The next `limit` eligible contacts after `cursor` in (created_at, id) order: one range scan of the
  * contacts (project_id, created_at, id) index, no OFFSET, never the whole audience in memory.
- * Contacts that already have an email of this campaign are left out.
+ * Contacts that already have an email of this campaign are left out, by one lookup of the
+ * (campaign_id, contact_id) index per contact: the `OFFSET 0` keeps the NOT EXISTS a per-row test.
+ * Without it the planner turned it into a join with the campaign's emails, planned from statistics
+ * that predate the send (as they do mid-campaign), and every batch compared each contact with every
+ * email written so far: 0.7 s a batch of 1,000 with 4,000 written.
  */
 export async function nextRecipients(
   db: Db,
@@ -113,7 +117,7 @@ export async function nextRecipients(
     SELECT c.id, c.email, to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at
       FROM contacts AS c
      WHERE ${where} ${after}
-       AND NOT EXISTS (SELECT 1 FROM emails e WHERE e.campaign_id = ${campaign.id} AND e.contact_id = c.id)
+       AND NOT EXISTS (SELECT 1 FROM emails e WHERE e.campaign_id = ${campaign.id} AND e.contact_id = c.id OFFSET 0)
      ORDER BY c.created_at, c.id
      LIMIT ${limit}`);
   const last = rows.at(-1);

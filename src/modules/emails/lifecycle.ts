@@ -203,6 +203,10 @@ export async function markAccepted(ctx: AppContext, accepted: Accepted[]): Promi
     data: emailEventData(a.email, a.subject),
     raw: captured ? a.raw.toString('base64') : null,
   }));
+  // The emails are found by primary key (the id array). Where the status test was a plain
+  // `e.status = 'SENDING'`, the planner, whose statistics mid-campaign predate the send, also read
+  // the partial index of waiting emails, dead entries and all: thousands of entries a statement.
+  // Wrapped in IS TRUE, the test cannot use that index.
   await recordEventsWith(ctx.database.db, {
     with: sql`input AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
@@ -212,7 +216,7 @@ export async function markAccepted(ctx: AppContext, accepted: Accepted[]): Promi
          SET status = ${captured ? 'DELIVERED' : 'SENT'}, subject = i.subject, message_id = i.message_id, error = NULL,
              locked_until = NULL, sent_at = i.at, delivered_at = CASE WHEN ${captured} THEN i.at END, updated_at = i.at
         FROM input AS i
-       WHERE e.id = i.id AND e.status = 'SENDING'
+       WHERE e.id = ANY(${sql.param(accepted.map((a) => a.email.id))}::uuid[]) AND e.id = i.id AND (e.status = 'SENDING') IS TRUE
        RETURNING e.id, e.project_id, e.contact_id, e.campaign_id, i.ord, i.at, i.data, i.raw
     ), stored AS (
       INSERT INTO email_raw (email_id, raw)
