@@ -56,14 +56,16 @@ const COMPLETE_SQL = `
 const failAll = (boss: PgBoss, queue: string, ids: string[], output: { message: string }) =>
   (boss.fail as (name: string, ids: string[], data: object) => Promise<void>).call(boss, queue, ids, output);
 
+const ERROR_PAUSE_MS = 5_000;
+
 export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
   const db = opts.boss.getDb();
   let stopping = false;
   let wake: (() => void) | null = null;
 
-  const pause = () =>
+  const pause = (ms: number) =>
     new Promise<void>((resolve) => {
-      const timer = setTimeout(done, opts.pollingIntervalMs);
+      const timer = setTimeout(done, ms);
       function done() {
         clearTimeout(timer);
         wake = null;
@@ -75,15 +77,20 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
   const loop = async () => {
     while (!stopping) {
       let fetched = 0;
+      let failed = false;
       try {
         const { rows } = (await db.executeSql(FETCH_SQL, [opts.queue, opts.batchSize])) as { rows: BatchJob[] };
         fetched = rows.length;
         if (fetched > 0) await runBatch(rows);
       } catch (err) {
+        failed = true;
         opts.onError(err);
       }
-      // A full batch means more may be waiting: fetch again at once.
-      if (fetched < opts.batchSize && !stopping) await pause();
+      if (stopping) break;
+      // A full batch means more may be waiting: fetch again at once. After an error (the database
+      // unreachable, say), wait longer than a poll, so an outage is not logged twice a second.
+      if (failed) await pause(Math.max(opts.pollingIntervalMs, ERROR_PAUSE_MS));
+      else if (fetched < opts.batchSize) await pause(opts.pollingIntervalMs);
     }
   };
 

@@ -122,6 +122,8 @@ export async function startJobs(opts: {
         const pollingIntervalSeconds = q.cron ? CRON_QUEUE_POLL_SECONDS : (opts.pollingIntervalSeconds ?? 0.5);
         for (let i = 0; i < (q.workers ?? 1); i++) {
           if (q.batchHandler) {
+            // Herald's batch poller fetches without pg-boss's singleton rules (jobs/batch-worker.ts).
+            if (q.policy && q.policy !== 'standard') throw new Error(`queue ${q.name}: a batch handler needs the standard policy`);
             const batchHandler = q.batchHandler;
             batchWorkers.push(
               startBatchWorker({
