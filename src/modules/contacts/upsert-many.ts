@@ -44,6 +44,10 @@ export async function upsertContacts(
     keys.length > 0
       ? recordFieldTypes({ project: sql`${projectId}`, keys: textArray(keys), types: textArray(types), now: sql`${rows[0].at}::timestamptz` })
       : sql``;
+  // `old` looks each email up in the (project, email) index: as `email IN (SELECT email FROM
+  // input)` the planner, its statistics older than a fast-growing project, read all the project's
+  // contacts for every group instead (20,000 of them, 17-33 ms, in bench send (a)). A LATERAL
+  // subquery with a LIMIT is never turned into that join.
   // `old` is read without locks; the INSERT then locks every contact in email order (as the
   // one-by-one path does, so the two cannot deadlock) and updates one only if it is still as `old`
   // saw it. A contact changed or created by another transaction meanwhile is left out (locked), and
@@ -53,7 +57,11 @@ export async function upsertContacts(
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
         AS r(ord int, email text, new_id text, subscribed boolean, set_data jsonb, unset_keys text[], at timestamptz)
     ), old AS MATERIALIZED (
-      SELECT c.id, c.email, c.subscribed, c.data FROM contacts AS c WHERE c.project_id = ${projectId} AND c.email IN (SELECT email FROM input)
+      SELECT c.id, c.email, c.subscribed, c.data
+        FROM input AS i
+       CROSS JOIN LATERAL (
+         SELECT c.id, c.email, c.subscribed, c.data FROM contacts AS c WHERE c.project_id = ${projectId} AND c.email = i.email LIMIT 1
+       ) AS c
     )${fields}, target AS (
       SELECT i.ord, i.email, i.new_id, i.at, o.subscribed AS old_subscribed, o.data AS old_data,
              COALESCE(i.subscribed, o.subscribed, ${opts.defaultSubscribed}::boolean) AS subscribed,
