@@ -155,8 +155,9 @@ export async function rawPoolRate(opts: {
 /**
  * An SMTP server that only counts the benchmark's messages (recipients @bench.example.com; the
  * sign-up verification email is not one) and notes a recipient seen twice. With `sampleEvery`,
- * it also keeps every n-th message's source (at most 20), for a DKIM check.
+ * it also keeps every n-th message's source (at most MAX_SAMPLES), for a DKIM check.
  */
+const MAX_SAMPLES = 20;
 export async function countingSink(opts: { sampleEvery?: number } = {}) {
   let count = 0;
   const seen = new Set<string>();
@@ -169,10 +170,10 @@ export async function countingSink(opts: { sampleEvery?: number } = {}) {
     onData(stream, session, cb) {
       // Only the benchmark's mail: bootstrapping the project also sends a sign-up verification email.
       const ours = session.envelope.rcptTo.some((r) => r.address.endsWith('@bench.example.com'));
-      const chunks: Buffer[] | null = ours && opts.sampleEvery && count % opts.sampleEvery === 0 && samples.length < 20 ? [] : null;
+      const chunks: Buffer[] | null = ours && opts.sampleEvery && count % opts.sampleEvery === 0 && samples.length < MAX_SAMPLES ? [] : null;
       stream.on('data', (chunk: Buffer) => chunks?.push(chunk));
       stream.on('end', () => {
-        if (chunks && samples.length < 20) samples.push(Buffer.concat(chunks));
+        if (chunks && samples.length < MAX_SAMPLES) samples.push(Buffer.concat(chunks));
         if (ours) count += 1;
         for (const r of session.envelope.rcptTo) {
           if (seen.has(r.address)) twice.push(r.address);

@@ -72,7 +72,6 @@ const alive = (pid: number) => {
   }
 };
 
-/** The command line a process was started with. */
 /** The V8 heap flags on a started process's command line. */
 const heapFlags = (pid: number) =>
   readFileSync(`/proc/${pid}/cmdline`, 'utf8')

@@ -151,14 +151,13 @@ export function createComposePool(
   /** The thread began composing job `id`: from now on it has `limitMillis`, plus time for its attachments. */
   function startClock(slot: Slot, id: number): void {
     if (slot.running) clearTimeout(slot.running.timer);
-    const started = slot.jobs.find((j) => j.id === id);
-    const limit = limitMillis + (started ? Math.ceil(attachmentMb(started.input) * MILLIS_PER_ATTACHMENT_MB) : 0);
+    // The job stays in slot.jobs until it settles, and settling clears this timer.
+    const job = slot.jobs.find((j) => j.id === id);
+    const limit = limitMillis + (job ? Math.ceil(attachmentMb(job.input) * MILLIS_PER_ATTACHMENT_MB) : 0);
     const timer = setTimeout(() => {
       // Terminating stops whatever the thread runs; its other jobs go to a fresh thread.
-      const job = slot.jobs.find((j) => j.id === id);
       slot.running = null;
-      slot.jobs = slot.jobs.filter((j) => j.id !== id);
-      const requeued = slot.jobs;
+      const requeued = slot.jobs.filter((j) => j.id !== id);
       slot.jobs = [];
       stop(slot);
       job?.reject(new RenderLimitError(`Composing the message took longer than ${limit} ms`));
