@@ -33,12 +33,16 @@ async function jobsOf(queue: string) {
   return rows;
 }
 
-async function withQueue(def: Omit<AnyQueueDef, 'schema' | 'handler'>, fn: (jobs: Jobs) => Promise<void>) {
+async function withQueue(
+  def: Omit<AnyQueueDef, 'schema' | 'handler'> & Partial<Pick<AnyQueueDef, 'handler'>>,
+  fn: (jobs: Jobs) => Promise<void>,
+  { log = pino({ level: 'silent' }), pollingIntervalSeconds = 0.05 }: { log?: pino.Logger; pollingIntervalSeconds?: number } = {},
+) {
   const jobs = await startJobs({
     url,
-    log: pino({ level: 'silent' }),
+    log,
     runWorkers: true,
-    pollingIntervalSeconds: 0.05,
+    pollingIntervalSeconds,
     queues: [{ schema: payload, handler: async () => {}, ...def }],
   });
   try {
@@ -151,4 +155,40 @@ test('stopping waits for the batch in hand, which completes', async () => {
     (await jobsOf('test-stop')).map((r) => r.state),
     ['completed'],
   );
+});
+
+test("a failed job's log line leaves out a database error's message, which can carry a parameter's value", async () => {
+  const lines: string[] = [];
+  const log = pino({ level: 'error' }, { write: (line: string) => void lines.push(line) });
+  const secret = 'person@example.com';
+  const failWithDatabaseError = async () => {
+    await pool.query('SELECT $1::int', [secret]); // invalid input syntax for type integer: "person@example.com"
+  };
+  await withQueue(
+    { name: 'test-log-batch', batchSize: 5, retryLimit: 0, batchHandler: failWithDatabaseError },
+    async (jobs) => {
+      await jobs.sendMany('test-log-batch', [{ data: { k: 1 } }]);
+      await jobs.startWorkers(ctx);
+      for (let i = 0; i < 100 && lines.length < 1; i++) await sleep(50);
+    },
+    { log },
+  );
+  await withQueue(
+    { name: 'test-log-single', retryLimit: 0, handler: failWithDatabaseError },
+    async (jobs) => {
+      await jobs.sendMany('test-log-single', [{ data: { k: 2 } }]);
+      await jobs.startWorkers(ctx);
+      for (let i = 0; i < 100 && lines.length < 2; i++) await sleep(50);
+    },
+    { log, pollingIntervalSeconds: 0.5 }, // pg-boss's own worker polls at most twice a second
+  );
+  const entries = lines.map((l) => JSON.parse(l) as { msg: string; queue: string; error: { sqlState?: string } });
+  assert.deepEqual(
+    entries.map((e) => [e.queue, e.error.sqlState, e.msg.replace(/[0-9a-f-]{36}/, '<id>')]),
+    [
+      ['test-log-batch', '22P02', 'job batch of 1 on test-log-batch failed: database error'],
+      ['test-log-single', '22P02', 'job test-log-single <id> failed: database error'],
+    ],
+  );
+  for (const line of lines) assert.ok(!line.includes(secret), `no log line holds the value: ${line}`);
 });

@@ -138,10 +138,9 @@ export async function startJobs(opts: {
                       jobs.map((job) => ({ id: job.id, data: q.schema.parse(job.data) })),
                     );
                   } catch (err) {
-                    opts.log.error(
-                      { error: loggableError(err), queue: q.name, jobs: jobs.length },
-                      `job batch of ${jobs.length} on ${q.name} failed: ${String((err as Error)?.message ?? err)}`,
-                    );
+                    // The line's text takes loggableError's message: a database error's own message can carry a parameter's value.
+                    const error = loggableError(err);
+                    opts.log.error({ error, queue: q.name, jobs: jobs.length }, `job batch of ${jobs.length} on ${q.name} failed: ${String(error.message)}`);
                     throw err;
                   }
                 },
@@ -155,10 +154,8 @@ export async function startJobs(opts: {
             const results = await Promise.allSettled(jobs.map(async (job) => q.handler(ctx, q.schema.parse(job.data), { id: job.id })));
             for (const [j, r] of results.entries()) {
               if (r.status === 'fulfilled') continue;
-              opts.log.error(
-                { error: loggableError(r.reason), queue: q.name, jobId: jobs[j].id },
-                `job ${q.name} ${jobs[j].id} failed: ${String((r.reason as Error)?.message ?? r.reason)}`,
-              );
+              const error = loggableError(r.reason);
+              opts.log.error({ error, queue: q.name, jobId: jobs[j].id }, `job ${q.name} ${jobs[j].id} failed: ${String(error.message)}`);
               await boss.fail(q.name, jobs[j].id, { message: String((r.reason as Error)?.message ?? r.reason) });
             }
             // pg-boss waits a polling interval between fetches; a full batch means more work is waiting.
