@@ -1,6 +1,7 @@
 import pino, { type Logger } from 'pino';
 import pretty from 'pino-pretty';
 import type { Config } from './config.ts';
+import { loggableError } from './loggable-error.ts';
 
 /**
  * JSON lines, or one readable line per entry when stdout is a terminal (LOG_FORMAT forces either).
@@ -9,9 +10,7 @@ import type { Config } from './config.ts';
  */
 export function createLogger(config: Pick<Config, 'logLevel' | 'logFormat'>): Logger {
   const usePretty = config.logFormat === 'pretty' || (config.logFormat === undefined && process.stdout.isTTY === true);
-  if (!usePretty) return pino({ level: config.logLevel });
-  return pino(
-    { level: config.logLevel },
-    pretty({ sync: true, colorize: process.stdout.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }),
-  );
+  const options = { level: config.logLevel, serializers: { err: loggableError } };
+  if (!usePretty) return pino(options);
+  return pino(options, pretty({ sync: true, colorize: process.stdout.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }));
 }

@@ -16,6 +16,7 @@ import { acceptedRecorder } from './modules/emails/delivery/accepted.ts';
 import { createTransport } from './mail/transport.ts';
 import { startWorkflowRunner } from './modules/workflows/jobs.ts';
 import { createComposePool } from './render/compose-pool.ts';
+import { loggableError } from './loggable-error.ts';
 import { checkSecretAtStartup } from './modules/system/secret-check.ts';
 import { StartupError } from './startup-error.ts';
 
@@ -30,7 +31,8 @@ export type Runtime = {
 
 /** Starts one Herald process: database (embedded or external), migrations, jobs, and the HTTP app. */
 export async function startRuntime(config: Config, opts: { log?: Logger; clock?: Clock } = {}): Promise<Runtime> {
-  const log = opts.log ?? pino({ level: config.logLevel });
+  // Whatever logger the caller gives, an `err` field is written without a database error's values.
+  const log = (opts.log ?? pino({ level: config.logLevel })).child({}, { serializers: { err: loggableError } });
   const server = await startDatabaseServer({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, log });
   const stops: (() => Promise<void>)[] = [server.stop];
   const stopAll = async () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'drizzle-orm';
-import { loggableError } from '../src/http/errors.ts';
+import { loggableError } from '../src/loggable-error.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { Res } from './helpers/http.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';

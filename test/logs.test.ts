@@ -66,3 +66,17 @@ test('one line per email outcome, with the email id, project and reply, and no r
   assert.equal(outcome[0].projectId, b.project.id);
   assert.ok(!JSON.stringify(lines).includes('grace@example.com'));
 });
+
+test("an error logged as `err` anywhere in the runtime leaves out a database error's message and detail", async () => {
+  const secret = 'grace.hopper@example.com';
+  const err = await runtime.ctx.database.pool.query('SELECT $1::int', [secret]).then(
+    () => assert.fail('the query must fail'),
+    (e: unknown) => e,
+  );
+  assert.match(String((err as Error).message), /grace\.hopper/, 'the driver error itself carries the value');
+  runtime.ctx.log.error({ err, jobId: 'j-1' }, 'import failed');
+  const line = lines.find((l) => l.msg === 'import failed' && l.jobId === 'j-1');
+  assert.ok(line);
+  assert.ok(!JSON.stringify(line).includes(secret), JSON.stringify(line));
+  assert.deepEqual([(line.err as { message: string }).message, (line.err as { sqlState: string }).sqlState], ['database error', '22P02']);
+});

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ZodError, type ZodIssue } from 'zod';
+import { databaseErrorOf, loggableError } from '../loggable-error.ts';
 import { invalidJson } from './body-types.ts';
 
 export type FieldError = { field: string; message: string; code: string; received?: string };
@@ -142,45 +143,6 @@ export function toApiError(err: unknown): ApiError {
     return new ApiError(fe.statusCode, 'BAD_REQUEST', fe.message ?? 'Bad request');
   }
   return new ApiError(500, 'INTERNAL_SERVER_ERROR', 'An unexpected error occurred');
-}
-
-type DatabaseError = { code?: unknown; routine?: unknown; constraint?: unknown; table?: unknown; column?: unknown };
-
-/** The PostgreSQL error behind `err` (Drizzle wraps the driver's error as `cause`), if any. */
-function databaseErrorOf(err: unknown): DatabaseError | null {
-  for (let e = err, depth = 0; e && typeof e === 'object' && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
-    const code = (e as DatabaseError).code;
-    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && 'routine' in e) return e as DatabaseError;
-  }
-  return null;
-}
-
-/**
- * What the 500 log says about an error: its type, message and stack, and for a database error its
- * SQLSTATE and the constraint, table or column involved. Never the query's parameters, the row's
- * values or the request body: a driver error's message carries its parameters, so it is left out.
- */
-export function loggableError(err: unknown): Record<string, unknown> {
-  const db = databaseErrorOf(err);
-  const e = err instanceof Error ? err : new Error(String(err));
-  const stack = e.stack
-    ?.split('\n')
-    .filter((l) => l.trimStart().startsWith('at '))
-    .slice(0, 12)
-    .join('\n');
-  if (db) {
-    return {
-      type: e.name,
-      message: 'database error',
-      sqlState: db.code,
-      routine: db.routine,
-      constraint: db.constraint,
-      table: db.table,
-      column: db.column,
-      stack,
-    };
-  }
-  return { type: e.name, message: e.message.slice(0, 300), stack };
 }
 
 /** Fastify's own router errors (bad URL, over-long parameter), answered before any route runs. */

@@ -3,7 +3,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { AppContext } from '../context.ts';
-import { loggableError } from '../http/errors.ts';
+import { loggableError } from '../loggable-error.ts';
 import { type BatchWorker, startBatchWorker } from './batch-worker.ts';
 
 /** A background queue: its payload schema (checked when a job is picked up), handler and retry policy. */

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { loggableError } from '../../../http/errors.ts';
+import { loggableError } from '../../../loggable-error.ts';
 import type { AppContext } from '../../../context.ts';
 import type { QueueDef } from '../../../jobs/boss.ts';
 import { RenderLimitError, TemplateRenderError, TemplateSyntaxError } from '../../../render/engine.ts';
