@@ -23,7 +23,8 @@ export function databaseErrorOf(err: unknown): DatabaseError | null {
 export function loggableError(err: unknown): Record<string, unknown> {
   const db = databaseErrorOf(err);
   const e = err instanceof Error ? err : new Error(String(err));
-  const stack = e.stack
+  // A thrown non-Error has no stack of its own (the new Error's would point here).
+  const stack = (err instanceof Error ? err.stack : undefined)
     ?.split('\n')
     .filter((l) => l.trimStart().startsWith('at '))
     .slice(0, 12)
