@@ -1,7 +1,7 @@
 import MailComposer from 'nodemailer/lib/mail-composer';
 import type { StoredAttachment } from '../db/schema/emails.ts';
 import { plainText } from '../render/plain-text.ts';
-import { writeMimeTree } from './mime-writer.ts';
+import { writeAlternativeMessage, writeMimeTree } from './mime-writer.ts';
 
 /** The one HTML-to-text converter (also used by the template preview). */
 export { plainText };
@@ -26,7 +26,7 @@ const formatAddress = (a: Address) => (a.name ? { name: a.name, address: a.email
 
 /** The RFC 5322 source: HTML plus its generated plain-text alternative, headers and attachments. */
 export async function buildMessage(spec: MessageSpec): Promise<Buffer> {
-  const composer = new MailComposer({
+  const message = {
     messageId: spec.messageId,
     date: spec.date,
     from: formatAddress(spec.from),
@@ -36,6 +36,11 @@ export async function buildMessage(spec: MessageSpec): Promise<Buffer> {
     html: spec.html,
     text: spec.text ?? plainText(spec.html),
     headers: spec.headers,
+  };
+  const lean = spec.attachments?.length ? null : writeAlternativeMessage(message);
+  if (lean) return lean;
+  const composer = new MailComposer({
+    ...message,
     attachments: (spec.attachments ?? []).map((a) => ({
       filename: a.filename,
       content: a.content,
