@@ -2,8 +2,20 @@ import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 
-/** One open-loop run: `rate` POSTs a second, evenly spaced, each body with `[<id>]` replaced by a unique id. */
-export type PacedLoad = { url: string; headers: Record<string, string>; body: string; rate: number; seconds: number; connections: number };
+/**
+ * One open-loop run: `rate` POSTs a second, evenly spaced, each body with `[<id>]` replaced by a
+ * unique id. The first `warmupSeconds` (default 1) of requests are sent but not counted: the
+ * thread's first requests open the connections and run cold code on both sides.
+ */
+export type PacedLoad = {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+  rate: number;
+  seconds: number;
+  connections: number;
+  warmupSeconds?: number;
+};
 export type PacedResult = { sent: number; failed: number; p50: number; p99: number; max: number };
 
 /**
@@ -27,16 +39,17 @@ export function pacedLoad(load: PacedLoad): Promise<PacedResult> {
 
 async function run(load: PacedLoad): Promise<PacedResult> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: load.connections });
-  const total = Math.round(load.rate * load.seconds);
+  const warmup = Math.round(load.rate * (load.warmupSeconds ?? 1));
+  const total = warmup + Math.round(load.rate * load.seconds);
   const latencies: number[] = [];
   let failed = 0;
-  const post = (id: string, due: number) =>
+  const post = (id: string, due: number, counted: boolean) =>
     new Promise<void>((done) => {
       const req = http.request(load.url, { method: 'POST', agent, headers: load.headers }, (res) => {
         res.resume();
         res.on('end', () => {
-          if (res.statusCode === 200) latencies.push(performance.now() - due);
-          else failed += 1;
+          if (res.statusCode !== 200) failed += 1;
+          else if (counted) latencies.push(performance.now() - due);
           done();
         });
       });
@@ -52,13 +65,13 @@ async function run(load: PacedLoad): Promise<PacedResult> {
     const due = start + (i * 1000) / load.rate;
     const wait = due - performance.now();
     if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-    inFlight.push(post(`p${process.pid}-${start.toFixed(0)}-${i}`, due));
+    inFlight.push(post(`p${process.pid}-${start.toFixed(0)}-${i}`, due, i >= warmup));
   }
   await Promise.all(inFlight);
   agent.destroy();
   latencies.sort((a, b) => a - b);
   const at = (q: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN);
-  return { sent: total, failed, p50: at(0.5), p99: at(0.99), max: Math.round(latencies.at(-1) ?? NaN) };
+  return { sent: total - warmup, failed, p50: at(0.5), p99: at(0.99), max: Math.round(latencies.at(-1) ?? NaN) };
 }
 
 const asked = isMainThread ? undefined : (workerData as { pacedLoad?: PacedLoad } | null)?.pacedLoad;

@@ -135,7 +135,7 @@ async function acceptedThroughput(databaseUrl: string, dns: Awaited<ReturnType<t
       connections: CONNECTIONS,
     });
     console.log(
-      `   at half that rate, evenly paced (${fmt(rate)} requests/s): p50 ${half.p50} ms, p99 ${half.p99} ms, max ${half.max} ms (${half.failed} failed); p99 < 50 ms: ${verdict(half.p99 < 50)}`,
+      `   at half that rate, evenly paced (${fmt(rate)} requests/s, after 1 s of warm-up): p50 ${half.p50} ms, p99 ${half.p99} ms, max ${half.max} ms (${half.failed} failed); p99 < 50 ms: ${verdict(half.p99 < 50)}`,
     );
   } finally {
     await server.stop();
