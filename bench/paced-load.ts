@@ -4,13 +4,14 @@ import { Worker, isMainThread, parentPort, workerData } from 'node:worker_thread
 
 /**
  * One open-loop run: `rate` POSTs a second, evenly spaced, each body with `[<id>]` replaced by a
- * unique id. The first `warmupSeconds` (default 1) of requests are sent but not counted: the
- * thread's first requests open the connections and run cold code on both sides.
+ * unique id (request i sends `body[i % body.length]` when given several). The first
+ * `warmupSeconds` (default 1) of requests are sent but not counted: the thread's first requests
+ * open the connections and run cold code on both sides.
  */
 export type PacedLoad = {
   url: string;
   headers: Record<string, string>;
-  body: string;
+  body: string | string[];
   rate: number;
   seconds: number;
   connections: number;
@@ -43,7 +44,8 @@ async function run(load: PacedLoad): Promise<PacedResult> {
   const total = warmup + Math.round(load.rate * load.seconds);
   const latencies: number[] = [];
   let failed = 0;
-  const post = (id: string, due: number, counted: boolean) =>
+  const bodies = typeof load.body === 'string' ? [load.body] : load.body;
+  const post = (id: string, body: string, due: number, counted: boolean) =>
     new Promise<void>((done) => {
       const req = http.request(load.url, { method: 'POST', agent, headers: load.headers }, (res) => {
         res.resume();
@@ -57,7 +59,7 @@ async function run(load: PacedLoad): Promise<PacedResult> {
         failed += 1;
         done();
       });
-      req.end(load.body.replaceAll('[<id>]', id));
+      req.end(body.replaceAll('[<id>]', id));
     });
   const start = performance.now();
   const inFlight: Promise<void>[] = [];
@@ -65,7 +67,7 @@ async function run(load: PacedLoad): Promise<PacedResult> {
     const due = start + (i * 1000) / load.rate;
     const wait = due - performance.now();
     if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-    inFlight.push(post(`p${process.pid}-${start.toFixed(0)}-${i}`, due, i >= warmup));
+    inFlight.push(post(`p${process.pid}-${start.toFixed(0)}-${i}`, bodies[i % bodies.length], due, i >= warmup));
   }
   await Promise.all(inFlight);
   agent.destroy();
