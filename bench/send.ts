@@ -58,14 +58,13 @@ async function acceptedThroughput(databaseUrl: string, dns: Awaited<ReturnType<t
     await verifyDomain(b.sk, dns, 'mail.bench.test');
     const body = (id: string) =>
       JSON.stringify({ to: `u${id}@bench.example.com`, from: FROM, subject: 'Order {{order}}', body: BODY, data: { firstName: 'Ada', order: 42 } });
-    const cannon = (seconds: number, rate?: number) =>
+    const cannon = (seconds: number) =>
       autocannon({
         url: `${server.url}/v1/send`,
         method: 'POST',
         connections: CONNECTIONS,
         duration: seconds,
         workers: 1,
-        ...(rate ? { overallRate: rate } : {}),
         idReplacement: true,
         headers: { authorization: `Bearer ${b.project.secretKey}`, 'content-type': 'application/json' },
         body: body('[<id>]'),

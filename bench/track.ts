@@ -62,13 +62,12 @@ export async function run(): Promise<void> {
         for (const p of [http, ref]) await seedContacts(server.sql, p.project.id);
         await server.sql('ANALYZE contacts');
 
-        const cannon = (seconds: number, rate?: number) =>
+        const cannon = (seconds: number) =>
           autocannon({
             url: server.url,
             connections: CONNECTIONS,
             duration: seconds,
             workers: 1,
-            ...(rate ? { overallRate: rate } : {}),
             headers: { authorization: `Bearer ${http.project.publicKey}`, 'content-type': 'application/json' },
             requests: [{ method: 'POST', path: '/v1/track', setupRequest }],
           });
@@ -97,7 +96,7 @@ export async function run(): Promise<void> {
   );
 }
 
-type Cannon = (seconds: number, rate?: number) => Promise<AutocannonResult>;
+type Cannon = (seconds: number) => Promise<AutocannonResult>;
 
 async function throughput(sql: Sql, projectId: string, cannon: Cannon, reference: Reference): Promise<number> {
   const seconds = SECONDS / ROUNDS;

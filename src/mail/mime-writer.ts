@@ -19,11 +19,14 @@ const QP_SLICE = 64 * 1024;
 export function writeMimeTree(root: MimeNode): Buffer | null {
   const out: (string | Buffer)[] = [];
   if (!writeNode(root, out)) return null;
-  const source = Buffer.concat(out.map((part) => (typeof part === 'string' ? Buffer.from(part, 'latin1') : part)));
+  const source = joined(out);
   // nodemailer's LastNewline: the source always ends with a line break.
   if (source.length > 0 && source[source.length - 1] === 0x0a) return source;
   return Buffer.concat([source, Buffer.from(source.length > 0 && source[source.length - 1] === 0x0d ? '\n' : '\r\n')]);
 }
+
+/** The written pieces as one source: headers and encoded text are ASCII, raw parts stay bytes. */
+const joined = (out: (string | Buffer)[]) => Buffer.concat(out.map((part) => (typeof part === 'string' ? Buffer.from(part, 'latin1') : part)));
 
 function writeNode(node: MimeNode, out: (string | Buffer)[]): boolean {
   if ((node as unknown as { _raw?: unknown })._raw) return false;
@@ -167,5 +170,5 @@ export function writeAlternativeMessage(message: AlternativeMessage, baseBoundar
     out.push(`${i > 0 ? '\r\n' : ''}--${boundary}\r\nContent-Type: ${type}\r\nContent-Transfer-Encoding: ${encoding}\r\n\r\n`, body);
   }
   out.push(`\r\n--${boundary}--\r\n`);
-  return Buffer.concat(out.map((part) => (typeof part === 'string' ? Buffer.from(part, 'latin1') : part)));
+  return joined(out);
 }
