@@ -39,35 +39,42 @@ export async function withSetupRequest<T>(source: string, fn: (file: string) => 
   }
 }
 
+const TICK_MS = 10; // USER_HZ is 100 on Linux
+
+/** A process's /proc stat: its name, parent, own CPU ticks (all threads) and its reaped children's; null once it has ended. */
+function procStat(pid: number): { pid: number; comm: string; ppid: number; own: number; reaped: number } | null {
+  try {
+    // After the ")" closing comm: state ppid … utime(14) stime(15) cutime(16) cstime(17), 1-based over the whole line.
+    const line = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = line.slice(line.lastIndexOf(')') + 2).split(' ');
+    return {
+      pid,
+      comm: line.slice(line.indexOf('(') + 1, line.lastIndexOf(')')),
+      ppid: Number(f[1]),
+      own: Number(f[11]) + Number(f[12]),
+      reaped: Number(f[13]) + Number(f[14]),
+    };
+  } catch {
+    return null; // a process that ended while we read
+  }
+}
+
+/** CPU milliseconds (user + system, all threads) used so far by process `pid`; 0 once it has ended, or off Linux. */
+export const processCpuMs = (pid: number) => (procStat(pid)?.own ?? 0) * TICK_MS;
+
 /**
  * CPU milliseconds used so far by the PostgreSQL servers this process started (the benchmarks'
  * embedded ones): each postmaster's own time, the time of its children it has reaped, and the time
  * of its live backends. Linux only (/proc); 0 elsewhere.
  */
 export function postgresCpuMs(): number {
-  const ticksToMs = 10; // USER_HZ is 100 on Linux
   const stats = readdirSync('/proc', { withFileTypes: true }).flatMap((d) => {
-    if (!/^\d+$/.test(d.name)) return [];
-    try {
-      // After the ")" closing comm: state ppid … utime(14) stime(15) cutime(16) cstime(17), 1-based over the whole line.
-      const line = readFileSync(`/proc/${d.name}/stat`, 'utf8');
-      const f = line.slice(line.lastIndexOf(')') + 2).split(' ');
-      return [
-        {
-          pid: Number(d.name),
-          comm: line.slice(line.indexOf('(') + 1, line.lastIndexOf(')')),
-          ppid: Number(f[1]),
-          own: Number(f[11]) + Number(f[12]),
-          reaped: Number(f[13]) + Number(f[14]),
-        },
-      ];
-    } catch {
-      return []; // a process that ended while we read
-    }
+    const stat = /^\d+$/.test(d.name) ? procStat(Number(d.name)) : null;
+    return stat ? [stat] : [];
   });
   const postmasters = new Set(stats.filter((s) => s.ppid === process.pid && s.comm === 'postgres').map((s) => s.pid));
   const ticks = stats.reduce((sum, s) => sum + (postmasters.has(s.pid) ? s.own + s.reaped : postmasters.has(s.ppid) ? s.own : 0), 0);
-  return ticks * ticksToMs;
+  return ticks * TICK_MS;
 }
 
 const quiet = { info: () => {}, debug: () => {}, error: () => {} };

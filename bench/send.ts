@@ -3,7 +3,6 @@ import pg from 'pg';
 import pino from 'pino';
 import { loadConfig } from '../src/config.ts';
 import { uuidv7 } from '../src/db/ids.ts';
-import { keepParsedPrivateKeys } from '../src/mail/dkim-key-cache.ts';
 import { decryptPrivateKey } from '../src/modules/domains/dkim-keys.ts';
 import { upsertContactQuery } from '../src/modules/contacts/service.ts';
 import { preparedQuery } from '../src/db/prepared.ts';
@@ -13,6 +12,7 @@ import { startTestDns } from '../test/helpers/dns-server.ts';
 import { verifyDomain } from '../test/helpers/domains.ts';
 import { dkimResult } from '../test/helpers/smtp-sink.ts';
 import { startTestServer } from '../test/helpers/server.ts';
+import { cpuMsPer, libraryPipelineRate } from './library-pipeline.ts';
 import { pacedLoad } from './paced-load.ts';
 import { autocannon, countingSink, fmt, postgresCpuMs, printMachine, rawPoolRate, verdict, withBenchDatabase } from './lib.ts';
 
@@ -206,7 +206,18 @@ async function deliveryThroughput(databaseUrl: string, dns: Awaited<ReturnType<t
     // Second reference: the library-only pipeline (render, text part, MIME, DKIM with a parsed key kept, same pool), no database.
     const [domain] = await api.sql<{ key: string }>(`SELECT dkim_private_key_enc AS key FROM domains WHERE project_id = $1`, [b.project.id]);
     sink.reset();
-    const library = await libraryPipelineRate({ url: sink.url, poolSize, total, privateKeyPem: decryptPrivateKey(domain.key, config.jwtSecret) });
+    const library = await libraryPipelineRate({
+      url: sink.url,
+      poolSize,
+      total,
+      privateKeyPem: decryptPrivateKey(domain.key, config.jwtSecret),
+      domain: 'mail.bench.test',
+      from: FROM,
+      subject: 'Order {{order}}',
+      body: BODY,
+      to: (i) => `d${i}@bench.example.com`,
+      vars: () => ({ firstName: 'Ada', order: 42 }),
+    });
     console.log(`   Herald workers:       ${fmt(herald)} messages/s  (${fmt(sent)} SENT; peak RSS of the bench process ${fmt(peakRss / 2 ** 20)} MiB)`);
     console.log(
       `                         DKIM: ${passed} of ${dkim.length} sampled messages pass${passed === dkim.length ? '' : ` (NOT all: ${dkim.find((d) => d.result !== 'pass')?.why})`}`,
@@ -228,75 +239,6 @@ async function deliveryThroughput(databaseUrl: string, dns: Awaited<ReturnType<t
     await sink.stop();
   }
 }
-
-/**
- * The reference pipeline of issue 15: for each message, Liquid renders subject and body,
- * html-to-text makes the text part, MailComposer builds the MIME source, mailauth signs it (the
- * parsed key kept, as Herald's signer threads do), and a nodemailer pool of the same size sends
- * it. The build runs on this thread while the pool sends; one DKIM signature is checked.
- */
-async function libraryPipelineRate(opts: { url: string; poolSize: number; total: number; privateKeyPem: string }): Promise<{ rate: number; cpuMs: string }> {
-  const { Liquid } = await import('liquidjs');
-  const { plainText } = await import('../src/mail/build-message.ts');
-  // MailComposer compiles the tree; Herald's tree writer (byte-for-byte nodemailer's build, faster
-  // than its streams) writes it, as in every session's reference since the seventh. Herald's own
-  // writer for HTML and text messages (writeAlternativeMessage) is not used here.
-  const MailComposer = (await import('nodemailer/lib/mail-composer')).default;
-  const { writeMimeTree } = await import('../src/mail/mime-writer.ts');
-  // mailauth's own entry point, so the reference stays the library's cost whatever Herald's signer does.
-  const { dkimSign } = await import('mailauth/lib/dkim/sign.js');
-  const nodemailer = (await import('nodemailer')).default;
-  keepParsedPrivateKeys();
-  const liquid = new Liquid();
-  const body = liquid.parse(BODY.replace('{{firstName ?? "there"}}', '{{firstName | default: "there"}}'));
-  const subject = liquid.parse('Order {{order}}');
-  const transport = nodemailer.createTransport({ url: opts.url, pool: true, maxConnections: opts.poolSize, maxMessages: 1000 });
-  const build = async (i: number): Promise<Buffer> => {
-    const vars = { firstName: 'Ada', order: 42 };
-    const html = liquid.renderSync(body, vars) as string;
-    const tree = new MailComposer({
-      messageId: `<${uuidv7()}@mail.bench.test>`,
-      date: new Date(),
-      from: FROM,
-      to: `d${i}@bench.example.com`,
-      subject: liquid.renderSync(subject, vars) as string,
-      html,
-      text: plainText(html),
-      headers: {},
-      disableFileAccess: true,
-      disableUrlAccess: true,
-    }).compile();
-    const unsigned = writeMimeTree(tree) ?? (await tree.build());
-    const signature = {
-      signingDomain: 'mail.bench.test',
-      selector: 'herald',
-      privateKey: opts.privateKeyPem,
-      canonicalization: 'relaxed/relaxed',
-      algorithm: 'rsa-sha256',
-    };
-    const signed = await dkimSign(unsigned, { ...signature, signatureData: [signature], signTime: new Date() });
-    if (signed.errors.length > 0 || !signed.signatures.trim()) throw new Error(`the reference pipeline did not sign: ${String(signed.errors[0])}`);
-    return Buffer.concat([Buffer.from(signed.signatures), unsigned]);
-  };
-  const cpuBefore = process.cpuUsage();
-  const start = performance.now();
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: opts.poolSize * 4 }, async () => {
-      while (next < opts.total) {
-        const i = next++;
-        await transport.sendMail({ envelope: { from: FROM, to: [`d${i}@bench.example.com`] }, raw: await build(i) });
-      }
-    }),
-  );
-  const rate = opts.total / ((performance.now() - start) / 1000);
-  const cpuMs = cpuMsPer(process.cpuUsage(cpuBefore), opts.total);
-  transport.close();
-  return { rate, cpuMs };
-}
-
-/** CPU time (user + system) per message, in ms: unlike a rate, barely moved by other load on the machine. */
-const cpuMsPer = (used: NodeJS.CpuUsage, messages: number) => ((used.user + used.system) / 1000 / messages).toFixed(2);
 
 /** A message of the same shape and size as the ones Herald sends in (b). */
 async function buildSample(): Promise<Buffer> {
