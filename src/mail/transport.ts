@@ -1,5 +1,6 @@
 import { Readable } from 'node:stream';
 import nodemailer from 'nodemailer';
+import MimeNode from 'nodemailer/lib/mime-node';
 import type { Config } from '../config.ts';
 
 export type Envelope = { from: string; to: string };
@@ -41,7 +42,7 @@ export function classifySmtpError(err: SmtpError): SendOutcome {
   return { kind: 'transient', response };
 }
 
-export function createTransport(config: Config): Transport {
+export function createTransport(config: Pick<Config, 'smtpUrl' | 'smtpPoolSize'>): Transport {
   if (!config.smtpUrl) {
     const send = async (_raw: Buffer, _envelope: Envelope, options?: SendOptions): Promise<SendOutcome> => {
       try {
@@ -61,16 +62,21 @@ export function createTransport(config: Config): Transport {
     connectionTimeout: 15_000,
     greetingTimeout: 15_000,
     socketTimeout: 60_000,
-    // A message source is a one-shot stream (see gated): a connection lost mid-message fails the
-    // send (retried by the delivery engine) instead of being re-read empty by the pool.
+    // A message source is a one-shot stream (see poolMessage): a connection lost mid-message fails
+    // the send (retried by the delivery engine) instead of being re-read empty by the pool.
     maxRequeues: 0,
   });
+  // The pool itself (nodemailer's transport interface), not sendMail: for a raw source sendMail
+  // still compiles a MIME node around it, generates a Message-ID and a boundary, and streams it
+  // through a pipeline of three streams, per message (bench/README § campaign).
+  const pool = smtp.transporter as unknown as PoolTransport;
   return {
     mode: 'smtp',
     send: async (raw, envelope, options) => {
       try {
-        const source = options?.commit ? gated(raw, options.commit) : raw;
-        const info = await smtp.sendMail({ envelope: { from: envelope.from, to: [envelope.to] }, raw: source });
+        const info = await new Promise<{ response?: string }>((resolve, reject) =>
+          pool.send(poolMessage(raw, envelope, options?.commit), (err, sent) => (err ? reject(err) : resolve(sent ?? {}))),
+        );
         return { kind: 'accepted', response: String(info.response ?? '') };
       } catch (err) {
         return classifySmtpError(err as SmtpError);
@@ -80,13 +86,40 @@ export function createTransport(config: Config): Transport {
   };
 }
 
-/** The message as a stream whose end waits for `commit`: nodemailer writes the final dot only after the stream ends. */
-function gated(raw: Buffer, commit: () => Promise<void>): Readable {
-  return Readable.from(
-    (async function* () {
-      yield raw;
-      await commit();
-    })(),
-    { objectMode: false },
-  );
+type PoolTransport = { send: (mail: PoolMessage, callback: (err: Error | null, info?: { response?: string }) => void) => void };
+
+/** What nodemailer's SMTP pool reads of a message (its transport interface's MailMessage). */
+type PoolMessage = {
+  data: Record<string, never>;
+  message: { getEnvelope: () => object; messageId: () => string; getHeader: (key: string) => string; createReadStream: () => Readable };
+};
+
+/** Normalizes envelope addresses as sendMail does (an internationalized domain in punycode); setEnvelope builds a new envelope each call. */
+const envelopes = new MimeNode();
+
+/**
+ * A source as the pool sends it: as sendMail would have (the source ends with a line break, added
+ * when missing), and, with `commit`, a stream whose end waits for it: nodemailer writes the final
+ * dot only after the stream ends. A source is a one-shot stream (maxRequeues: 0).
+ */
+function poolMessage(raw: Buffer, envelope: Envelope, commit?: () => Promise<void>): PoolMessage {
+  const smtpEnvelope = envelopes.setEnvelope({ from: envelope.from, to: [envelope.to] }).getEnvelope();
+  const last = raw[raw.length - 1];
+  const source = last === 0x0a ? raw : Buffer.concat([raw, Buffer.from(last === 0x0d ? '\n' : '\r\n')]);
+  const createReadStream = () =>
+    commit
+      ? Readable.from(
+          (async function* () {
+            yield source;
+            await commit();
+          })(),
+          { objectMode: false },
+        )
+      : new Readable({
+          read() {
+            this.push(source);
+            this.push(null);
+          },
+        });
+  return { data: {}, message: { getEnvelope: () => smtpEnvelope, messageId: () => '', getHeader: () => '', createReadStream } };
 }
