@@ -57,6 +57,31 @@ describe('SMTP transport', () => {
     assert.deepEqual(ours.envelope, theirs.envelope);
   });
 
+  test('with a commit step, the relay is asked to accept only after it; a failed commit sends nothing and is transient', async () => {
+    const raw = Buffer.from(`${header}gated\r\n`);
+    const envelope = { from: 'a@mail.example.test', to: 'b@example.org' };
+    const before = sink.messages.length;
+    let committedWith = -1;
+    const sent = await herald.send(raw, envelope, {
+      commit: async () => {
+        committedWith = sink.messages.length;
+      },
+    });
+    assert.equal(sent.kind, 'accepted');
+    assert.equal(committedWith, before, 'nothing had been accepted when the commit ran');
+    const [ours] = (await sink.waitFor(before + 1)).slice(before);
+    assert.equal(ours.raw.toString(), raw.toString());
+
+    const refused = await herald.send(raw, envelope, {
+      commit: async () => {
+        throw new Error('claim lost');
+      },
+    });
+    assert.equal(refused.kind, 'transient');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal(sink.messages.length, before + 1, 'the relay got no second message');
+  });
+
   test("the relay's answers: 5xx to RCPT TO is a rejection, 5xx after DATA a failure, 4xx transient", async () => {
     const raw = Buffer.from(`${header}hi\r\n`);
     const envelope = { from: 'a@mail.example.test', to: 'b@example.org' };
