@@ -1,6 +1,6 @@
-import { performance } from 'node:perf_hooks';
 import { uuidv7 } from '../src/db/ids.ts';
 import { keepParsedPrivateKeys } from '../src/mail/dkim-key-cache.ts';
+import { poolSendRate } from './lib.ts';
 
 /**
  * The reference pipeline of issue 15 (targets 1 and 2): for each message, Liquid renders subject
@@ -30,13 +30,11 @@ export async function libraryPipelineRate(opts: {
   const { writeMimeTree } = await import('../src/mail/mime-writer.ts');
   // mailauth's own entry point, so the reference stays the library's cost whatever Herald's signer does.
   const { dkimSign } = await import('mailauth/lib/dkim/sign.js');
-  const nodemailer = (await import('nodemailer')).default;
   keepParsedPrivateKeys();
   const liquid = new Liquid();
   const liquidSource = (template: string) => template.replace(/\{\{\s*(\w+)\s*\?\?\s*("[^"]*")\s*\}\}/g, '{{$1 | default: $2}}');
   const body = liquid.parse(liquidSource(opts.body));
   const subject = liquid.parse(liquidSource(opts.subject));
-  const transport = nodemailer.createTransport({ url: opts.url, pool: true, maxConnections: opts.poolSize, maxMessages: 1000 });
   const signature = {
     signingDomain: opts.domain,
     selector: 'herald',
@@ -65,20 +63,8 @@ export async function libraryPipelineRate(opts: {
     return Buffer.concat([Buffer.from(signed.signatures), unsigned]);
   };
   const cpuBefore = process.cpuUsage();
-  const start = performance.now();
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: opts.poolSize * 4 }, async () => {
-      while (next < opts.total) {
-        const i = next++;
-        await transport.sendMail({ envelope: { from: opts.from, to: [opts.to(i)] }, raw: await build(i) });
-      }
-    }),
-  );
-  const rate = opts.total / ((performance.now() - start) / 1000);
-  const cpuMs = cpuMsPer(process.cpuUsage(cpuBefore), opts.total);
-  transport.close();
-  return { rate, cpuMs };
+  const rate = await poolSendRate({ url: opts.url, poolSize: opts.poolSize, total: opts.total, from: opts.from, to: opts.to, source: build });
+  return { rate, cpuMs: cpuMsPer(process.cpuUsage(cpuBefore), opts.total) };
 }
 
 /** CPU time (user + system) per message, in ms: unlike a rate, barely moved by other load on the machine. */
