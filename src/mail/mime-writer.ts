@@ -19,10 +19,14 @@ const QP_SLICE = 64 * 1024;
 export function writeMimeTree(root: MimeNode): Buffer | null {
   const out: (string | Buffer)[] = [];
   if (!writeNode(root, out)) return null;
-  const source = joined(out);
-  // nodemailer's LastNewline: the source always ends with a line break.
-  if (source.length > 0 && source[source.length - 1] === 0x0a) return source;
-  return Buffer.concat([source, Buffer.from(source.length > 0 && source[source.length - 1] === 0x0d ? '\n' : '\r\n')]);
+  return withFinalLineBreak(joined(out));
+}
+
+/** nodemailer's LastNewline: a source always ends with a line break (LF after a final CR, CRLF otherwise). */
+export function withFinalLineBreak(source: Buffer): Buffer {
+  const last = source[source.length - 1];
+  if (last === 0x0a) return source;
+  return Buffer.concat([source, Buffer.from(last === 0x0d ? '\n' : '\r\n')]);
 }
 
 /** The written pieces as one source: headers and encoded text are ASCII, raw parts stay bytes. */

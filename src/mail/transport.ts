@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import nodemailer from 'nodemailer';
 import MimeNode from 'nodemailer/lib/mime-node';
 import type { Config } from '../config.ts';
+import { withFinalLineBreak } from './mime-writer.ts';
 
 export type Envelope = { from: string; to: string };
 
@@ -104,8 +105,7 @@ const envelopes = new MimeNode();
  */
 function poolMessage(raw: Buffer, envelope: Envelope, commit?: () => Promise<void>): PoolMessage {
   const smtpEnvelope = envelopes.setEnvelope({ from: envelope.from, to: [envelope.to] }).getEnvelope();
-  const last = raw[raw.length - 1];
-  const source = last === 0x0a ? raw : Buffer.concat([raw, Buffer.from(last === 0x0d ? '\n' : '\r\n')]);
+  const source = withFinalLineBreak(raw);
   const createReadStream = () =>
     commit
       ? Readable.from(
