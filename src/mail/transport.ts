@@ -95,7 +95,7 @@ type PoolMessage = {
   message: { getEnvelope: () => object; messageId: () => string; getHeader: (key: string) => string; createReadStream: () => Readable };
 };
 
-/** Normalizes envelope addresses as sendMail does (an internationalized domain in punycode); setEnvelope builds a new envelope each call. */
+/** Normalizes envelope addresses as sendMail does (internationalized domains included); setEnvelope builds a new envelope each call. */
 const envelopes = new MimeNode();
 
 /**
