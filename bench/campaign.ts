@@ -50,8 +50,6 @@ const SUBJECT = 'Spring news for {{firstName ?? "you"}}';
 const BODY = `<html><body><h1>Hello {{firstName ?? "there"}}</h1>
 <p>Your plan is {{plan}}. Here is what is new this spring.</p>
 <p><a href="https://example.com/spring">Read the announcement</a></p></body></html>`;
-/** The secret test/helpers/server.ts gives the API process: the worker decrypts the domain's key with it. */
-const JWT_SECRET = 'test-secret-0123456789abcdef';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 const arg = (args: string[], name: string, fallback: number) => {
@@ -161,7 +159,8 @@ async function campaignRun(
     const campaignId: string = created.body.data.id;
     if (created.body.data.totalRecipients !== contacts) throw new Error(`audience is ${created.body.data.totalRecipients}`);
 
-    for (let i = 0; i < workerCount; i++) workers.push(await startWorker(databaseUrl, env));
+    // The API's secret: the worker decrypts the domain's DKIM key with it.
+    for (let i = 0; i < workerCount; i++) workers.push(await startWorker(databaseUrl, { ...env, JWT_SECRET: api.ctx.config.jwtSecret }));
     let peak = 0;
     const sample = async () => {
       for (const w of workers) peak = Math.max(peak, await vmHwm(w.pid!));
@@ -206,7 +205,7 @@ async function campaignRun(
     const stats = (await b.sk.get(`/campaigns/${campaignId}/stats`)).body;
     if (stats.sentCount !== contacts) throw new Error(`sentCount is ${stats.sentCount}`);
     const [domain] = await api.sql<{ key: string }>(`SELECT dkim_private_key_enc AS key FROM domains WHERE project_id = $1`, [b.project.id]);
-    const privateKeyPem = decryptPrivateKey(domain.key, JWT_SECRET);
+    const privateKeyPem = decryptPrivateKey(domain.key, api.ctx.config.jwtSecret);
     return { rate: contacts / seconds, seconds, sentSeconds, peakRssMiB: peak / 1024, privateKeyPem, cpu };
   } finally {
     for (const w of workers) {
@@ -233,7 +232,6 @@ async function startWorker(databaseUrl: string, env: Record<string, string>): Pr
       ...env,
       DATABASE_URL: databaseUrl,
       PROCESS_ROLE: 'worker',
-      JWT_SECRET,
       DATA_DIR: dataDir,
       LOG_LEVEL: 'info',
       NODE_COMPILE_CACHE: startCompileCache(ROOT),

@@ -172,7 +172,7 @@ async function deliveryThroughput(databaseUrl: string, dns: Awaited<ReturnType<t
       ...env,
       DATABASE_URL: databaseUrl,
       PROCESS_ROLE: 'worker',
-      JWT_SECRET: 'test-secret-0123456789abcdef',
+      JWT_SECRET: api.ctx.config.jwtSecret,
       LOG_LEVEL: 'silent',
       DATA_DIR: '/tmp/herald-bench-worker',
     });
