@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
@@ -25,6 +26,9 @@ describe('secret API keys are stored hashed', () => {
     assert.equal(row.secret_key, null);
     assert.ok(!row.json.includes(b.project.secretKey.slice(3)), 'the key appears nowhere in the row');
     assert.match(row.secret_key_hash, /^[A-Za-z0-9_-]{43}$/);
+    // The scheme every stored hash depends on: HMAC-SHA256 of the key under HMAC-SHA256(JWT_SECRET, 'herald api keys v1').
+    const hashKey = createHmac('sha256', server.ctx.config.jwtSecret).update('herald api keys v1').digest();
+    assert.equal(row.secret_key_hash, createHmac('sha256', hashKey).update(b.project.secretKey).digest('base64url'));
     assert.equal(row.secret_key_prefix, b.project.secretKey.slice(0, 11));
     assert.equal((await b.sk.get('/contacts')).status, 200, 'the key still authenticates');
     assert.equal((await server.api.get('/contacts', { key: row.secret_key_hash })).status, 401, 'the stored hash is not a key');

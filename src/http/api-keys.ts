@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, createSecretKey } from 'node:crypto';
 import { isNotNull, sql } from 'drizzle-orm';
 import type { Database } from '../db/client.ts';
 import { projects } from '../db/schema/users.ts';
@@ -18,7 +18,9 @@ const hashKey = (jwtSecret: string) => createHmac('sha256', jwtSecret).update('h
 export type ApiKeyHasher = (key: string) => string;
 
 export function apiKeyHasher(jwtSecret: string): ApiKeyHasher {
-  const key = hashKey(jwtSecret);
+  // A KeyObject, not a Buffer: createHmac checks a Buffer key's type on every call, which cost
+  // 10-35 µs of every API request's lookup on Node 24 (1.6 µs with the KeyObject).
+  const key = createSecretKey(hashKey(jwtSecret));
   return (apiKey) => createHmac('sha256', key).update(apiKey).digest('base64url');
 }
 
