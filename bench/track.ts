@@ -4,7 +4,7 @@ import pg from 'pg';
 import { prefixedId } from '../src/db/ids.ts';
 import { splitCustomData } from '../src/modules/contacts/custom-data.ts';
 import { upsertContactQuery } from '../src/modules/contacts/service.ts';
-import { RECORD_EVENT_SQL } from '../src/modules/events/record.ts';
+import { RECORD_EVENTS_SQL, recordEventsValues } from '../src/modules/events/record.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestServer } from '../test/helpers/server.ts';
 import { type PacedResult, pacedLoad } from './paced-load.ts';
@@ -183,8 +183,10 @@ class Reference {
     await client.query('BEGIN');
     const contact = await client.query<{ id: string }>(query);
     await client.query({
-      ...RECORD_EVENT_SQL,
-      values: [prefixedId('evt'), this.projectId, contact.rows[0].id, 'page_view', JSON.stringify({ ...set, ...oneOff }), now.toISOString()],
+      ...RECORD_EVENTS_SQL,
+      values: recordEventsValues([
+        { id: prefixedId('evt'), projectId: this.projectId, contactId: contact.rows[0].id, name: 'page_view', data: { ...set, ...oneOff }, createdAt: now },
+      ]),
     });
     await client.query('COMMIT');
   }

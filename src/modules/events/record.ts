@@ -2,9 +2,8 @@ import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
 import { clientOf, executePrepared } from '../../db/prepared.ts';
 import { prefixedId } from '../../db/ids.ts';
-import { events } from '../../db/schema/events.ts';
 import { eventRollupCtes } from '../analytics/rollups.ts';
-import { workflowsOnEvent, workflowsOnEvents } from '../workflows/engine/enrol.ts';
+import { enrolmentWaves, workflowEnrolCtes, workflowsOnEvents } from '../workflows/engine/enrol.ts';
 
 export type NewEvent = {
   projectId: string;
@@ -16,19 +15,42 @@ export type NewEvent = {
 
 /**
  * The event insert as a named statement (planned once per connection): it runs on every tracked
- * event and every email state change. A tracked event is added to the analytics rollups in the same
- * statement (analytics/rollups.ts); every event is added to the event counters by the trigger on
- * `events` (events/counts.ts). $1 id, $2 project, $3 contact, $4 name, $5 data, $6 time.
- * Exported so the track benchmark issues the very same statement.
+ * event and every email state change. In the same statement, a tracked event is added to the
+ * analytics rollups (analytics/rollups.ts) and goes to the workflow engine (EVENT triggers,
+ * WAIT_FOR_EVENT: workflows/engine/enrol.ts); every event is added to the event counters by the
+ * trigger on `events` (events/counts.ts). $1 is the events as a JSON array (recordEventsValues),
+ * no two of them sharing a contact and a name (enrolmentWaves). Exported so the track benchmark
+ * issues the very same statement.
  */
-export const RECORD_EVENT_SQL = {
-  name: 'herald_events_insert_v2',
-  text: `WITH inserted AS (
-      INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES ($1, $2, $3, $4, $5::jsonb, $6::timestamptz)
-      RETURNING project_id, contact_id, name, created_at
-    ), ${eventRollupCtes('inserted')}
+export const RECORD_EVENTS_SQL = {
+  name: 'herald_events_record_v3',
+  text: `WITH input AS (
+      SELECT * FROM jsonb_to_recordset($1::jsonb) AS e(id text, project_id text, contact_id text, name text, data jsonb, created_at timestamptz)
+    ), inserted AS (
+      INSERT INTO events (id, project_id, contact_id, name, data, created_at)
+      SELECT id, project_id, contact_id, name, data, created_at FROM input
+      RETURNING id, project_id, contact_id, name, data, created_at
+    ), ${eventRollupCtes('inserted')}, ${workflowEnrolCtes('inserted')}
     SELECT 1`,
 } as const;
+
+export type RecordedEvent = { id: string; projectId: string; contactId: string | null; name: string; createdAt: Date };
+
+/** RECORD_EVENTS_SQL's parameter for these events (a missing key reads as NULL). */
+export function recordEventsValues(events: (NewEvent & { id: string; createdAt: Date })[]): [string] {
+  return [
+    JSON.stringify(
+      events.map((e) => ({
+        id: e.id,
+        project_id: e.projectId,
+        contact_id: e.contactId ?? undefined,
+        name: e.name,
+        data: e.data ?? undefined,
+        created_at: e.createdAt.toISOString(),
+      })),
+    ),
+  ];
+}
 
 /**
  * The one way an event row is written: tracked events and the events the service emits
@@ -37,54 +59,33 @@ export const RECORD_EVENT_SQL = {
  * recordEventsWith, the event counters (events/counts.ts) follow by the trigger on `events`.
  */
 export async function recordEvent(db: Db, e: NewEvent): Promise<{ id: string; createdAt: Date }> {
-  const id = prefixedId('evt');
-  const createdAt = e.createdAt ?? new Date();
-  const data = e.data == null ? null : JSON.stringify(e.data);
-  await clientOf(db).query({ ...RECORD_EVENT_SQL, values: [id, e.projectId, e.contactId, e.name, data, createdAt.toISOString()] });
-  // What an event causes in workflows (EVENT triggers, WAIT_FOR_EVENT), in the event's transaction.
-  await workflowsOnEvent(db, { id, projectId: e.projectId, contactId: e.contactId, name: e.name, data: e.data ?? null, createdAt });
-  return { id, createdAt };
+  const [recorded] = await recordEvents(db, [e]);
+  return recorded;
 }
 
-export type RecordedEvent = { id: string; projectId: string; contactId: string | null; name: string };
-
-/** Set-based `recordEvent`: many rows in one INSERT (segment entries, bulk subscription changes). */
+/**
+ * Set-based `recordEvent`: one statement for each wave of events that may enrol together
+ * (enrolmentWaves: one, unless two events share a contact and a name), in chunks that keep the
+ * parameter far below a megabyte.
+ */
 export async function recordEvents(db: Db, rows: NewEvent[]): Promise<RecordedEvent[]> {
-  if (rows.length === 0) return [];
   const now = new Date();
-  const values = rows.map((e) => ({
-    id: prefixedId('evt'),
-    projectId: e.projectId,
-    contactId: e.contactId,
-    name: e.name,
-    data: e.data ?? null,
-    createdAt: e.createdAt ?? now,
-  }));
-  // 6 parameters a row: chunks stay far below PostgreSQL's 65,535 bind parameters.
-  // The rollups of tracked events (analytics/rollups.ts) in the same statement.
-  for (let i = 0; i < values.length; i += 5_000) {
-    const chunk = values
-      .slice(i, i + 5_000)
-      .map(
-        (v) =>
-          sql`(${v.id}, ${v.projectId}, ${v.contactId}, ${v.name}, ${v.data == null ? null : JSON.stringify(v.data)}::jsonb, ${v.createdAt.toISOString()}::timestamptz)`,
-      );
-    await db.execute(sql`
-      WITH inserted AS (
-        INSERT INTO events (id, project_id, contact_id, name, data, created_at) VALUES ${sql.join(chunk, sql`, `)}
-        RETURNING project_id, contact_id, name, created_at
-      ), ${sql.raw(eventRollupCtes('inserted'))}
-      SELECT 1`);
+  const withIds = rows.map((e) => ({ ...e, id: prefixedId('evt'), createdAt: e.createdAt ?? now }));
+  for (const wave of enrolmentWaves(withIds)) {
+    for (let i = 0; i < wave.length; i += 1_000) {
+      await clientOf(db).query({ ...RECORD_EVENTS_SQL, values: recordEventsValues(wave.slice(i, i + 1_000)) });
+    }
   }
-  await workflowsOnEvents(db, values);
-  return values.map(({ id, projectId, contactId, name }) => ({ id, projectId, contactId, name }));
+  return withIds.map(({ id, projectId, contactId, name, createdAt }) => ({ id, projectId, contactId, name, createdAt }));
 }
 
 /**
  * Set-based, in the same statement as the change that caused the events, so both commit in one
  * round trip: `with` is the statement's CTE list (for example the `UPDATE emails … RETURNING`),
  * `rows` a SELECT over it yielding (ord, project_id, contact_id, name, data, created_at), at most
- * `max` rows; ids are made here, in `ord` order.
+ * `max` rows; ids are made here, in `ord` order. The statement also enrols the first event of
+ * each contact and name; a later one of the same pair (two emails to one person in one batch)
+ * goes to the workflow engine in a statement of its own after it, on `db`.
  */
 export async function recordEventsWith(db: Db, q: { with: SQL; rows: SQL; max: number }): Promise<RecordedEvent[]> {
   const ids = Array.from({ length: q.max }, () => prefixedId('evt'));
@@ -100,17 +101,22 @@ export async function recordEventsWith(db: Db, q: { with: SQL; rows: SQL; max: n
     db,
     'herald_events_with',
     sql`
-    WITH ${q.with}, src AS (SELECT s.*, row_number() OVER (ORDER BY s.ord) AS n FROM (${q.rows}) AS s),
+    WITH ${q.with}, ids AS (SELECT ${sql.param(ids)}::text[] AS a),
+    src AS (SELECT s.*, row_number() OVER (ORDER BY s.ord) AS n FROM (${q.rows}) AS s),
     inserted AS (
       INSERT INTO events (id, project_id, contact_id, name, data, created_at)
-      SELECT (${sql.param(ids)}::text[])[src.n::int], src.project_id, src.contact_id, src.name, src.data, src.created_at FROM src
+      SELECT ids.a[src.n::int], src.project_id, src.contact_id, src.name, src.data, src.created_at FROM src CROSS JOIN ids
       RETURNING id, project_id, contact_id, name, data, created_at
-    ), ${sql.raw(eventRollupCtes('inserted'))}
+    ), first_wave AS (
+      SELECT * FROM inserted
+       WHERE id IN (SELECT DISTINCT ON (src.contact_id, src.name) ids.a[src.n::int] FROM src CROSS JOIN ids ORDER BY src.contact_id, src.name, src.n)
+    ), ${sql.raw(eventRollupCtes('inserted'))}, ${sql.raw(workflowEnrolCtes('first_wave'))}
     SELECT * FROM inserted`,
   );
-  await workflowsOnEvents(
-    db,
-    rows.map((r) => ({ id: r.id, projectId: r.project_id, contactId: r.contact_id, name: r.name, data: r.data, createdAt: new Date(r.created_at) })),
-  );
-  return rows.map((r) => ({ id: r.id, projectId: r.project_id, contactId: r.contact_id, name: r.name }));
+  const order = new Map(ids.map((id, i) => [id, i]));
+  const recorded = rows
+    .map((r) => ({ id: r.id, projectId: r.project_id, contactId: r.contact_id, name: r.name, data: r.data, createdAt: new Date(r.created_at) }))
+    .sort((a, b) => order.get(a.id)! - order.get(b.id)!);
+  await workflowsOnEvents(db, enrolmentWaves(recorded).slice(1).flat());
+  return recorded.map(({ id, projectId, contactId, name, createdAt }) => ({ id, projectId, contactId, name, createdAt }));
 }

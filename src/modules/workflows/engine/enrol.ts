@@ -34,22 +34,20 @@ const uuidV7Sql = (at: string) => `(lpad(to_hex((extract(epoch FROM ${at}) * 100
       || substr(md5(random()::text), 1, 3) || to_hex(8 + floor(random() * 4)::int) || substr(md5(random()::text), 1, 15))::uuid`;
 
 /**
- * A named prepared statement on the raw client, the exception docs/development.md allows for
- * benchmarked hot statements: it runs in every event's transaction, and as a named statement its
- * CTEs are parsed and planned once per connection instead of on every event. $1 is the events as
- * a JSON array; no two of them may share a contact and a name (see workflowsOnEvents).
+ * The enrolment and resumption above as CTEs over `events`, a CTE of events with the columns (id,
+ * project_id, contact_id, name, data, created_at), no two of them sharing a contact and a name (see
+ * enrolmentWaves); events without a contact start nothing. The event writer puts them in the
+ * statement that inserts the events (events/record.ts), so they cost no round trip of their own.
+ * Data-modifying CTEs run whether or not the statement reads them; `resumed` and `entered` list
+ * what they did.
  */
-const ENROL_SQL = {
-  name: 'herald_workflows_on_events_v4',
-  text: `
-WITH depth AS (
+export function workflowEnrolCtes(events: string): string {
+  return `depth AS (
   SELECT COALESCE(NULLIF(current_setting('herald.workflow_depth', true), ''), '0')::int AS d
-), ev AS (
-  SELECT * FROM jsonb_to_recordset($1::jsonb) AS e(id text, project_id text, contact_id text, name text, data jsonb, at timestamptz)
 ), waiting AS (
-  SELECT x.id, e.id AS event_id, e.name, e.data, e.at,
+  SELECT x.id, e.id AS event_id, e.name, e.data, e.created_at AS at,
          (SELECT t.to_step_id FROM workflow_transitions t WHERE t.from_step_id = x.current_step_id AND t.branch = 'event') AS next
-    FROM ev e
+    FROM ${events} e
     JOIN workflow_executions x ON x.project_id = e.project_id AND x.contact_id = e.contact_id AND x.status = 'WAITING' AND x.waiting_event = e.name
 ), resumed AS (
   UPDATE workflow_executions x
@@ -71,48 +69,69 @@ WITH depth AS (
    WHERE s.execution_id = r.id AND s.status = 'WAITING'
 ), entered AS (
   INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, current_step_id, context, depth, due_at, started_at, updated_at)
-  SELECT ${uuidV7Sql('e.at')}, w.project_id, w.id, e.contact_id, 'RUNNING', s.id, COALESCE(e.data, '{}'::jsonb), depth.d, e.at, e.at, e.at
-    FROM ev e
+  SELECT ${uuidV7Sql('e.created_at')}, w.project_id, w.id, e.contact_id, 'RUNNING', s.id, COALESCE(e.data, '{}'::jsonb), depth.d, e.created_at, e.created_at, e.created_at
+    FROM ${events} e
     JOIN workflows w ON w.project_id = e.project_id AND w.enabled AND w.event_name = e.name
     JOIN workflow_steps s ON s.workflow_id = w.id AND s.type = 'TRIGGER'
    CROSS JOIN depth
-   WHERE depth.d <= ${MAX_WORKFLOW_DEPTH}
+   WHERE e.contact_id IS NOT NULL AND depth.d <= ${MAX_WORKFLOW_DEPTH}
      AND (w.allow_reentry OR NOT EXISTS (SELECT 1 FROM workflow_executions p WHERE p.workflow_id = w.id AND p.contact_id = e.contact_id))
      -- A workflow being deleted right now is waited for, then skipped (not an FK error in the event's transaction).
      FOR KEY SHARE OF w
   ON CONFLICT DO NOTHING
   RETURNING id
-)
+)`;
+}
+
+/**
+ * The CTEs alone, for the later enrolment waves of recordEventsWith (events/record.ts): a
+ * named prepared statement on the raw client, the exception docs/development.md allows for
+ * benchmarked hot statements; its CTEs are parsed and planned once per connection. $1 is the
+ * events as a JSON array.
+ */
+const ENROL_SQL = {
+  name: 'herald_workflows_on_events_v5',
+  text: `
+WITH ev AS (
+  SELECT * FROM jsonb_to_recordset($1::jsonb) AS e(id text, project_id text, contact_id text, name text, data jsonb, created_at timestamptz)
+), ${workflowEnrolCtes('ev')}
 SELECT (SELECT count(*) FROM resumed)::int AS resumed, (SELECT count(*) FROM entered)::int AS entered`,
 } as const;
 
 /**
- * THE call from the event writer into the workflow engine (see the module comment). `db` is the
- * event's transaction. Events without a contact start nothing.
+ * Events in as few groups ("waves") as their order allows, for one enrolment statement each.
+ * Events of different (contact, name) pairs cannot affect each other here (an execution waits for
+ * one name; a workflow has one trigger name), so they share a wave; a second event of the same
+ * pair must see what the first one did, so it goes in the next wave, in order. Events without a
+ * contact go in the first.
  */
-export async function workflowsOnEvent(db: Db, e: WorkflowEvent): Promise<{ resumed: number; entered: number }> {
-  return workflowsOnEvents(db, [e]);
+export function enrolmentWaves<E extends { contactId: string | null; name: string }>(events: E[]): E[][] {
+  const waves: E[][] = [];
+  const seen = new Map<string, number>();
+  for (const e of events) {
+    const pair = `${e.contactId}\u0000${e.name}`;
+    const wave = e.contactId ? (seen.get(pair) ?? 0) : 0;
+    if (e.contactId) seen.set(pair, wave + 1);
+    (waves[wave] ??= []).push(e);
+  }
+  return waves;
 }
 
 /**
- * `workflowsOnEvent` for many events, in as few statements as their order allows. Events of
- * different (contact, name) pairs cannot affect each other here (an execution waits for one name;
- * a workflow has one trigger name), so they share one statement; a second event of the same pair
- * must see what the first one did, so it goes in the next statement ("wave"), in order.
+ * The CTEs run on their own, for events already written by `db`, the events' transaction (events/
+ * record.ts, recordEventsWith), one statement per enrolment wave.
  */
 export async function workflowsOnEvents(db: Db, events: WorkflowEvent[]): Promise<{ resumed: number; entered: number }> {
-  const waves: WorkflowEvent[][] = [];
-  const seen = new Map<string, number>();
-  for (const e of events) {
-    if (!e.contactId) continue;
-    const pair = `${e.contactId}\u0000${e.name}`;
-    const wave = seen.get(pair) ?? 0;
-    seen.set(pair, wave + 1);
-    (waves[wave] ??= []).push(e);
-  }
   const total = { resumed: 0, entered: 0 };
-  for (const wave of waves) {
-    const rows = wave.map((e) => ({ id: e.id, project_id: e.projectId, contact_id: e.contactId, name: e.name, data: e.data, at: e.createdAt.toISOString() }));
+  for (const wave of enrolmentWaves(events.filter((e) => e.contactId))) {
+    const rows = wave.map((e) => ({
+      id: e.id,
+      project_id: e.projectId,
+      contact_id: e.contactId,
+      name: e.name,
+      data: e.data,
+      created_at: e.createdAt.toISOString(),
+    }));
     const { rows: counted } = await clientOf(db).query<{ resumed: number; entered: number }>({ ...ENROL_SQL, values: [JSON.stringify(rows)] });
     total.resumed += counted[0].resumed;
     total.entered += counted[0].entered;

@@ -13,8 +13,6 @@ import { conflict, notFound } from '../../../http/errors.ts';
  * SSRF-guarded sender and its durable retries). The runner loop is in ../jobs.ts.
  */
 
-export { workflowsOnEvent } from './enrol.ts';
-
 export type ExecutionStatus = 'RUNNING' | 'WAITING' | 'COMPLETED' | 'EXITED' | 'FAILED' | 'CANCELLED';
 
 /** The execution row as the engine returns it (the API side shapes responses from its own reads). */
