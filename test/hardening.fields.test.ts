@@ -45,6 +45,25 @@ describe('custom field cap', () => {
     assert.equal(fields.body.fields.filter((f: { isCustom: boolean }) => f.isCustom).length, 500);
   });
 
+  test('at the cap, concurrent tracks (written together) reusing fields succeed and those adding one are 422 and change nothing', async () => {
+    // Runs after the test above: the project has its 500 fields.
+    const results = await Promise.all(
+      Array.from({ length: 24 }, (_, i) =>
+        b.pk.post('/v1/track', { email: `together-${i}@example.com`, event: 'e', data: i % 2 === 0 ? { f1: i } : { [`new${i}`]: i } }),
+      ),
+    );
+    assert.deepEqual(
+      results.map((r) => r.status),
+      Array.from({ length: 24 }, (_, i) => (i % 2 === 0 ? 200 : 422)),
+    );
+    assert.match(results[1].body.error.errors[0].message, /at most 500 custom fields: this write would bring it to 501/);
+    const fields = await b.sk.get('/contacts/fields');
+    assert.equal(fields.body.fields.filter((f: { isCustom: boolean }) => f.isCustom).length, 500);
+    assert.equal((await b.sk.get('/contacts?search=together-1%40example.com')).body.data.length, 0, 'a refused track created no contact');
+    const kept = (await b.sk.get('/contacts?search=together-2%40example.com')).body.data;
+    assert.deepEqual(kept.map((c: { data: Record<string, unknown> }) => c.data.f1), [2]);
+  });
+
   test('GET /contacts/fields answers for more fields than PostgreSQL allows columns (a project from before the cap)', async () => {
     const p = await bootstrap(server.api, 'many fields');
     await p.sk.post('/contacts', { email: 'x@example.com', data: { k1: 1 } });

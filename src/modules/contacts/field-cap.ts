@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
 import { validationError } from '../../http/errors.ts';
 import { textArray } from './sql.ts';
@@ -26,4 +26,19 @@ export async function checkFieldCapacity(db: Db, projectId: string, keys: string
       },
     ]);
   }
+}
+
+/**
+ * checkFieldCapacity inside the statement that writes: a CTE member `, capacity AS (…)` and the
+ * guard that holds when typing `keys` stays within the cap. The writer makes every write of its
+ * statement depend on the guard and, when the statement wrote nothing, calls checkFieldCapacity
+ * for the error (saves the grouped upsert a round trip).
+ */
+export function fieldCapacityGuard(projectId: string, keys: string[]): { cte: SQL; guard: SQL } {
+  return {
+    cte: sql`, capacity AS (
+      SELECT count(*)::int AS total, count(*) FILTER (WHERE key = ANY(${textArray(keys)}))::int AS known
+        FROM contact_fields WHERE project_id = ${projectId})`,
+    guard: sql`(SELECT total + ${keys.length}::int - known <= ${MAX_CUSTOM_FIELDS}::int FROM capacity)`,
+  };
 }

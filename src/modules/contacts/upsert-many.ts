@@ -1,9 +1,10 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
+import { executePrepared } from '../../db/prepared.ts';
 import { prefixedId } from '../../db/ids.ts';
 import { type NewEvent, recordEvents } from '../events/record.ts';
 import { fieldTypesOf, splitCustomData } from './custom-data.ts';
-import { checkFieldCapacity } from './field-cap.ts';
+import { checkFieldCapacity, fieldCapacityGuard } from './field-cap.ts';
 import { mergedData, recordFieldTypes } from './data-sql.ts';
 import { normaliseEmail } from './schemas.ts';
 import { type ContactRow, contactColumns, textArray, toContactRecord } from './sql.ts';
@@ -29,7 +30,7 @@ export async function upsertContacts(
   const firstValues: Record<string, unknown> = {};
   for (const p of prepared) for (const [k, v] of Object.entries(p.changes.set)) if (!(k in firstValues)) firstValues[k] = v;
   const { keys, types } = fieldTypesOf(firstValues);
-  await checkFieldCapacity(db, projectId, keys);
+  const capacity = keys.length > 0 ? fieldCapacityGuard(projectId, keys) : undefined;
   const rows = prepared.map((p) => ({
     ord: p.ord,
     email: p.email,
@@ -40,10 +41,9 @@ export async function upsertContacts(
     at: p.input.now.toISOString(),
   }));
   const merged = mergedData(sql`o.data`, sql`i.unset_keys`, sql`i.set_data`);
-  const fields =
-    keys.length > 0
-      ? recordFieldTypes({ project: sql`${projectId}`, keys: textArray(keys), types: textArray(types), now: sql`${rows[0].at}::timestamptz` })
-      : sql``;
+  const fields = capacity
+    ? sql`${capacity.cte}${recordFieldTypes({ project: sql`${projectId}`, keys: textArray(keys), types: textArray(types), now: sql`${rows[0].at}::timestamptz`, guard: capacity.guard })}`
+    : sql``;
   // `old` is read without locks, one lookup of the (project, email) index per email: a LATERAL
   // subquery with a LIMIT is never turned into a join, and as `email IN (SELECT email FROM input)`
   // the planner, its statistics older than a fast-growing project, read all the project's contacts
@@ -51,7 +51,11 @@ export async function upsertContacts(
   // contact in email order (as the one-by-one path does, so the two cannot deadlock) and updates
   // one only if it is still as `old` saw it. A contact changed or created by another transaction
   // meanwhile is left out (locked), and upserted one by one below.
-  const { rows: written } = await db.execute<ManyRow>(sql`
+  // A named statement (planned once per connection): its text is one of two shapes, whatever the input.
+  const { rows: written } = await executePrepared<ManyRow>(
+    db,
+    'herald_contacts_upsert_many',
+    sql`
     WITH input AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
         AS r(ord int, email text, new_id text, subscribed boolean, set_data jsonb, unset_keys text[], at timestamptz)
@@ -68,7 +72,7 @@ export async function upsertContacts(
         FROM input AS i LEFT JOIN old AS o ON o.email = i.email
     ), written AS (
       INSERT INTO contacts AS c (id, project_id, email, subscribed, data, created_at, updated_at)
-      SELECT t.new_id, ${projectId}, t.email, t.subscribed, t.data, t.at, t.at FROM target AS t ORDER BY t.email
+      SELECT t.new_id, ${projectId}, t.email, t.subscribed, t.data, t.at, t.at FROM target AS t ${capacity ? sql`WHERE ${capacity.guard}` : sql``} ORDER BY t.email
       ON CONFLICT (project_id, email) DO UPDATE SET
         subscribed = EXCLUDED.subscribed,
         data = EXCLUDED.data,
@@ -77,7 +81,10 @@ export async function upsertContacts(
       RETURNING ${contactColumns('c')}
     )
     SELECT t.ord, w.*, w.id = t.new_id AS inserted, t.old_subscribed, t.old_data IS NOT DISTINCT FROM w.data AS data_same
-      FROM written AS w JOIN target AS t ON t.email = w.email`);
+      FROM written AS w JOIN target AS t ON t.email = w.email`,
+  );
+  // Nothing written: the field cap's guard may have held the writes back (the 422 is thrown here).
+  if (written.length === 0 && keys.length > 0) await checkFieldCapacity(db, projectId, keys);
   const results: UpsertResult[] = new Array(inputs.length);
   const subscriptionEvents: { ord: number; event: NewEvent }[] = [];
   for (const row of written) {
