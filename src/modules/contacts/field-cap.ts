@@ -30,15 +30,15 @@ export async function checkFieldCapacity(db: Db, projectId: string, keys: string
 
 /**
  * checkFieldCapacity inside the statement that writes: a CTE member `, capacity AS (…)` and the
- * guard that holds when typing `keys` stays within the cap. The writer makes every write of its
- * statement depend on the guard and, when the statement wrote nothing, calls checkFieldCapacity
- * for the error (saves the grouped upsert a round trip).
+ * guard that holds when typing `keys` (a text[] operand) stays within the cap. The writer makes
+ * every write of its statement depend on the guard and, when the statement wrote nothing, calls
+ * checkFieldCapacity for the error: the upserts save a round trip.
  */
-export function fieldCapacityGuard(projectId: string, keys: string[]): { cte: SQL; guard: SQL } {
+export function fieldCapacityGuard(p: { project: SQL; keys: SQL }): { cte: SQL; guard: SQL } {
   return {
     cte: sql`, capacity AS (
-      SELECT count(*)::int AS total, count(*) FILTER (WHERE key = ANY(${textArray(keys)}))::int AS known
-        FROM contact_fields WHERE project_id = ${projectId})`,
-    guard: sql`(SELECT total + ${keys.length}::int - known <= ${MAX_CUSTOM_FIELDS}::int FROM capacity)`,
+      SELECT count(*)::int AS total, count(*) FILTER (WHERE key = ANY(${p.keys}))::int AS known
+        FROM contact_fields WHERE project_id = ${p.project})`,
+    guard: sql`(SELECT total + cardinality(${p.keys}) - known <= ${sql.raw(String(MAX_CUSTOM_FIELDS))} FROM capacity)`,
   };
 }

@@ -34,9 +34,15 @@ export async function upsertContact(db: Db, projectId: string, input: UpsertInpu
   if (!checked.success) throw validationError(fieldErrors(checked.error, ['email']));
   const now = opts.now ?? new Date();
   const { query, changes } = upsertContactQuery(projectId, input, { defaultSubscribed: opts.defaultSubscribed, now });
-  await checkFieldCapacity(db, projectId, fieldTypesOf(changes.set).keys);
-  const { rows } = await clientOf(db).query<UpsertRow>(query);
+  let { rows } = await clientOf(db).query<UpsertRow>(query);
+  if (rows.length === 0) {
+    // The field cap held the write back (upsert-sql.ts): the 422 comes from here, unless fields
+    // were deleted meanwhile, and then the write goes again.
+    await checkFieldCapacity(db, projectId, fieldTypesOf(changes.set).keys);
+    ({ rows } = await clientOf(db).query<UpsertRow>(query));
+  }
   const row = rows[0];
+  if (!row) throw new Error('the contact upsert wrote nothing twice');
   const contact = toContactRecord(row);
   if (row.inserted) return { contact, isNew: true, isUpdate: false, oneOff: changes.oneOff };
   // `existed` is false only when another transaction created the contact during this statement:

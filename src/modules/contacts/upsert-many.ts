@@ -30,7 +30,7 @@ export async function upsertContacts(
   const firstValues: Record<string, unknown> = {};
   for (const p of prepared) for (const [k, v] of Object.entries(p.changes.set)) if (!(k in firstValues)) firstValues[k] = v;
   const { keys, types } = fieldTypesOf(firstValues);
-  const capacity = keys.length > 0 ? fieldCapacityGuard(projectId, keys) : undefined;
+  const capacity = keys.length > 0 ? fieldCapacityGuard({ project: sql`${projectId}`, keys: textArray(keys) }) : undefined;
   const rows = prepared.map((p) => ({
     ord: p.ord,
     email: p.email,

@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { prefixedId } from '../../db/ids.ts';
 import { mergedData, recordFieldTypes } from './data-sql.ts';
+import { fieldCapacityGuard } from './field-cap.ts';
 import { contactColumns } from './sql.ts';
 import { type DataChanges, fieldTypesOf, splitCustomData } from './custom-data.ts';
 import { normaliseEmail } from './schemas.ts';
@@ -22,7 +23,9 @@ import { normaliseEmail } from './schemas.ts';
 // subscribed, $6 data to set (jsonb), $7 now, $8 keys to unset; with fields: $9 keys, $10 types.
 const $ = (n: number, cast = '') => sql.raw(`$${n}${cast}`);
 const merged = mergedData(sql.raw('c.data'), $(8, '::text[]'), $(6, '::jsonb'));
-const fields = recordFieldTypes({ project: $(1), keys: $(9, '::text[]'), types: $(10, '::text[]'), now: $(7, '::timestamptz') });
+// The field cap (field-cap.ts) is checked in the statement: with new keys over the cap it writes nothing.
+const capacity = fieldCapacityGuard({ project: $(1), keys: $(9, '::text[]') });
+const fields = sql`${capacity.cte}${recordFieldTypes({ project: $(1), keys: $(9, '::text[]'), types: $(10, '::text[]'), now: $(7, '::timestamptz'), guard: capacity.guard })}`;
 
 const upsertText = (withFields: boolean) =>
   new PgDialect().sqlToQuery(sql`WITH old AS MATERIALIZED (
@@ -30,7 +33,7 @@ const upsertText = (withFields: boolean) =>
   )${withFields ? fields : sql``}
   INSERT INTO contacts AS c (id, project_id, email, subscribed, data, created_at, updated_at)
   SELECT $3, $1, $2, COALESCE($4::boolean, old.subscribed, $5::boolean), $6::jsonb, $7::timestamptz, $7::timestamptz
-    FROM (SELECT 1) AS one LEFT JOIN old ON true
+    FROM (SELECT 1) AS one LEFT JOIN old ON true ${withFields ? sql`WHERE ${capacity.guard}` : sql``}
   ON CONFLICT (project_id, email) DO UPDATE SET
     subscribed = COALESCE($4::boolean, c.subscribed),
     data = ${merged},
@@ -43,7 +46,7 @@ const upsertText = (withFields: boolean) =>
     (SELECT data FROM old) IS NOT DISTINCT FROM c.data AS data_same`).sql;
 
 const UPSERT = { name: 'herald_contacts_upsert_v2', text: upsertText(false) };
-const UPSERT_WITH_FIELDS = { name: 'herald_contacts_upsert_fields_v2', text: upsertText(true) };
+const UPSERT_WITH_FIELDS = { name: 'herald_contacts_upsert_fields_v3', text: upsertText(true) };
 
 /** The upsert statement for one contact, ready for `client.query` (the benchmark issues it as is). */
 export function upsertContactQuery(
