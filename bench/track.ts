@@ -71,7 +71,9 @@ export async function run(): Promise<void> {
             headers: { authorization: `Bearer ${http.project.publicKey}`, 'content-type': 'application/json' },
             requests: [{ method: 'POST', path: '/v1/track', setupRequest }],
           });
-        const pool = new pg.Pool({ connectionString: databaseUrl, max: CONNECTIONS });
+        // Kept open while idle: with pg's default of 10 s, the reference's 64 connections closed together
+        // inside phase (b), and their 64 backends exiting at once stalled the machine for 80–95 ms.
+        const pool = new pg.Pool({ connectionString: databaseUrl, max: CONNECTIONS, idleTimeoutMillis: 0 });
         const reference = new Reference(pool, ref.project.id);
         try {
           const httpRate = await throughput(server.sql, http.project.id, cannon, reference);
