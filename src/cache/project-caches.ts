@@ -16,9 +16,36 @@ export class TtlCache<V> {
     this.ttlMs = opts.ttlMs;
   }
 
+  private readonly loading = new Map<string, Promise<V>>();
+
   get(projectId: string, key: string): V | undefined {
     const hit = this.entries.get(`${projectId}|${key}`);
     return hit && hit.until > Date.now() ? hit.value : undefined;
+  }
+
+  /**
+   * The cached value, or `load`'s, stored. Concurrent misses of one key share one `load`: when an
+   * entry expired under load, every request arriving meanwhile ran its own query, and the queries
+   * together held up the requests' transactions (bench send's stalls every 5-10 s).
+   */
+  async getOrLoad(projectId: string, key: string, load: () => Promise<V>): Promise<V> {
+    const hit = this.get(projectId, key);
+    if (hit !== undefined) return hit;
+    const full = `${projectId}|${key}`;
+    let pending = this.loading.get(full);
+    if (!pending) {
+      const started: Promise<V> = load().then((value) => {
+        // Not stored when the project was evicted meanwhile (the value may predate the change).
+        if (this.loading.get(full) === started) this.set(projectId, key, value);
+        return value;
+      });
+      const forget = () => {
+        if (this.loading.get(full) === started) this.loading.delete(full);
+      };
+      started.then(forget, forget);
+      this.loading.set(full, (pending = started));
+    }
+    return pending;
   }
 
   set(projectId: string, key: string, value: V): void {
@@ -30,6 +57,7 @@ export class TtlCache<V> {
   }
 
   evictProject(projectId: string): void {
+    for (const key of this.loading.keys()) if (key.startsWith(`${projectId}|`)) this.loading.delete(key);
     for (const key of this.keysByProject.get(projectId) ?? []) this.entries.delete(key);
     this.keysByProject.delete(projectId);
   }

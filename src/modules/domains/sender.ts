@@ -51,11 +51,7 @@ export async function senderDomainFor(ctx: AppContext, projectId: string, fromEm
   // Cached on the context; a domain added, verified, unverified or deleted in any process evicts
   // the project's entries in every process (ctx.keys.notifyChanged).
   const key = emailDomain(fromEmail);
-  const hit = ctx.caches.senders.get(projectId, key);
-  if (hit) return hit;
-  const sender = await lookupSender(ctx, projectId, fromEmail);
-  ctx.caches.senders.set(projectId, key, sender);
-  return sender;
+  return ctx.caches.senders.getOrLoad(projectId, key, () => lookupSender(ctx, projectId, fromEmail));
 }
 
 async function lookupSender(ctx: AppContext, projectId: string, fromEmail: string): Promise<SenderDomain> {

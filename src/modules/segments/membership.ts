@@ -136,13 +136,12 @@ const DEBOUNCE_MS = 500;
  */
 
 async function hasTrackedSegments(ctx: AppContext, projectId: string, client?: pg.PoolClient): Promise<boolean> {
-  const hit = ctx.caches.trackedSegments.get(projectId, 'tracked');
-  if (hit !== undefined) return hit;
-  const { rows } = await (client ? drizzle(client) : ctx.database.db).execute<{ tracked: boolean }>(
-    sql`SELECT EXISTS (SELECT 1 FROM segments WHERE project_id = ${projectId} AND track_membership AND type = 'DYNAMIC') AS tracked`,
-  );
-  ctx.caches.trackedSegments.set(projectId, 'tracked', rows[0].tracked);
-  return rows[0].tracked;
+  return ctx.caches.trackedSegments.getOrLoad(projectId, 'tracked', async () => {
+    const { rows } = await (client ? drizzle(client) : ctx.database.db).execute<{ tracked: boolean }>(
+      sql`SELECT EXISTS (SELECT 1 FROM segments WHERE project_id = ${projectId} AND track_membership AND type = 'DYNAMIC') AS tracked`,
+    );
+    return rows[0].tracked;
+  });
 }
 
 /** Forget the cached answer in every process (a tracked segment was created or changed). */
