@@ -15,10 +15,45 @@ export type Database = {
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 pg.types.setTypeParser(pg.types.builtins.NUMERIC, (v) => Number(v));
 
-export function openDatabase(url: string, max = 20): Database {
-  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 30_000 });
+export function openDatabase(url: string, max = 20, idle: IdleTrim = { idleMs: 30_000, everyMs: 2_000 }): Database {
+  // pg-pool's own idle timeout is off: trimIdleClients closes idle clients one at a time instead.
+  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 0 });
   pool.on('error', () => {}); // an idle client's error is reported on its next use
-  return { pool, db: drizzle(pool), close: () => pool.end() };
+  const stopTrimming = trimIdleClients(pool, idle);
+  return {
+    pool,
+    db: drizzle(pool),
+    close: () => {
+      stopTrimming();
+      return pool.end();
+    },
+  };
+}
+
+type IdleTrim = { idleMs: number; everyMs: number };
+
+/**
+ * Closes connections the pool has not needed for `idleMs`, one every `everyMs`. pg-pool's
+ * idleTimeoutMillis closes each client `idleMs` after its release, so the clients a burst released
+ * together closed together: 40 PostgreSQL backends exiting at once stalled requests for 50–100 ms
+ * on a 2-core machine (bench/README.md § send). "Not needed": the pool had at least one idle client
+ * at every check over the last `idleMs`.
+ */
+function trimIdleClients(pool: pg.Pool, { idleMs, everyMs }: IdleTrim): () => void {
+  const idleCounts: number[] = [];
+  const window = Math.ceil(idleMs / everyMs);
+  const timer = setInterval(() => {
+    idleCounts.push(pool.idleCount);
+    if (idleCounts.length > window) idleCounts.shift();
+    if (idleCounts.length < window || Math.min(...idleCounts) === 0 || pool.waitingCount > 0 || pool.idleCount === 0) return;
+    // With an idle client at hand, connect() hands it over at once; release(true) closes it.
+    pool.connect().then(
+      (client) => client.release(true),
+      () => {},
+    );
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
 }
 
 /** A transaction: `tx` is Drizzle bound to the client, `client` is the raw connection (for pg-boss enqueues). */

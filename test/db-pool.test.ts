@@ -1,0 +1,45 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { type Database, openDatabase } from '../src/db/client.ts';
+import { createTestDatabase } from './helpers/server.ts';
+
+/** Herald's connection pool gives back connections it no longer needs one at a time, not all at once. */
+
+let database: Database;
+
+before(async () => {
+  database = openDatabase(await createTestDatabase(), 10, { idleMs: 400, everyMs: 100 });
+});
+after(async () => {
+  await database?.close();
+});
+
+const backends = async () =>
+  (await database.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database()`)).rows[0].n;
+
+test('connections a burst opened close one at a time once idle, and those in use stay', async () => {
+  const burst = await Promise.all(Array.from({ length: 6 }, () => database.pool.connect()));
+  for (const client of burst) client.release();
+  assert.equal(database.pool.totalCount, 6);
+  const removedAt: number[] = [];
+  database.pool.on('remove', () => removedAt.push(Date.now()));
+  const start = Date.now();
+
+  // One client stays busy, as steady traffic would keep it.
+  const busy = await database.pool.connect();
+  try {
+    await new Promise((r) => setTimeout(r, 250));
+    assert.equal(removedAt.length, 0, 'nothing closes before the pool has been idle for idleMs');
+    while (database.pool.totalCount > 1 && Date.now() - start < 5_000) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(database.pool.totalCount, 1, 'every idle connection closed; the busy one stayed');
+    assert.equal(removedAt.length, 5);
+    const gaps = removedAt.slice(1).map((t, i) => t - removedAt[i]);
+    assert.ok(
+      gaps.every((gap) => gap >= 60),
+      `one at a time: ${gaps.join(', ')} ms apart`,
+    );
+  } finally {
+    busy.release();
+  }
+  assert.equal(await backends(), 1, 'PostgreSQL has one session left: the one that answered this query');
+});
