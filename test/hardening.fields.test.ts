@@ -61,7 +61,10 @@ describe('custom field cap', () => {
     assert.equal(fields.body.fields.filter((f: { isCustom: boolean }) => f.isCustom).length, 500);
     assert.equal((await b.sk.get('/contacts?search=together-1%40example.com')).body.data.length, 0, 'a refused track created no contact');
     const kept = (await b.sk.get('/contacts?search=together-2%40example.com')).body.data;
-    assert.deepEqual(kept.map((c: { data: Record<string, unknown> }) => c.data.f1), [2]);
+    assert.deepEqual(
+      kept.map((c: { data: Record<string, unknown> }) => c.data.f1),
+      [2],
+    );
   });
 
   test('GET /contacts/fields answers for more fields than PostgreSQL allows columns (a project from before the cap)', async () => {
