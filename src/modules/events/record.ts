@@ -65,8 +65,7 @@ export async function recordEvent(db: Db, e: NewEvent): Promise<{ id: string; cr
 
 /**
  * Set-based `recordEvent`: one statement for each wave of events that may enrol together
- * (enrolmentWaves: one, unless two events share a contact and a name), in chunks that keep the
- * parameter far below a megabyte.
+ * (enrolmentWaves: one, unless two events share a contact and a name), 1,000 events at most.
  */
 export async function recordEvents(db: Db, rows: NewEvent[]): Promise<RecordedEvent[]> {
   const now = new Date();
