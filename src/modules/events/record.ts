@@ -3,7 +3,7 @@ import type { Db } from '../../db/client.ts';
 import { clientOf, executePrepared } from '../../db/prepared.ts';
 import { prefixedId } from '../../db/ids.ts';
 import { eventRollupCtes } from '../analytics/rollups.ts';
-import { enrolmentWaves, workflowEnrolCtes, workflowsOnEvents } from '../workflows/engine/enrol.ts';
+import { ENROL_WRITTEN_EVENTS_SQL, enrolmentWaves, workflowEnrolCtes } from '../workflows/engine/enrol.ts';
 
 export type NewEvent = {
   projectId: string;
@@ -116,6 +116,6 @@ export async function recordEventsWith(db: Db, q: { with: SQL; rows: SQL; max: n
   const recorded = rows
     .map((r) => ({ id: r.id, projectId: r.project_id, contactId: r.contact_id, name: r.name, data: r.data, createdAt: new Date(r.created_at) }))
     .sort((a, b) => order.get(a.id)! - order.get(b.id)!);
-  await workflowsOnEvents(db, enrolmentWaves(recorded).slice(1).flat());
+  for (const wave of enrolmentWaves(recorded).slice(1)) await clientOf(db).query({ ...ENROL_WRITTEN_EVENTS_SQL, values: recordEventsValues(wave) });
   return recorded.map(({ id, projectId, contactId, name, createdAt }) => ({ id, projectId, contactId, name, createdAt }));
 }

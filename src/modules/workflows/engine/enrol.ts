@@ -1,6 +1,5 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../../../db/client.ts';
-import { clientOf } from '../../../db/prepared.ts';
 
 /**
  * Enrolment and resumption from the event path: ONE statement, run by the event writer inside the
@@ -19,15 +18,6 @@ import { clientOf } from '../../../db/prepared.ts';
  */
 
 export const MAX_WORKFLOW_DEPTH = 5;
-
-export type WorkflowEvent = {
-  id: string;
-  projectId: string;
-  contactId: string | null;
-  name: string;
-  data: Record<string, unknown> | null;
-  createdAt: Date;
-};
 
 /** A UUID v7 (decisions.md § 2: ids sort by creation time) for the time `at`, built in SQL (PostgreSQL ≥ 15 has no uuidv7()). */
 const uuidV7Sql = (at: string) => `(lpad(to_hex((extract(epoch FROM ${at}) * 1000)::bigint), 12, '0') || '7'
@@ -84,18 +74,17 @@ export function workflowEnrolCtes(events: string): string {
 }
 
 /**
- * The CTEs alone, for the later enrolment waves of recordEventsWith (events/record.ts): a
- * named prepared statement on the raw client, the exception docs/development.md allows for
- * benchmarked hot statements; its CTEs are parsed and planned once per connection. $1 is the
- * events as a JSON array.
+ * The CTEs alone, for events already written (the later enrolment waves of recordEventsWith in
+ * events/record.ts): a named prepared statement, its CTEs parsed and planned once per connection.
+ * $1 is the events as RECORD_EVENTS_SQL takes them.
  */
-const ENROL_SQL = {
-  name: 'herald_workflows_on_events_v5',
+export const ENROL_WRITTEN_EVENTS_SQL = {
+  name: 'herald_workflows_on_events_v6',
   text: `
 WITH ev AS (
   SELECT * FROM jsonb_to_recordset($1::jsonb) AS e(id text, project_id text, contact_id text, name text, data jsonb, created_at timestamptz)
 ), ${workflowEnrolCtes('ev')}
-SELECT (SELECT count(*) FROM resumed)::int AS resumed, (SELECT count(*) FROM entered)::int AS entered`,
+SELECT 1`,
 } as const;
 
 /**
@@ -115,28 +104,6 @@ export function enrolmentWaves<E extends { contactId: string | null; name: strin
     (waves[wave] ??= []).push(e);
   }
   return waves;
-}
-
-/**
- * The CTEs run on their own, for events already written by `db`, the events' transaction (events/
- * record.ts, recordEventsWith), one statement per enrolment wave.
- */
-export async function workflowsOnEvents(db: Db, events: WorkflowEvent[]): Promise<{ resumed: number; entered: number }> {
-  const total = { resumed: 0, entered: 0 };
-  for (const wave of enrolmentWaves(events.filter((e) => e.contactId))) {
-    const rows = wave.map((e) => ({
-      id: e.id,
-      project_id: e.projectId,
-      contact_id: e.contactId,
-      name: e.name,
-      data: e.data,
-      created_at: e.createdAt.toISOString(),
-    }));
-    const { rows: counted } = await clientOf(db).query<{ resumed: number; entered: number }>({ ...ENROL_SQL, values: [JSON.stringify(rows)] });
-    total.resumed += counted[0].resumed;
-    total.entered += counted[0].entered;
-  }
-  return total;
 }
 
 /** Runs `fn` with events it writes counted as caused by a workflow execution of `depth` (the loop guard). */
