@@ -10,12 +10,15 @@ import { textArray } from './sql.ts';
  */
 export const MAX_CUSTOM_FIELDS = 500;
 
+/** The project's typed fields (`total`) and how many of `keys` are among them (`known`). */
+const fieldCounts = (project: SQL, keys: SQL): SQL => sql`
+  SELECT count(*)::int AS total, count(*) FILTER (WHERE key = ANY(${keys}))::int AS known
+    FROM contact_fields WHERE project_id = ${project}`;
+
 /** Throws a 422 when typing `keys` (the field keys a write introduces or reuses) would pass the cap. */
 export async function checkFieldCapacity(db: Db, projectId: string, keys: string[]): Promise<void> {
   if (keys.length === 0) return;
-  const { rows } = await db.execute<{ total: number; known: number }>(sql`
-    SELECT count(*)::int AS total, count(*) FILTER (WHERE key = ANY(${textArray(keys)}))::int AS known
-      FROM contact_fields WHERE project_id = ${projectId}`);
+  const { rows } = await db.execute<{ total: number; known: number }>(fieldCounts(sql`${projectId}`, textArray(keys)));
   const after = rows[0].total + keys.length - rows[0].known;
   if (after > MAX_CUSTOM_FIELDS) {
     throw validationError([
@@ -36,9 +39,7 @@ export async function checkFieldCapacity(db: Db, projectId: string, keys: string
  */
 export function fieldCapacityGuard(p: { project: SQL; keys: SQL }): { cte: SQL; guard: SQL } {
   return {
-    cte: sql`, capacity AS (
-      SELECT count(*)::int AS total, count(*) FILTER (WHERE key = ANY(${p.keys}))::int AS known
-        FROM contact_fields WHERE project_id = ${p.project})`,
+    cte: sql`, capacity AS (${fieldCounts(p.project, p.keys)})`,
     guard: sql`(SELECT total + cardinality(${p.keys}) - known <= ${sql.raw(String(MAX_CUSTOM_FIELDS))} FROM capacity)`,
   };
 }
