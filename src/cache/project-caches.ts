@@ -32,20 +32,19 @@ export class TtlCache<V> {
     const hit = this.get(projectId, key);
     if (hit !== undefined) return hit;
     const full = `${projectId}|${key}`;
-    let pending = this.loading.get(full);
-    if (!pending) {
-      const started: Promise<V> = load().then((value) => {
-        // Not stored when the project was evicted meanwhile (the value may predate the change).
-        if (this.loading.get(full) === started) this.set(projectId, key, value);
-        return value;
-      });
-      const forget = () => {
-        if (this.loading.get(full) === started) this.loading.delete(full);
-      };
-      started.then(forget, forget);
-      this.loading.set(full, (pending = started));
-    }
-    return pending;
+    const pending = this.loading.get(full);
+    if (pending) return pending;
+    const started: Promise<V> = load().then((value) => {
+      // Not stored when the project was evicted meanwhile (the value may predate the change).
+      if (this.loading.get(full) === started) this.set(projectId, key, value);
+      return value;
+    });
+    const forget = () => {
+      if (this.loading.get(full) === started) this.loading.delete(full);
+    };
+    started.then(forget, forget);
+    this.loading.set(full, started);
+    return started;
   }
 
   set(projectId: string, key: string, value: V): void {
