@@ -45,8 +45,8 @@ function trimIdleClients(pool: pg.Pool, { idleMs, everyMs }: IdleTrim): () => vo
   const timer = setInterval(() => {
     idleCounts.push(pool.idleCount);
     if (idleCounts.length > window) idleCounts.shift();
-    if (idleCounts.length < window || Math.min(...idleCounts) === 0 || pool.waitingCount > 0 || pool.idleCount === 0) return;
-    // With an idle client at hand, connect() hands it over at once; release(true) closes it.
+    if (idleCounts.length < window || Math.min(...idleCounts) === 0 || pool.waitingCount > 0) return;
+    // The newest count is now's, so an idle client is at hand: connect() hands it over at once, and release(true) closes it.
     pool.connect().then(
       (client) => client.release(true),
       () => {},
