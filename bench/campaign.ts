@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { uuidv7 } from '../src/db/ids.ts';
 import { buildMessage } from '../src/mail/build-message.ts';
 import { decryptPrivateKey } from '../src/modules/domains/dkim-keys.ts';
+import { nodeFlagsFor } from '../src/start-flags.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestDns } from '../test/helpers/dns-server.ts';
 import { dkimResult } from '../test/helpers/smtp-sink.ts';
@@ -19,7 +20,6 @@ import {
   printMachine,
   startCompileCache,
   prepareMallocTrim,
-  startFlags,
   verdict,
   withBenchDatabase,
   rawPoolRate,
@@ -224,7 +224,7 @@ async function startWorker(databaseUrl: string, env: Record<string, string>): Pr
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
   const probe = process.env.PROBE ? ['--import', process.env.PROBE] : [];
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'herald-bench-worker-'));
-  const child = spawn(process.execPath, [...startFlags('worker'), ...profile, ...probe, 'src/main.ts'], {
+  const child = spawn(process.execPath, [...nodeFlagsFor('worker'), ...profile, ...probe, 'src/main.ts'], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH,

@@ -5,10 +5,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../src/db/embedded.ts';
+import { nodeFlagsFor } from '../src/start-flags.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { removeDataDir } from '../test/helpers/data-dir.ts';
 import { createApi } from '../test/helpers/http.ts';
-import { fmt, mallocSettings, printMachine, prepareMallocTrim, startCompileCache, startFlags, verdict } from './lib.ts';
+import { fmt, mallocSettings, printMachine, prepareMallocTrim, startCompileCache, verdict } from './lib.ts';
 
 /**
  * `npm run bench -- idle [--emails=N] [--quiet-seconds=S]`: the memory of one idle Herald process
@@ -20,7 +21,7 @@ import { fmt, mallocSettings, printMachine, prepareMallocTrim, startCompileCache
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 // As in `npm start`; PROBE=<file> adds `--import <file>` (e.g. a script printing process.memoryUsage()).
-const NODE_FLAGS = [...startFlags('all'), ...(process.env.PROBE ? ['--import', process.env.PROBE] : [])];
+const NODE_FLAGS = [...nodeFlagsFor('all'), ...(process.env.PROBE ? ['--import', process.env.PROBE] : [])];
 const TARGET_MB = 150;
 const COMPILE_CACHE = startCompileCache(ROOT);
 

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -104,18 +103,6 @@ export type AutocannonResult = {
 };
 export type Autocannon = (opts: Record<string, unknown>) => Promise<AutocannonResult>;
 export const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
-
-/**
- * The Node flags `npm start` gives a PROCESS_ROLE, read from package.json's start script (its shell
- * picks them), so benchmarks start Herald exactly as users run it.
- */
-export function startFlags(role: 'all' | 'api' | 'worker'): string[] {
-  const script = (JSON.parse(readFileSync(path.join(import.meta.dirname, '..', 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
-  const flags = / exec node (.+) src\/main\.ts$/.exec(script)?.[1];
-  if (!flags) throw new Error(`package.json's start script no longer reads "exec node <flags> src/main.ts": ${script}`);
-  const printed = execFileSync('sh', ['-c', `printf '%s\\n' ${flags}`], { env: { PATH: process.env.PATH, PROCESS_ROLE: role }, encoding: 'utf8' });
-  return printed.trim().split('\n');
-}
 
 /** glibc's malloc settings (MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD_...) of the bench's own environment, passed through to the Herald it starts to measure their effect. */
 export const mallocSettings = () => Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('MALLOC_')));

@@ -2,8 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import { readEnv } from './env-file.ts';
 
-/** The only reader of process.env. Every variable is documented in the README. */
+/**
+ * The only reader of process.env (through env-file.ts), apart from start-flags.ts, which picks
+ * Node's flags before Herald starts. Every variable is documented in the README.
+ */
 
 const bool = z
   .string()
@@ -250,11 +254,6 @@ function s3Config(e: z.infer<typeof envSchema>): S3Config | undefined {
     secretAccessKey: e.S3_SECRET_ACCESS_KEY,
     forcePathStyle: e.S3_FORCE_PATH_STYLE,
   });
-}
-
-function readEnv(): NodeJS.ProcessEnv {
-  if (existsSync('.env')) process.loadEnvFile('.env');
-  return process.env;
 }
 
 /** JWT_SECRET defaults to a random secret generated once into DATA_DIR, so sessions survive restarts. */

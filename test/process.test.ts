@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -169,6 +169,19 @@ describe('start and stop', () => {
     assert.deepEqual(heapFlags(pid), ['--max-semi-space-size=4', '--heap-growing-percent=100']);
     npm.child.kill('SIGTERM');
     assert.equal(await npm.exited, 0);
+  });
+
+  test("npm start's flags follow a PROCESS_ROLE given only in .env, and the environment wins over .env", async (t) => {
+    // start-flags.ts is what the start script runs to pick the flags; it reads .env from the working directory, as config.ts does.
+    const dir = await mkdtemp(path.join(tmpdir(), 'herald-env-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const flags = (env: Record<string, string>) =>
+      execFileSync(NODE, [path.join(ROOT, 'src/start-flags.ts')], { cwd: dir, env: { PATH: process.env.PATH, ...env }, encoding: 'utf8' }).trim();
+    assert.equal(flags({}), '--max-semi-space-size=16');
+    await writeFile(path.join(dir, '.env'), '# the role of this machine\nPROCESS_ROLE="worker"\n');
+    assert.equal(flags({}), '--max-semi-space-size=4 --heap-growing-percent=100');
+    assert.equal(flags({ PROCESS_ROLE: 'api' }), '--max-semi-space-size=16');
+    assert.match(JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts.start, / exec node \$\(node src\/start-flags\.ts\) src\/main\.ts$/);
   });
 
   test('a DATA_DIR from before (superuser password "herald", tables owned by the superuser) keeps working', async () => {
