@@ -8,6 +8,7 @@ import { Worker, isMainThread, parentPort, workerData } from 'node:worker_thread
  * `warmupSeconds` (default 1) of requests are sent but not counted: the thread's first requests
  * open the connections and run cold code on both sides.
  */
+export const DEFAULT_WARMUP_SECONDS = 1;
 export type PacedLoad = {
   url: string;
   headers: Record<string, string>;
@@ -17,7 +18,18 @@ export type PacedLoad = {
   connections: number;
   warmupSeconds?: number;
 };
-export type PacedResult = { sent: number; failed: number; p50: number; p99: number; max: number };
+/** A counted request over 50 ms: when it was due (ms since the epoch, comparable across threads) and its latency. */
+export type SlowRequest = { due: number; ms: number };
+export type PacedResult = {
+  sent: number;
+  failed: number;
+  p50: number;
+  p99: number;
+  max: number;
+  /** When the first counted request was due (ms since the epoch). */
+  countedFrom: number;
+  slow: SlowRequest[];
+};
 
 /**
  * Latency at a set request rate, measured the way a user of the API meets it. Request i is due at
@@ -40,10 +52,11 @@ export function pacedLoad(load: PacedLoad): Promise<PacedResult> {
 
 async function run(load: PacedLoad): Promise<PacedResult> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: load.connections });
-  const warmup = Math.round(load.rate * (load.warmupSeconds ?? 1));
+  const warmup = Math.round(load.rate * (load.warmupSeconds ?? DEFAULT_WARMUP_SECONDS));
   const total = warmup + Math.round(load.rate * load.seconds);
   const latencies: number[] = [];
   let failed = 0;
+  const slow: SlowRequest[] = [];
   const bodies = typeof load.body === 'string' ? [load.body] : load.body;
   const post = (id: string, body: string, due: number, counted: boolean) =>
     new Promise<void>((done) => {
@@ -51,7 +64,11 @@ async function run(load: PacedLoad): Promise<PacedResult> {
         res.resume();
         res.on('end', () => {
           if (res.statusCode !== 200) failed += 1;
-          else if (counted) latencies.push(performance.now() - due);
+          else if (counted) {
+            const ms = performance.now() - due;
+            latencies.push(ms);
+            if (ms > 50) slow.push({ due: performance.timeOrigin + due, ms });
+          }
           done();
         });
       });
@@ -73,7 +90,15 @@ async function run(load: PacedLoad): Promise<PacedResult> {
   agent.destroy();
   latencies.sort((a, b) => a - b);
   const at = (q: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN);
-  return { sent: total - warmup, failed, p50: at(0.5), p99: at(0.99), max: Math.round(latencies.at(-1) ?? NaN) };
+  return {
+    sent: total - warmup,
+    failed,
+    p50: at(0.5),
+    p99: at(0.99),
+    max: Math.round(latencies.at(-1) ?? NaN),
+    countedFrom: performance.timeOrigin + start + (warmup * 1000) / load.rate,
+    slow,
+  };
 }
 
 const asked = isMainThread ? undefined : (workerData as { pacedLoad?: PacedLoad } | null)?.pacedLoad;

@@ -7,7 +7,8 @@ import { upsertContactQuery } from '../src/modules/contacts/service.ts';
 import { RECORD_EVENTS_SQL, recordEventsValues } from '../src/modules/events/record.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestServer } from '../test/helpers/server.ts';
-import { type PacedResult, pacedLoad } from './paced-load.ts';
+import { halfRateLatency } from './half-rate.ts';
+import type { PacedResult } from './paced-load.ts';
 import { type AutocannonResult, autocannon, fmt, loadAverage, printMachine, verdict, withBenchDatabase, withSetupRequest } from './lib.ts';
 
 /**
@@ -18,12 +19,14 @@ import { type AutocannonResult, autocannon, fmt, loadAverage, printMachine, verd
  *      HTTP and SQL alternate in rounds so that drifting machine load hits both alike.
  *      Target: HTTP ≥ 100 % of SQL (issue 15: concurrent tracks commit together).
  *  (b) Latency at half the measured maximum HTTP rate, evenly paced from a thread of its own
- *      (`paced-load.ts`, as `bench send`), each request charged from the moment it was due.
- *      Target: p99 < 50 ms. The reference transaction paced at the same rate is printed next to
+ *      (`paced-load.ts`, as `bench send`), each request charged from the moment it was due
+ *      (`half-rate.ts`). Target: p99 < 50 ms. The reference transaction paced at the same rate is printed next to
  *      it: the floor this machine and database allow.
  *
  * The Herald server runs with its default database pool (DATABASE_POOL_SIZE=20); set
- * BENCH_POOL_SIZE to change it. BENCH_SECONDS (default 10) is the length of each phase.
+ * BENCH_POOL_SIZE to change it. BENCH_SECONDS (default 10) is the length of each phase;
+ * BENCH_STALLS=1 prints what happened during each stall of (b), BENCH_CHECKPOINT=1 runs a CHECKPOINT
+ * before (b) (half-rate.ts says why).
  */
 
 const CONNECTIONS = 64;
@@ -78,14 +81,17 @@ export async function run(): Promise<void> {
         try {
           const httpRate = await throughput(server.sql, http.project.id, cannon, reference);
           const paced = (seconds: number, rate: number) =>
-            pacedLoad({
-              url: `${server.url}/v1/track`,
-              headers: { authorization: `Bearer ${http.project.publicKey}`, 'content-type': 'application/json' },
-              body: trackBodies(),
-              rate,
-              seconds,
-              connections: CONNECTIONS,
-            });
+            halfRateLatency(
+              {
+                url: `${server.url}/v1/track`,
+                headers: { authorization: `Bearer ${http.project.publicKey}`, 'content-type': 'application/json' },
+                body: trackBodies(),
+                rate,
+                seconds,
+                connections: CONNECTIONS,
+              },
+              { sql: server.sql, databaseUrl, heraldPool: server.ctx.database.pool },
+            );
           await latency(httpRate, paced, reference);
           console.log(`\n${loadAverage()} (other processes on this machine skew every figure)`);
         } finally {
