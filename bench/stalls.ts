@@ -9,7 +9,8 @@ import type { SlowRequest } from './paced-load.ts';
  * before to 60 ms after:
  *  - every 20 ms, the wait events of PostgreSQL's active sessions (IO:WalSync is a commit waiting
  *    for the disk, IO:WalInitWrite a new 16 MB WAL segment being written, Client:ClientRead a
- *    session waiting for Herald's next statement), and the kernel's dirty and writeback memory;
+ *    session waiting for Herald's next statement), how busy the CPUs were, and the kernel's dirty
+ *    and writeback memory;
  *  - this process's event-loop delays over 15 ms, its GC pauses over 10 ms, and Herald's database
  *    pool opening or closing a connection.
  * How the stalls of `bench track` and `bench send` were found (bench/README.md § track). It adds a
@@ -70,7 +71,7 @@ export function watchStalls(databaseUrl: string, heraldPool: pg.Pool): StallWatc
     } finally {
       await client.end();
     }
-  })();
+  })().catch((err: unknown) => note(`the sampler stopped: ${err instanceof Error ? err.message : String(err)}`));
 
   return {
     async report(slow, from) {

@@ -19,9 +19,9 @@ import { type AutocannonResult, autocannon, fmt, loadAverage, printMachine, verd
  *      HTTP and SQL alternate in rounds so that drifting machine load hits both alike.
  *      Target: HTTP ≥ 100 % of SQL (issue 15: concurrent tracks commit together).
  *  (b) Latency at half the measured maximum HTTP rate, evenly paced from a thread of its own
- *      (`paced-load.ts`, as `bench send`), each request charged from the moment it was due
- *      (`half-rate.ts`). Target: p99 < 50 ms. The reference transaction paced at the same rate is printed next to
- *      it: the floor this machine and database allow.
+ *      (`paced-load.ts` through `half-rate.ts`, as `bench send`), each request charged from the
+ *      moment it was due. Target: p99 < 50 ms. The reference transaction paced at the same rate
+ *      is printed next to it: the floor this machine and database allow.
  *
  * The Herald server runs with its default database pool (DATABASE_POOL_SIZE=20); set
  * BENCH_POOL_SIZE to change it. BENCH_SECONDS (default 10) is the length of each phase;
