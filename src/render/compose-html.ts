@@ -21,11 +21,22 @@ export type ComposeHtmlInput = {
   dkim?: DkimKey;
 };
 
-/** `raw`: the RFC 5322 source, when the input had a `message` (signed when it had a `dkim` key). */
-export type ComposedHtml = { subject: string; html: string; text: string; raw?: Uint8Array };
+/** The rendered parts, for an input without a `message`. */
+export type ComposedHtml = { subject: string; html: string; text: string };
+/**
+ * For an input with a `message`: the RFC 5322 source (signed when it had a `dkim` key). Its parts
+ * stay in the thread: the event loop would only copy them out of the message and drop them.
+ */
+export type ComposedSource = { subject: string; raw: Uint8Array };
+
+export type ComposeMessageInput = ComposeHtmlInput & { message: MessageEnvelope };
+export type ComposePartsInput = ComposeHtmlInput & { message?: undefined };
 
 /** Runs in a compose thread (compose-pool.ts); synchronous and free of I/O. */
-export async function composeHtml(input: ComposeHtmlInput): Promise<ComposedHtml> {
+export async function composeHtml(input: ComposeMessageInput): Promise<ComposedSource>;
+export async function composeHtml(input: ComposePartsInput): Promise<ComposedHtml>;
+export async function composeHtml(input: ComposeHtmlInput): Promise<ComposedHtml | ComposedSource>;
+export async function composeHtml(input: ComposeHtmlInput): Promise<ComposedHtml | ComposedSource> {
   const rendered = await renderEmail({ subject: input.subject, body: input.body }, input.vars);
   let html = rendered.html;
   if (input.footer) html = appendToBody(html, unsubscribeFooter(input.footer));
@@ -34,5 +45,5 @@ export async function composeHtml(input: ComposeHtmlInput): Promise<ComposedHtml
   if (!input.message) return { subject: rendered.subject, html, text };
   const unsigned = await buildMessage({ ...input.message, subject: rendered.subject, html, text });
   const raw = input.dkim ? await signMessage(unsigned, input.dkim) : unsigned;
-  return { subject: rendered.subject, html, text, raw };
+  return { subject: rendered.subject, raw };
 }

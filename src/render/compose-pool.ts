@@ -1,13 +1,13 @@
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
-import type { ComposedHtml, ComposeHtmlInput } from './compose-html.ts';
+import type { ComposedHtml, ComposedSource, ComposeHtmlInput, ComposeMessageInput, ComposePartsInput } from './compose-html.ts';
 import { RENDER_LIMITS, RenderLimitError } from './limits.ts';
 import { TemplateRenderError, TemplateSyntaxError } from './engine.ts';
 import { shrinkHeapAfterWork } from '../memory-reducer.ts';
 import { IDLE_THREAD_MS, THREAD_YOUNG_GENERATION_MB, idleTimer } from './idle-timer.ts';
 
-type Job = { input: ComposeHtmlInput; resolve: (r: ComposedHtml) => void; reject: (e: Error) => void };
-type Reply = { id: number; started?: true; result?: ComposedHtml; error?: { name: string; message: string; field?: string } };
+type Job = { input: ComposeHtmlInput; resolve: (r: ComposedHtml | ComposedSource) => void; reject: (e: Error) => void };
+type Reply = { id: number; started?: true; result?: ComposedHtml | ComposedSource; error?: { name: string; message: string; field?: string } };
 type Sent = Job & { id: number };
 /** A thread and the jobs posted to it, in the order it runs them; `running` has its clock started. */
 type Slot = {
@@ -51,7 +51,8 @@ function revive(reply: NonNullable<Reply['error']>): Error {
 /** Composing off the event loop; one per runtime, carried on the context (`ctx.threads.compose`). */
 export type ComposePool = {
   /** Renders, builds and signs one message, within RENDER_LIMITS.maxComposeMillis (more with attachments). */
-  compose: (input: ComposeHtmlInput) => Promise<ComposedHtml>;
+  compose(input: ComposeMessageInput): Promise<ComposedSource>;
+  compose(input: ComposePartsInput): Promise<ComposedHtml>;
   /** Threads running now (idle ones end after IDLE_THREAD_MS). */
   threadCount: () => number;
   close: () => Promise<void>;
@@ -169,12 +170,14 @@ export function createComposePool(
     slot.running = { id, timer };
   }
 
+  // The thread answers a `message` input with its source, any other with the rendered parts (composeHtml's overloads).
+  const compose = (input: ComposeHtmlInput) =>
+    new Promise<ComposedHtml | ComposedSource>((resolve, reject) => {
+      queue.push({ input, resolve, reject });
+      dispatch();
+    });
   return {
-    compose: (input) =>
-      new Promise((resolve, reject) => {
-        queue.push({ input, resolve, reject });
-        dispatch();
-      }),
+    compose: compose as ComposePool['compose'],
     threadCount: () => slots.filter((slot) => slot.worker).length,
     close: async () => {
       const running = slots.flatMap((slot) => (slot.worker ? [slot.worker] : []));

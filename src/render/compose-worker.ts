@@ -1,6 +1,6 @@
 import { parentPort } from 'node:worker_threads';
 import { keepParsedPrivateKeys } from '../mail/dkim-key-cache.ts';
-import { type ComposeHtmlInput, type ComposedHtml, composeHtml } from './compose-html.ts';
+import { type ComposeHtmlInput, type ComposedHtml, type ComposedSource, composeHtml } from './compose-html.ts';
 
 type Request = { id: number; input: ComposeHtmlInput };
 
@@ -11,8 +11,8 @@ keepParsedPrivateKeys();
  * view into a larger ArrayBuffer (Node's pool of small buffers) is copied first: posting a view
  * copies its whole ArrayBuffer, and the pool's cannot be transferred.
  */
-function transferable(result: ComposedHtml): { result: ComposedHtml; transfer: ArrayBuffer[] } {
-  if (!result.raw) return { result, transfer: [] };
+function transferable(result: ComposedHtml | ComposedSource): { result: ComposedHtml | ComposedSource; transfer: ArrayBuffer[] } {
+  if (!('raw' in result)) return { result, transfer: [] };
   const raw = result.raw.byteOffset === 0 && result.raw.byteLength === result.raw.buffer.byteLength ? result.raw : new Uint8Array(result.raw);
   return { result: { ...result, raw }, transfer: [raw.buffer as ArrayBuffer] };
 }

@@ -65,7 +65,6 @@ export async function composeMessage(
     },
     dkim: { domain: sender.domain, selector: sender.dkimSelector, privateKeyPem: sender.dkimPrivateKeyPem },
   });
-  if (!rendered.raw) throw new Error('The compose thread returned no message source');
   // A Uint8Array after the thread hop: the same bytes as a Buffer, without a copy.
   const raw = Buffer.from(rendered.raw.buffer, rendered.raw.byteOffset, rendered.raw.byteLength);
   return { raw, subject: rendered.subject, messageId };
