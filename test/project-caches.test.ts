@@ -4,17 +4,10 @@ import { TtlCache } from '../src/cache/project-caches.ts';
 
 /** The per-process project caches (sender domains, tracked segments): one lookup per expired key, however many requests ask. */
 
-const deferred = <T>() => {
-  let resolve!: (v: T) => void;
-  let reject!: (e: unknown) => void;
-  const promise = new Promise<T>((res, rej) => ((resolve = res), (reject = rej)));
-  return { promise, resolve, reject };
-};
-
 describe('TtlCache.getOrLoad', () => {
   test('concurrent misses of one key share one load, and the value is then cached', async () => {
     const cache = new TtlCache<string>({ ttlMs: 60_000, max: 10 });
-    const pending = deferred<string>();
+    const pending = Promise.withResolvers<string>();
     let loads = 0;
     const load = () => ((loads += 1), pending.promise);
     const asks = Array.from({ length: 50 }, () => cache.getOrLoad('prj_a', 'example.com', load));
@@ -29,7 +22,7 @@ describe('TtlCache.getOrLoad', () => {
 
   test('a failed load fails every request that waited for it and caches nothing', async () => {
     const cache = new TtlCache<string>({ ttlMs: 60_000, max: 10 });
-    const pending = deferred<string>();
+    const pending = Promise.withResolvers<string>();
     const asks = [1, 2, 3].map(() => cache.getOrLoad('prj_a', 'k', () => pending.promise));
     pending.reject(new Error('not verified'));
     for (const ask of asks) await assert.rejects(ask, /not verified/);
@@ -38,7 +31,7 @@ describe('TtlCache.getOrLoad', () => {
 
   test('a load in flight when the project is evicted is not stored: the next request loads again', async () => {
     const cache = new TtlCache<string>({ ttlMs: 60_000, max: 10 });
-    const pending = deferred<string>();
+    const pending = Promise.withResolvers<string>();
     const before = cache.getOrLoad('prj_a', 'k', () => pending.promise);
     cache.evictProject('prj_a');
     const after = cache.getOrLoad('prj_a', 'k', async () => 'after the change');

@@ -191,13 +191,9 @@ describe('grouped /v1/send', () => {
 });
 
 describe('writeGroups (the collector alone)', () => {
-  const deferred = () => {
-    let release!: () => void;
-    return { promise: new Promise<void>((r) => (release = r)), release: () => release() };
-  };
   /** One request holds the only slot until released; the rest queue and go as one group. */
   async function run(runMany: (inputs: number[]) => Promise<string[]>, runOne: (n: number) => Promise<string>) {
-    const gate = deferred();
+    const gate = Promise.withResolvers<void>();
     const calls: string[] = [];
     const groups = writeGroups<number, string>({
       maxInFlight: 1,
@@ -220,7 +216,7 @@ describe('writeGroups (the collector alone)', () => {
       ),
     );
     await new Promise((r) => setImmediate(r));
-    gate.release();
+    gate.resolve();
     return { results: await Promise.all(results), calls };
   }
 
