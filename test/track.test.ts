@@ -316,6 +316,8 @@ describe('one transaction', () => {
   test('when an after-track listener fails, neither the contact nor the event is written', async () => {
     const seen: string[] = [];
     const real = afterTrack.eventTracked;
+    // The step has effects (as with a tracked segment), so the track runs in a transaction, not as one statement.
+    const effects = mock.method(afterTrack, 'hasEffects', async () => true);
     const listener = mock.method(afterTrack, 'eventTracked', async (...args: Parameters<typeof real>) => {
       const event = args[2];
       seen.push(`${event.name}:${event.contact.email}`);
@@ -330,6 +332,7 @@ describe('one transaction', () => {
       assert.equal(failed.body.error.code, 'INTERNAL_SERVER_ERROR');
     } finally {
       listener.mock.restore();
+      effects.mock.restore();
     }
     assert.deepEqual(seen, ['fine:listened@example.com', 'explode:rolled-back@example.com']);
     assert.equal((await server.sql(`SELECT 1 FROM contacts WHERE email = 'rolled-back@example.com'`)).length, 0);

@@ -60,12 +60,32 @@ function trimIdleClients(pool: pg.Pool, { idleMs, everyMs }: IdleTrim): () => vo
 export type Tx = { tx: Db; client: pg.PoolClient };
 
 /**
- * COMMIT was sent but no answer came back (the connection broke): the transaction may or may not
- * have committed, so whoever would run it again (db/write-groups.ts) must not.
+ * COMMIT (or a statement committing on its own) was sent but no answer came back (the connection
+ * broke): the transaction may or may not have committed, so whoever would run it again
+ * (db/write-groups.ts) must not.
  */
 export class CommitOutcomeUnknown extends Error {
   constructor(cause: unknown) {
-    super('The connection failed during COMMIT: the transaction may have committed', { cause });
+    super('The connection failed before the commit was confirmed: the transaction may have committed', { cause });
+  }
+}
+
+/** An error PostgreSQL reports (it has a SQLSTATE) means the transaction rolled back; any other leaves the outcome unknown. */
+const commitFailure = (err: unknown): unknown => (pgErrorCode(err) ? err : new CommitOutcomeUnknown(err));
+
+/**
+ * One statement that commits on its own (no BEGIN, no COMMIT: one round trip), on a connection
+ * of its own. It is atomic as a transaction is; when it fails without a SQLSTATE it may have
+ * committed (CommitOutcomeUnknown), as when withTransaction's COMMIT does.
+ */
+export async function inOneStatement<T>(database: Database, fn: (db: Db) => Promise<T>): Promise<T> {
+  const client = await database.pool.connect();
+  try {
+    return await fn(drizzle(client));
+  } catch (err) {
+    throw commitFailure(err);
+  } finally {
+    client.release();
   }
 }
 
@@ -75,8 +95,7 @@ export async function withTransaction<T>(database: Database, fn: (t: Tx) => Prom
     await client.query('BEGIN');
     const result = await fn({ tx: drizzle(client), client });
     await client.query('COMMIT').catch((err: unknown) => {
-      // An error PostgreSQL reports (it has a SQLSTATE) means the transaction rolled back.
-      throw pgErrorCode(err) ? err : new CommitOutcomeUnknown(err);
+      throw commitFailure(err);
     });
     return result;
   } catch (err) {

@@ -12,7 +12,8 @@ import { isTransientDbError, pgErrorCode } from './pg-error.ts';
  * request's bad input, a billing cap, a deadlock), its transaction rolled back everything, and
  * each request runs again alone (`runOne`) to get its own answer: a group's failure never becomes
  * another request's error, and nothing is performed twice. The one exception: the connection broke
- * during COMMIT, so the group may have committed; then each request gets that error.
+ * during COMMIT, so the group may have committed; then each request gets that error. A group that
+ * committed may also have left a request out with nothing of it written (LEFT_OUT): it runs alone.
  */
 
 /**
@@ -24,6 +25,9 @@ export const WRITE_GROUP_LIMITS = { maxInFlight: 2, maxSize: 100 };
 
 const TRANSIENT_ATTEMPTS = 3;
 const SCAN_FACTOR = 4;
+
+/** A result of `runMany` for a request the group committed without (nothing of it written): it runs alone. */
+export const LEFT_OUT = Symbol('left out of its group');
 
 export type WriteGroups<I, O> = { submit: (key: string, input: I) => Promise<O> };
 
@@ -40,8 +44,8 @@ export function writeGroups<I, O>(opts: {
   /** A request sharing a key (a contact) with one already in the group waits for the next group. */
   conflictKeys: (input: I) => string[];
   runOne: (input: I) => Promise<O>;
-  /** All inputs in one transaction; results in input order. */
-  runMany: (inputs: I[]) => Promise<O[]>;
+  /** All inputs in one transaction; results in input order (LEFT_OUT for an input it did not write). */
+  runMany: (inputs: I[]) => Promise<(O | typeof LEFT_OUT)[]>;
   /** Told when a group failed and its requests run one by one. */
   onGroupFailed?: (err: unknown, size: number) => void;
 }): WriteGroups<I, O> {
@@ -84,7 +88,7 @@ export function writeGroups<I, O>(opts: {
 
   const runGroup = async (group: Waiting<I, O>[]): Promise<void> => {
     if (group.length === 1) return runAlone(group[0]);
-    let results: O[];
+    let results: (O | typeof LEFT_OUT)[];
     try {
       results = await opts.runMany(group.map((w) => w.input));
     } catch (err) {
@@ -94,7 +98,13 @@ export function writeGroups<I, O>(opts: {
       await Promise.all(group.map(runAlone));
       return;
     }
-    group.forEach((w, i) => w.resolve(results[i]));
+    const leftOut: Waiting<I, O>[] = [];
+    group.forEach((w, i) => {
+      const result = results[i];
+      if (result === LEFT_OUT) leftOut.push(w);
+      else w.resolve(result);
+    });
+    await Promise.all(leftOut.map(runAlone));
   };
 
   const start = (key: string, state: KeyState<I, O>, group: Waiting<I, O>[]): void => {

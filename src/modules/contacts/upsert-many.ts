@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
 import { executePrepared } from '../../db/prepared.ts';
 import { prefixedId } from '../../db/ids.ts';
@@ -10,21 +10,21 @@ import { normaliseEmail } from './schemas.ts';
 import { type ContactRow, contactColumns, textArray, toContactRecord } from './sql.ts';
 import { type UpsertInput, type UpsertResult, subscriptionEvent, upsertContact } from './service.ts';
 
-type ManyRow = ContactRow & { ord: number; inserted: boolean; old_subscribed: boolean | null; data_same: boolean };
+/** A row of the `upserted` CTE: the contact as written, its input's position, and what it was before. */
+export type UpsertedRow = ContactRow & { ord: number; inserted: boolean; old_subscribed: boolean | null; data_same: boolean };
+
+type PreparedInput = { ord: number; email: string; changes: ReturnType<typeof splitCustomData>; input: UpsertInput & { now: Date } };
 
 /**
- * `upsertContact` for many contacts of one project in one statement (grouped /v1/track and
- * /v1/send), with the same rules: existing contacts are merged and re-subscribed only by an
- * explicit value (emitting contact.subscribed/unsubscribed, in one INSERT); new ones get
- * `defaultSubscribed` unless the input says otherwise. Emails must be distinct (after
- * normalising). Each input carries its own time. Results are in input order.
+ * The grouped upsert as CTEs, ending in `upserted` (UpsertedRow): for upsertContacts, and for a
+ * statement that writes more after it (events/track-statement.ts). `fieldKeys` are the custom
+ * fields it types: when it wrote nothing, the field cap may have held it back (checkFieldCapacity).
  */
-export async function upsertContacts(
-  db: Db,
+export function contactsUpsertCtes(
   projectId: string,
   inputs: (UpsertInput & { now: Date })[],
   opts: { defaultSubscribed: boolean },
-): Promise<UpsertResult[]> {
+): { ctes: SQL; fieldKeys: string[]; prepared: PreparedInput[] } {
   const prepared = inputs.map((input, ord) => ({ ord, email: normaliseEmail(input.email), changes: splitCustomData(input.data), input }));
   // Field types as the one-by-one path would record them: the first value seen of each key types it.
   const firstValues: Record<string, unknown> = {};
@@ -50,13 +50,10 @@ export async function upsertContacts(
   // for every group (20,000 of them, 17-33 ms, in bench send (a)). The INSERT then locks every
   // contact in email order (as the one-by-one path does, so the two cannot deadlock) and updates
   // one only if it is still as `old` saw it. A contact changed or created by another transaction
-  // meanwhile is left out (locked), and upserted one by one below.
-  // A named statement (planned once per connection): its text is one of two shapes, whatever the input.
-  const { rows: written } = await executePrepared<ManyRow>(
-    db,
-    'herald_contacts_upsert_many',
-    sql`
-    WITH input AS (
+  // meanwhile is left out (locked): the caller upserts it one by one.
+  // The text is one of two shapes, whatever the input, so the caller can name the statement.
+  const ctes = sql`
+    input AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
         AS r(ord int, email text, new_id text, subscribed boolean, set_data jsonb, unset_keys text[], at timestamptz)
     ), old AS MATERIALIZED (
@@ -79,26 +76,45 @@ export async function upsertContacts(
         updated_at = CASE WHEN EXCLUDED.subscribed <> c.subscribed OR EXCLUDED.data <> c.data THEN EXCLUDED.updated_at ELSE c.updated_at END
        WHERE EXISTS (SELECT 1 FROM old AS o WHERE o.id = c.id AND o.subscribed = c.subscribed AND o.data = c.data)
       RETURNING ${contactColumns('c')}
-    )
-    SELECT t.ord, w.*, w.id = t.new_id AS inserted, t.old_subscribed, t.old_data IS NOT DISTINCT FROM w.data AS data_same
-      FROM written AS w JOIN target AS t ON t.email = w.email`,
-  );
+    ), upserted AS (
+      SELECT t.ord, w.*, w.id = t.new_id AS inserted, t.old_subscribed, t.old_data IS NOT DISTINCT FROM w.data AS data_same
+        FROM written AS w JOIN target AS t ON t.email = w.email
+    )`;
+  return { ctes, fieldKeys: keys, prepared };
+}
+
+/** What one `upserted` row means for its input: the result, and whether its subscription changed (an existing contact's). */
+export function upsertedResult(row: UpsertedRow, p: PreparedInput): { result: UpsertResult; subscriptionChanged: boolean } {
+  const contact = toContactRecord(row);
+  if (row.inserted) return { result: { contact, isNew: true, isUpdate: false, oneOff: p.changes.oneOff }, subscriptionChanged: false };
+  const subscriptionChanged = row.old_subscribed !== row.subscribed;
+  return { result: { contact, isNew: false, isUpdate: subscriptionChanged || !row.data_same, oneOff: p.changes.oneOff }, subscriptionChanged };
+}
+
+/**
+ * `upsertContact` for many contacts of one project in one statement (grouped /v1/track and
+ * /v1/send), with the same rules: existing contacts are merged and re-subscribed only by an
+ * explicit value (emitting contact.subscribed/unsubscribed, in one INSERT); new ones get
+ * `defaultSubscribed` unless the input says otherwise. Emails must be distinct (after
+ * normalising). Each input carries its own time. Results are in input order.
+ */
+export async function upsertContacts(
+  db: Db,
+  projectId: string,
+  inputs: (UpsertInput & { now: Date })[],
+  opts: { defaultSubscribed: boolean },
+): Promise<UpsertResult[]> {
+  const { ctes, fieldKeys, prepared } = contactsUpsertCtes(projectId, inputs, opts);
+  // A named statement (planned once per connection).
+  const { rows: written } = await executePrepared<UpsertedRow>(db, 'herald_contacts_upsert_many', sql`WITH ${ctes} SELECT * FROM upserted`);
   // Nothing written: the field cap's guard may have held the writes back (the 422 is thrown here).
-  if (written.length === 0 && keys.length > 0) await checkFieldCapacity(db, projectId, keys);
+  if (written.length === 0 && fieldKeys.length > 0) await checkFieldCapacity(db, projectId, fieldKeys);
   const results: UpsertResult[] = new Array(inputs.length);
   const subscriptionEvents: { ord: number; event: NewEvent }[] = [];
   for (const row of written) {
-    const contact = toContactRecord(row);
-    const { changes, input } = prepared[row.ord];
-    if (row.inserted) {
-      results[row.ord] = { contact, isNew: true, isUpdate: false, oneOff: changes.oneOff };
-      continue;
-    }
-    const subscriptionChanged = row.old_subscribed !== row.subscribed;
-    if (subscriptionChanged) {
-      subscriptionEvents.push({ ord: row.ord, event: subscriptionEvent(projectId, contact, input.now) });
-    }
-    results[row.ord] = { contact, isNew: false, isUpdate: subscriptionChanged || !row.data_same, oneOff: changes.oneOff };
+    const { result, subscriptionChanged } = upsertedResult(row, prepared[row.ord]);
+    if (subscriptionChanged) subscriptionEvents.push({ ord: row.ord, event: subscriptionEvent(projectId, result.contact, prepared[row.ord].input.now) });
+    results[row.ord] = result;
   }
   subscriptionEvents.sort((a, b) => a.ord - b.ord);
   await recordEvents(

@@ -1,5 +1,6 @@
 import type { AppContext } from '../../context.ts';
 import { type Tx, withTransaction } from '../../db/client.ts';
+import { LEFT_OUT } from '../../db/write-groups.ts';
 import { validationError } from '../../http/errors.ts';
 import { splitCustomData } from '../contacts/custom-data.ts';
 import { normaliseEmail } from '../contacts/schemas.ts';
@@ -9,6 +10,7 @@ import { afterTrack } from './after-track.ts';
 import { isReservedEventName } from './names.ts';
 import { recordEvent, recordEvents } from './record.ts';
 import { reservedEventError, type TrackInput } from './schemas.ts';
+import { trackInOneStatement } from './track-statement.ts';
 
 export type TrackResult = { contact: ContactRecord; isNewContact: boolean; event: { id: string; createdAt: Date } };
 
@@ -42,13 +44,18 @@ export const trackContactKeys = (t: PreparedTrack): string[] => [normaliseEmail(
  * subscribed unless `subscribed: false`; an existing one changes only with an explicit value,
  * emitting contact.subscribed/unsubscribed), record the event, then what it causes
  * (afterTrack.eventTracked: segment re-evaluation). Persistent data goes to the contact; the event
- * keeps persistent and one-off values alike.
+ * keeps persistent and one-off values alike. When afterTrack adds nothing for the project (it has
+ * no tracked segment), the same writes are one statement (track-statement.ts): one round trip.
  */
 export async function trackEvent(ctx: AppContext, projectId: string, input: TrackInput, opts: { now?: Date; publicKey?: boolean } = {}): Promise<TrackResult> {
   return trackPrepared(ctx, prepareTrack(ctx, projectId, input, opts));
 }
 
 export async function trackPrepared(ctx: AppContext, track: PreparedTrack): Promise<TrackResult> {
+  if (!(await afterTrack.hasEffects(ctx, track.projectId))) {
+    const [result] = await trackInOneStatement(ctx, track.projectId, [track]);
+    if (result) return result;
+  }
   return withTransaction(ctx.database, async (t) => {
     const upserted = await upsertContact(t.tx, track.projectId, track.upsert, { defaultSubscribed: true, now: track.now });
     const event = await recordEvent(t.tx, {
@@ -65,9 +72,11 @@ export async function trackPrepared(ctx: AppContext, track: PreparedTrack): Prom
 
 /**
  * Many tracks of one project (distinct contacts) in one transaction, with the same effects as
- * `trackPrepared` for each: one statement upserts the contacts, one records the events.
+ * `trackPrepared` for each: one statement upserts the contacts, one records the events. When
+ * afterTrack adds nothing, they are one statement instead, which may leave a track out (LEFT_OUT).
  */
-export async function trackMany(ctx: AppContext, projectId: string, tracks: PreparedTrack[]): Promise<TrackResult[]> {
+export async function trackMany(ctx: AppContext, projectId: string, tracks: PreparedTrack[]): Promise<(TrackResult | typeof LEFT_OUT)[]> {
+  if (!(await afterTrack.hasEffects(ctx, projectId))) return (await trackInOneStatement(ctx, projectId, tracks)).map((r) => r ?? LEFT_OUT);
   return withTransaction(ctx.database, async (t) => {
     const upserted = await upsertContacts(
       t.tx,

@@ -128,14 +128,8 @@ export const REEVALUATE_QUEUE = 'segments-reevaluate-contact';
 /** Changes within this window are folded into one re-evaluation of the contact. */
 const DEBOUNCE_MS = 500;
 
-/**
- * Schedules the re-evaluation of tracked segments for a contact whose data or events changed:
- * a job that runs within about a second, one per contact at a time (later calls while one is
- * waiting fold into it). Pass the transaction's `client` so it is enqueued only if the change
- * commits. Nothing is enqueued when the project has no tracked DYNAMIC segment.
- */
-
-async function hasTrackedSegments(ctx: AppContext, projectId: string, client?: pg.PoolClient): Promise<boolean> {
+/** Whether the project has a tracked DYNAMIC segment (cached for 5 s, forgotten when one changes). */
+export async function hasTrackedSegments(ctx: AppContext, projectId: string, client?: pg.PoolClient): Promise<boolean> {
   return ctx.caches.trackedSegments.getOrLoad(projectId, 'tracked', async () => {
     const { rows } = await (client ? drizzle(client) : ctx.database.db).execute<{ tracked: boolean }>(
       sql`SELECT EXISTS (SELECT 1 FROM segments WHERE project_id = ${projectId} AND track_membership AND type = 'DYNAMIC') AS tracked`,
@@ -149,6 +143,12 @@ export async function forgetTrackedSegments(ctx: AppContext, projectId: string):
   await ctx.keys.notifyChanged(projectId);
 }
 
+/**
+ * Schedules the re-evaluation of tracked segments for a contact whose data or events changed:
+ * a job that runs within about a second, one per contact at a time (later calls while one is
+ * waiting fold into it). Pass the transaction's `client` so it is enqueued only if the change
+ * commits. Nothing is enqueued when the project has no tracked DYNAMIC segment.
+ */
 export async function scheduleSegmentReevaluation(ctx: AppContext, projectId: string, contactId: string, client?: pg.PoolClient): Promise<void> {
   if (!(await hasTrackedSegments(ctx, projectId, client))) return;
   await ctx.jobs.send(
