@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, mock, test } from 'node:test';
-import { recomputeAllSegments } from '../src/modules/segments/membership.ts';
+import { hasTrackedSegments, recomputeAllSegments } from '../src/modules/segments/membership.ts';
 import { usage as usageOf } from '../src/modules/usage/service.ts';
+import { pgErrorCode } from '../src/db/pg-error.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
@@ -530,5 +531,28 @@ describe('POST /segments/count', () => {
     assert.equal(bad.body.error.code, 'BAD_REQUEST');
     assert.equal((await a.sk.post('/segments/count', {})).status, 400);
     assert.equal((await a.pk.post('/segments/count', { condition: one('data.plan', 'equals', 'pro') })).status, 401);
+  });
+});
+
+describe('the tracked-segments lookup', () => {
+  test("a lookup shared with a request whose transaction failed answers from the waiting request's own connection", async () => {
+    const b = await bootstrap(server.api, 'Shared Lookup');
+    const pool = server.ctx.database.pool;
+    const [aborted, healthy] = [await pool.connect(), await pool.connect()];
+    try {
+      await aborted.query('BEGIN');
+      await aborted.query('SELECT 1 / 0').catch(() => {});
+      await healthy.query('BEGIN');
+      // The first asks on its aborted transaction; the second waits for that same lookup.
+      const first = hasTrackedSegments(server.ctx, b.project.id, aborted);
+      const second = hasTrackedSegments(server.ctx, b.project.id, healthy);
+      await assert.rejects(first, (err) => pgErrorCode(err) === '25P02');
+      assert.equal(await second, false);
+    } finally {
+      await aborted.query('ROLLBACK');
+      await healthy.query('ROLLBACK');
+      aborted.release();
+      healthy.release();
+    }
   });
 });

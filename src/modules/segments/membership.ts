@@ -128,14 +128,25 @@ export const REEVALUATE_QUEUE = 'segments-reevaluate-contact';
 /** Changes within this window are folded into one re-evaluation of the contact. */
 const DEBOUNCE_MS = 500;
 
-/** Whether the project has a tracked DYNAMIC segment (cached for 5 s, forgotten when one changes). */
+/**
+ * Whether the project has a tracked DYNAMIC segment (cached for 5 s, forgotten when one changes).
+ * Inside a transaction, pass its `client`: the lookup then needs no second connection, which a
+ * pool whose every connection is such a transaction could not give.
+ */
 export async function hasTrackedSegments(ctx: AppContext, projectId: string, client?: pg.PoolClient): Promise<boolean> {
-  return ctx.caches.trackedSegments.getOrLoad(projectId, 'tracked', async () => {
+  const load = async () => {
     const { rows } = await (client ? drizzle(client) : ctx.database.db).execute<{ tracked: boolean }>(
       sql`SELECT EXISTS (SELECT 1 FROM segments WHERE project_id = ${projectId} AND track_membership AND type = 'DYNAMIC') AS tracked`,
     );
     return rows[0].tracked;
-  });
+  };
+  try {
+    return await ctx.caches.trackedSegments.getOrLoad(projectId, 'tracked', load);
+  } catch {
+    // The shared lookup ran on the connection of whichever request asked first: its failure (that
+    // transaction aborted, or its connection broke) is not this request's. Ask again on our own.
+    return load();
+  }
 }
 
 /** Forget the cached answer in every process (a tracked segment was created or changed). */
