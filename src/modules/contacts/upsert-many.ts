@@ -1,13 +1,14 @@
-import { type SQL, sql } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
 import type { Db } from '../../db/client.ts';
-import { executePrepared } from '../../db/prepared.ts';
+import { clientOf } from '../../db/prepared.ts';
 import { prefixedId } from '../../db/ids.ts';
 import { type NewEvent, recordEvents } from '../events/record.ts';
 import { fieldTypesOf, splitCustomData } from './custom-data.ts';
 import { checkFieldCapacity, fieldCapacityGuard } from './field-cap.ts';
 import { mergedData, recordFieldTypes } from './data-sql.ts';
 import { normaliseEmail } from './schemas.ts';
-import { type ContactRow, contactColumns, textArray, toContactRecord } from './sql.ts';
+import { type ContactRow, contactColumns, toContactRecord } from './sql.ts';
 import { type UpsertInput, type UpsertResult, subscriptionEvent, upsertContact } from './service.ts';
 
 /** A row of the `upserted` CTE: the contact as written, its input's position, and what it was before. */
@@ -15,61 +16,39 @@ export type UpsertedRow = ContactRow & { ord: number; inserted: boolean; old_sub
 
 type PreparedInput = { ord: number; email: string; changes: ReturnType<typeof splitCustomData>; input: UpsertInput & { now: Date } };
 
-/**
- * The grouped upsert as CTEs, ending in `upserted` (UpsertedRow): for upsertContacts, and for a
- * statement that writes more after it (events/track-statement.ts). `fieldKeys` are the custom
- * fields it types: when it wrote nothing, the field cap may have held it back (checkFieldCapacity).
- */
-export function contactsUpsertCtes(
-  projectId: string,
-  inputs: (UpsertInput & { now: Date })[],
-  opts: { defaultSubscribed: boolean },
-): { ctes: SQL; fieldKeys: string[]; prepared: PreparedInput[] } {
-  const prepared = inputs.map((input, ord) => ({ ord, email: normaliseEmail(input.email), changes: splitCustomData(input.data), input }));
-  // Field types as the one-by-one path would record them: the first value seen of each key types it.
-  const firstValues: Record<string, unknown> = {};
-  for (const p of prepared) for (const [k, v] of Object.entries(p.changes.set)) if (!(k in firstValues)) firstValues[k] = v;
-  const { keys, types } = fieldTypesOf(firstValues);
-  const capacity = keys.length > 0 ? fieldCapacityGuard({ project: sql`${projectId}`, keys: textArray(keys) }) : undefined;
-  const rows = prepared.map((p) => ({
-    ord: p.ord,
-    email: p.email,
-    new_id: prefixedId('cnt'),
-    subscribed: p.input.subscribed ?? null,
-    set_data: p.changes.set,
-    unset_keys: p.changes.unset,
-    at: p.input.now.toISOString(),
-  }));
-  const merged = mergedData(sql`o.data`, sql`i.unset_keys`, sql`i.set_data`);
-  const fields = capacity
-    ? sql`${capacity.cte}${recordFieldTypes({ project: sql`${projectId}`, keys: textArray(keys), types: textArray(types), now: sql`${rows[0].at}::timestamptz`, guard: capacity.guard })}`
-    : sql``;
-  // `old` is read without locks, one lookup of the (project, email) index per email: a LATERAL
-  // subquery with a LIMIT is never turned into a join, and as `email IN (SELECT email FROM input)`
-  // the planner, its statistics older than a fast-growing project, read all the project's contacts
-  // for every group (20,000 of them, 17-33 ms, in bench send (a)). The INSERT then locks every
-  // contact in email order (as the one-by-one path does, so the two cannot deadlock) and updates
-  // one only if it is still as `old` saw it. A contact changed or created by another transaction
-  // meanwhile is left out (locked): the caller upserts it one by one.
-  // The text is one of two shapes, whatever the input, so the caller can name the statement.
-  const ctes = sql`
+// Placeholders of the CTEs: $1 project, $2 the inputs (jsonb), $3 default subscribed; with new
+// fields also $4 keys, $5 types, $6 the time they are recorded with.
+const $ = (n: number, cast = '') => sql.raw(`$${n}${cast}`);
+const capacity = fieldCapacityGuard({ project: $(1), keys: $(4, '::text[]') });
+const fields = sql`${capacity.cte}${recordFieldTypes({ project: $(1), keys: $(4, '::text[]'), types: $(5, '::text[]'), now: $(6, '::timestamptz'), guard: capacity.guard })}`;
+const merged = mergedData(sql`o.data`, sql`i.unset_keys`, sql`i.set_data`);
+
+// `old` is read without locks, one lookup of the (project, email) index per email: a LATERAL
+// subquery with a LIMIT is never turned into a join, and as `email IN (SELECT email FROM input)`
+// the planner, its statistics older than a fast-growing project, read all the project's contacts
+// for every group (20,000 of them, 17-33 ms, in bench send (a)). The INSERT then locks every
+// contact in email order (as the one-by-one path does, so the two cannot deadlock) and updates
+// one only if it is still as `old` saw it. A contact changed or created by another transaction
+// meanwhile is left out (locked): the caller upserts it one by one.
+const upsertCtesText = (withFields: boolean): string =>
+  new PgDialect().sqlToQuery(sql`
     input AS (
-      SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+      SELECT * FROM jsonb_to_recordset($2::jsonb)
         AS r(ord int, email text, new_id text, subscribed boolean, set_data jsonb, unset_keys text[], at timestamptz)
     ), old AS MATERIALIZED (
       SELECT c.id, c.email, c.subscribed, c.data
         FROM input AS i
        CROSS JOIN LATERAL (
-         SELECT c.id, c.email, c.subscribed, c.data FROM contacts AS c WHERE c.project_id = ${projectId} AND c.email = i.email LIMIT 1
+         SELECT c.id, c.email, c.subscribed, c.data FROM contacts AS c WHERE c.project_id = $1 AND c.email = i.email LIMIT 1
        ) AS c
-    )${fields}, target AS (
+    )${withFields ? fields : sql``}, target AS (
       SELECT i.ord, i.email, i.new_id, i.at, o.subscribed AS old_subscribed, o.data AS old_data,
-             COALESCE(i.subscribed, o.subscribed, ${opts.defaultSubscribed}::boolean) AS subscribed,
+             COALESCE(i.subscribed, o.subscribed, $3::boolean) AS subscribed,
              CASE WHEN o.id IS NULL THEN i.set_data ELSE ${merged} END AS data
         FROM input AS i LEFT JOIN old AS o ON o.email = i.email
     ), written AS (
       INSERT INTO contacts AS c (id, project_id, email, subscribed, data, created_at, updated_at)
-      SELECT t.new_id, ${projectId}, t.email, t.subscribed, t.data, t.at, t.at FROM target AS t ${capacity ? sql`WHERE ${capacity.guard}` : sql``} ORDER BY t.email
+      SELECT t.new_id, $1, t.email, t.subscribed, t.data, t.at, t.at FROM target AS t ${withFields ? sql`WHERE ${capacity.guard}` : sql``} ORDER BY t.email
       ON CONFLICT (project_id, email) DO UPDATE SET
         subscribed = EXCLUDED.subscribed,
         data = EXCLUDED.data,
@@ -79,8 +58,44 @@ export function contactsUpsertCtes(
     ), upserted AS (
       SELECT t.ord, w.*, w.id = t.new_id AS inserted, t.old_subscribed, t.old_data IS NOT DISTINCT FROM w.data AS data_same
         FROM written AS w JOIN target AS t ON t.email = w.email
-    )`;
-  return { ctes, fieldKeys: keys, prepared };
+    )`).sql;
+
+/**
+ * The grouped upsert as CTEs ending in `upserted` (UpsertedRow), in its two shapes (`withFields`:
+ * the inputs type new custom fields, which the field cap guards), as constant text: a statement
+ * built on it is named and planned once per connection, and Node builds only its parameters
+ * (contactsUpsertValues). For upsertContacts, and for a statement that writes more after it
+ * (events/track-statement.ts), whose own parameters follow these.
+ */
+export const CONTACTS_UPSERT_CTES = { plain: upsertCtesText(false), withFields: upsertCtesText(true) } as const;
+
+/**
+ * The parameters of CONTACTS_UPSERT_CTES for these inputs, and the shape they need. `fieldKeys` are
+ * the custom fields they type: when the statement wrote nothing, the field cap may have held it
+ * back (checkFieldCapacity).
+ */
+export function contactsUpsertValues(
+  projectId: string,
+  inputs: (UpsertInput & { now: Date })[],
+  opts: { defaultSubscribed: boolean },
+): { values: unknown[]; withFields: boolean; fieldKeys: string[]; prepared: PreparedInput[] } {
+  const prepared = inputs.map((input, ord) => ({ ord, email: normaliseEmail(input.email), changes: splitCustomData(input.data), input }));
+  // Field types as the one-by-one path would record them: the first value seen of each key types it.
+  const firstValues: Record<string, unknown> = {};
+  for (const p of prepared) for (const [k, v] of Object.entries(p.changes.set)) if (!(k in firstValues)) firstValues[k] = v;
+  const { keys, types } = fieldTypesOf(firstValues);
+  const rows = prepared.map((p) => ({
+    ord: p.ord,
+    email: p.email,
+    new_id: prefixedId('cnt'),
+    subscribed: p.input.subscribed ?? null,
+    set_data: p.changes.set,
+    unset_keys: p.changes.unset,
+    at: p.input.now.toISOString(),
+  }));
+  const values: unknown[] = [projectId, JSON.stringify(rows), opts.defaultSubscribed];
+  if (keys.length > 0) values.push(keys, types, rows[0].at);
+  return { values, withFields: keys.length > 0, fieldKeys: keys, prepared };
 }
 
 /** What one `upserted` row means for its input: the result, and whether its subscription changed (an existing contact's). */
@@ -90,6 +105,11 @@ export function upsertedResult(row: UpsertedRow, p: PreparedInput): { result: Up
   const subscriptionChanged = row.old_subscribed !== row.subscribed;
   return { result: { contact, isNew: false, isUpdate: subscriptionChanged || !row.data_same, oneOff: p.changes.oneOff }, subscriptionChanged };
 }
+
+const UPSERT_MANY = {
+  plain: { name: 'herald_contacts_upsert_many_v2', text: `WITH ${CONTACTS_UPSERT_CTES.plain} SELECT * FROM upserted` },
+  withFields: { name: 'herald_contacts_upsert_many_fields_v2', text: `WITH ${CONTACTS_UPSERT_CTES.withFields} SELECT * FROM upserted` },
+};
 
 /**
  * `upsertContact` for many contacts of one project in one statement (grouped /v1/track and
@@ -104,9 +124,8 @@ export async function upsertContacts(
   inputs: (UpsertInput & { now: Date })[],
   opts: { defaultSubscribed: boolean },
 ): Promise<UpsertResult[]> {
-  const { ctes, fieldKeys, prepared } = contactsUpsertCtes(projectId, inputs, opts);
-  // A named statement (planned once per connection).
-  const { rows: written } = await executePrepared<UpsertedRow>(db, 'herald_contacts_upsert_many', sql`WITH ${ctes} SELECT * FROM upserted`);
+  const { values, withFields, fieldKeys, prepared } = contactsUpsertValues(projectId, inputs, opts);
+  const { rows: written } = await clientOf(db).query<UpsertedRow>({ ...(withFields ? UPSERT_MANY.withFields : UPSERT_MANY.plain), values });
   // Nothing written: the field cap's guard may have held the writes back (the 422 is thrown here).
   if (written.length === 0 && fieldKeys.length > 0) await checkFieldCapacity(db, projectId, fieldKeys);
   const results: UpsertResult[] = new Array(inputs.length);

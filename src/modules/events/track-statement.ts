@@ -1,11 +1,10 @@
-import { sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { inOneStatement } from '../../db/client.ts';
 import { prefixedId } from '../../db/ids.ts';
-import { executePrepared } from '../../db/prepared.ts';
+import { clientOf } from '../../db/prepared.ts';
 import { eventRollupCtes } from '../analytics/rollups.ts';
 import { checkFieldCapacity } from '../contacts/field-cap.ts';
-import { type UpsertedRow, contactsUpsertCtes, upsertedResult } from '../contacts/upsert-many.ts';
+import { CONTACTS_UPSERT_CTES, type UpsertedRow, contactsUpsertValues, upsertedResult } from '../contacts/upsert-many.ts';
 import { workflowEnrolCtes } from '../workflows/engine/enrol.ts';
 import type { PreparedTrack, TrackResult } from './service.ts';
 
@@ -23,7 +22,7 @@ import type { PreparedTrack, TrackResult } from './service.ts';
  * A connection lost before the answer may have committed: CommitOutcomeUnknown, as for a COMMIT.
  */
 export async function trackInOneStatement(ctx: AppContext, projectId: string, tracks: PreparedTrack[]): Promise<(TrackResult | null)[]> {
-  const upsert = contactsUpsertCtes(
+  const upsert = contactsUpsertValues(
     projectId,
     tracks.map((k) => ({ ...k.upsert, now: k.now })),
     { defaultSubscribed: true },
@@ -37,9 +36,27 @@ export async function trackInOneStatement(ctx: AppContext, projectId: string, tr
     data: k.data,
     created_at: k.now.toISOString(),
   }));
-  const statement = sql`
-    WITH ${upsert.ctes}, tracked AS (
-      SELECT * FROM jsonb_to_recordset(${JSON.stringify(events)}::jsonb)
+  const statement = upsert.withFields ? TRACK_STATEMENT.withFields : TRACK_STATEMENT.plain;
+  const { rows: written } = await inOneStatement(ctx.database, (db) =>
+    clientOf(db).query<UpsertedRow>({ ...statement, values: [...upsert.values, JSON.stringify(events)] }),
+  );
+  if (written.length === 0 && upsert.fieldKeys.length > 0) await checkFieldCapacity(ctx.database.db, projectId, upsert.fieldKeys);
+  const results: (TrackResult | null)[] = tracks.map(() => null);
+  for (const row of written) {
+    const { result } = upsertedResult(row, upsert.prepared[row.ord]);
+    results[row.ord] = { contact: result.contact, isNewContact: result.isNew, event: { id: events[row.ord].id, createdAt: tracks[row.ord].now } };
+  }
+  return results;
+}
+
+/**
+ * The statement's text after the upsert's CTEs; `$events` is the tracks' events (a JSON array of
+ * `events` above), the placeholder after the upsert's own. Constant text, run as a named statement:
+ * its CTEs cost more to plan than to run.
+ */
+const trackText = (upsertCtes: string, events: string) => `
+    WITH ${upsertCtes}, tracked AS (
+      SELECT * FROM jsonb_to_recordset(${events}::jsonb)
         AS e(ord int, subscription_id text, id text, name text, data jsonb, created_at timestamptz)
     ), new_events AS (
       SELECT e.subscription_id AS id, u.id AS contact_id,
@@ -50,17 +67,12 @@ export async function trackInOneStatement(ctx: AppContext, projectId: string, tr
       SELECT e.id, u.id, e.name, e.data, e.created_at FROM upserted AS u JOIN tracked AS e ON e.ord = u.ord
     ), inserted_events AS (
       INSERT INTO events (id, project_id, contact_id, name, data, created_at)
-      SELECT id, ${projectId}, contact_id, name, data, created_at FROM new_events
+      SELECT id, $1, contact_id, name, data, created_at FROM new_events
       RETURNING id, project_id, contact_id, name, data, created_at
-    ), ${sql.raw(eventRollupCtes('inserted_events'))}, ${sql.raw(workflowEnrolCtes('inserted_events'))}
+    ), ${eventRollupCtes('inserted_events')}, ${workflowEnrolCtes('inserted_events')}
     SELECT * FROM upserted`;
-  // A named statement: its CTEs cost more to plan than to run, and its text has two shapes (with or without new fields).
-  const { rows: written } = await inOneStatement(ctx.database, (db) => executePrepared<UpsertedRow>(db, 'herald_track_statement', statement));
-  if (written.length === 0 && upsert.fieldKeys.length > 0) await checkFieldCapacity(ctx.database.db, projectId, upsert.fieldKeys);
-  const results: (TrackResult | null)[] = tracks.map(() => null);
-  for (const row of written) {
-    const { result } = upsertedResult(row, upsert.prepared[row.ord]);
-    results[row.ord] = { contact: result.contact, isNewContact: result.isNew, event: { id: events[row.ord].id, createdAt: tracks[row.ord].now } };
-  }
-  return results;
-}
+
+const TRACK_STATEMENT = {
+  plain: { name: 'herald_track_statement_v1', text: trackText(CONTACTS_UPSERT_CTES.plain, '$4') },
+  withFields: { name: 'herald_track_statement_fields_v1', text: trackText(CONTACTS_UPSERT_CTES.withFields, '$7') },
+};
