@@ -26,7 +26,8 @@ import { type AutocannonResult, autocannon, fmt, loadAverage, printMachine, verd
  * The Herald server runs with its default database pool (DATABASE_POOL_SIZE=20); set
  * BENCH_POOL_SIZE to change it. BENCH_SECONDS (default 10) is the length of each phase;
  * BENCH_STALLS=1 prints what happened during each stall of (b), BENCH_CHECKPOINT=1 runs a CHECKPOINT
- * before (b) (half-rate.ts says why).
+ * before (b) (half-rate.ts says why), BENCH_RATE=<requests/s> runs (b) at that rate instead of half
+ * the run's own peak (to compare two versions of Herald at one rate).
  */
 
 const CONNECTIONS = 64;
@@ -146,8 +147,9 @@ function trackBodies(): string[] {
 }
 
 async function latency(maxRate: number, paced: (seconds: number, rate: number) => Promise<PacedResult>, reference: Reference): Promise<void> {
-  const rate = Math.max(1, Math.floor(maxRate / 2));
-  console.log(`\n(b) latency at half the maximum rate: ${fmt(rate)} requests/s over ${CONNECTIONS} connections, ${SECONDS} s, evenly paced`);
+  // BENCH_RATE sets the rate instead, to compare two versions of Herald at one rate.
+  const rate = Number(process.env.BENCH_RATE) || Math.max(1, Math.floor(maxRate / 2));
+  console.log(`\n(b) latency at ${process.env.BENCH_RATE ? 'BENCH_RATE' : 'half the maximum rate'}: ${fmt(rate)} requests/s over ${CONNECTIONS} connections, ${SECONDS} s, evenly paced`);
   const half = await paced(SECONDS, rate);
   console.log(`   POST /v1/track (after 1 s of warm-up): p50 ${half.p50} ms, p99 ${half.p99} ms, max ${half.max} ms (${half.failed} failed)`);
   const floor = await reference.paced(SECONDS, rate);
