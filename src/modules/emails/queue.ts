@@ -1,8 +1,8 @@
-import { sql } from 'drizzle-orm';
 import type pg from 'pg';
 import type { AppContext } from '../../context.ts';
 import type { Db } from '../../db/client.ts';
 import { uuidv7 } from '../../db/ids.ts';
+import { clientOf } from '../../db/prepared.ts';
 import type { EmailStatus, EmailType, StoredAttachment } from '../../db/schema/emails.ts';
 import { DELIVERY_QUEUE } from './delivery/queue-name.ts';
 
@@ -40,6 +40,38 @@ export type NewEmail = {
 export type QueuedEmail = { id: string; status: NewEmail['status'] };
 
 const SUPPRESSED_ERROR = 'Address is suppressed in this project';
+
+/**
+ * The contents and the emails of a batch in one named statement (planned once per connection, not
+ * on every send group): $1 the content rows and $2 the email rows as JSON, $3 the time, $4 the
+ * error of a suppressed email.
+ */
+const QUEUE_EMAILS_SQL = {
+  name: 'herald_queue_emails_v1',
+  text: `
+    WITH contents AS (
+      INSERT INTO email_contents (id, project_id, body_source, variables, headers, attachments, created_at)
+      SELECT c.id, c.project_id, c.body_source, c.variables, c.headers, c.attachments, $3::timestamptz
+        FROM jsonb_to_recordset($1::jsonb)
+          AS c(id uuid, project_id text, body_source text, variables jsonb, headers jsonb, attachments jsonb)
+    )
+    INSERT INTO emails (id, project_id, contact_id, to_email, to_name, from_email, from_name, reply_to, type, subject_source,
+                        content_id, template_id, campaign_id, workflow_id, status, error, created_at, updated_at)
+    SELECT r.id, r.project_id, r.contact_id, r.to_email, r.to_name, r.from_email, r.from_name, r.reply_to, r.type, r.subject_source,
+           r.content_id, r.template_id, r.campaign_id, r.workflow_id,
+           CASE WHEN x.suppressed THEN 'SUPPRESSED' ELSE r.status END,
+           CASE WHEN x.suppressed THEN $4::text ELSE r.error END,
+           $3::timestamptz, $3::timestamptz
+      FROM jsonb_to_recordset($2::jsonb)
+        AS r(id uuid, project_id text, contact_id text, to_email text, to_name text, from_email text, from_name text, reply_to text,
+             type text, subject_source text, content_id uuid, template_id uuid, campaign_id uuid, workflow_id uuid, status text,
+             error text, suppression_email text)
+     CROSS JOIN LATERAL (
+       SELECT r.suppression_email IS NOT NULL
+              AND EXISTS (SELECT 1 FROM suppressions s WHERE s.project_id = r.project_id AND s.email = r.suppression_email) AS suppressed
+     ) AS x
+    RETURNING id, status`,
+} as const;
 
 /**
  * Writes email rows, their shared content rows and their delivery jobs in the caller's transaction:
@@ -94,29 +126,10 @@ export async function queueEmailsWithStatus(ctx: AppContext, t: { tx: Db; client
     // The address looked up in the project's suppressions, when the caller asks for the check.
     suppression_email: e.checkSuppression ? e.to.email.toLowerCase() : null,
   }));
-  const { rows: inserted } = await t.tx.execute<{ id: string; status: QueuedEmail['status'] }>(sql`
-    WITH contents AS (
-      INSERT INTO email_contents (id, project_id, body_source, variables, headers, attachments, created_at)
-      SELECT c.id, c.project_id, c.body_source, c.variables, c.headers, c.attachments, ${iso}::timestamptz
-        FROM jsonb_to_recordset(${JSON.stringify(contentRows)}::jsonb)
-          AS c(id uuid, project_id text, body_source text, variables jsonb, headers jsonb, attachments jsonb)
-    )
-    INSERT INTO emails (id, project_id, contact_id, to_email, to_name, from_email, from_name, reply_to, type, subject_source,
-                        content_id, template_id, campaign_id, workflow_id, status, error, created_at, updated_at)
-    SELECT r.id, r.project_id, r.contact_id, r.to_email, r.to_name, r.from_email, r.from_name, r.reply_to, r.type, r.subject_source,
-           r.content_id, r.template_id, r.campaign_id, r.workflow_id,
-           CASE WHEN x.suppressed THEN 'SUPPRESSED' ELSE r.status END,
-           CASE WHEN x.suppressed THEN ${SUPPRESSED_ERROR} ELSE r.error END,
-           ${iso}::timestamptz, ${iso}::timestamptz
-      FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
-        AS r(id uuid, project_id text, contact_id text, to_email text, to_name text, from_email text, from_name text, reply_to text,
-             type text, subject_source text, content_id uuid, template_id uuid, campaign_id uuid, workflow_id uuid, status text,
-             error text, suppression_email text)
-     CROSS JOIN LATERAL (
-       SELECT r.suppression_email IS NOT NULL
-              AND EXISTS (SELECT 1 FROM suppressions s WHERE s.project_id = r.project_id AND s.email = r.suppression_email) AS suppressed
-     ) AS x
-    RETURNING id, status`);
+  const { rows: inserted } = await clientOf(t.tx).query<{ id: string; status: QueuedEmail['status'] }>({
+    ...QUEUE_EMAILS_SQL,
+    values: [JSON.stringify(contentRows), JSON.stringify(rows), iso, SUPPRESSED_ERROR],
+  });
   const statusById = new Map(inserted.map((r) => [r.id, r.status]));
   const queued = rows.map((r) => ({ id: r.id, status: statusById.get(r.id)! }));
   const jobs = queued.filter((r) => r.status === 'QUEUED').map((r) => ({ data: { emailId: r.id } }));
