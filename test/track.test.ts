@@ -3,6 +3,7 @@ import { after, before, describe, mock, test } from 'node:test';
 import { afterTrack } from '../src/modules/events/after-track.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
+import { waitFor } from './helpers/workflows.ts';
 
 let server: TestServer;
 let b: Bootstrapped;
@@ -337,6 +338,39 @@ describe('one transaction', () => {
     assert.deepEqual(seen, ['fine:listened@example.com', 'explode:rolled-back@example.com']);
     assert.equal((await server.sql(`SELECT 1 FROM contacts WHERE email = 'rolled-back@example.com'`)).length, 0);
     assert.equal((await server.sql(`SELECT 1 FROM events WHERE name = 'explode'`)).length, 0);
+  });
+});
+
+describe('one statement', () => {
+  test('a contact another transaction changes while the track waits for it is tracked again, keeping both changes and one event', async () => {
+    const created = await b.sk.post('/contacts', { email: 'raced@example.com', data: { a: 1 } });
+    assert.equal(created.status, 201, created.text);
+    const blocker = await server.ctx.database.pool.connect();
+    let res;
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query(`SELECT 1 FROM contacts WHERE id = $1 FOR UPDATE`, [created.body.id]);
+      const pending = b.pk.post('/v1/track', { email: 'raced@example.com', event: 'raced', data: { b: 2 } });
+      // The track's statement read the contact and now waits for its row lock.
+      await waitFor('the track waiting for the row lock', async () => {
+        const [{ n }] = await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'`);
+        return n > 0;
+      });
+      await blocker.query(`UPDATE contacts SET data = data || '{"c": 3}'::jsonb WHERE id = $1`, [created.body.id]);
+      await blocker.query('COMMIT');
+      res = await pending;
+    } finally {
+      blocker.release();
+    }
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.data.contact, created.body.id);
+    const [contact] = await server.sql<{ data: Record<string, unknown> }>(`SELECT data FROM contacts WHERE id = $1`, [created.body.id]);
+    assert.deepEqual(contact.data, { a: 1, b: 2, c: 3 });
+    const events = await eventsOf(created.body.id);
+    assert.deepEqual(
+      events.filter((e) => e.name === 'raced').map((e) => e.id),
+      [res.body.data.event],
+    );
   });
 });
 
