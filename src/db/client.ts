@@ -78,10 +78,10 @@ const commitFailure = (err: unknown): unknown => (pgErrorCode(err) ? err : new C
  * of its own. It is atomic as a transaction is; when it fails without a SQLSTATE it may have
  * committed (CommitOutcomeUnknown), as when withTransaction's COMMIT does.
  */
-export async function inOneStatement<T>(database: Database, fn: (db: Db) => Promise<T>): Promise<T> {
+export async function inOneStatement<T>(database: Database, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await database.pool.connect();
   try {
-    return await fn(drizzle(client));
+    return await fn(client);
   } catch (err) {
     throw commitFailure(err);
   } finally {

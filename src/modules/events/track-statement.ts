@@ -1,7 +1,6 @@
 import type { AppContext } from '../../context.ts';
 import { inOneStatement } from '../../db/client.ts';
 import { prefixedId } from '../../db/ids.ts';
-import { clientOf } from '../../db/prepared.ts';
 import { eventRollupCtes } from '../analytics/rollups.ts';
 import { checkFieldCapacity } from '../contacts/field-cap.ts';
 import { CONTACTS_UPSERT_CTES, type UpsertedRow, contactsUpsertValues, upsertedResult } from '../contacts/upsert-many.ts';
@@ -37,8 +36,8 @@ export async function trackInOneStatement(ctx: AppContext, projectId: string, tr
     created_at: k.now.toISOString(),
   }));
   const statement = upsert.withFields ? TRACK_STATEMENT.withFields : TRACK_STATEMENT.plain;
-  const { rows: written } = await inOneStatement(ctx.database, (db) =>
-    clientOf(db).query<UpsertedRow>({ ...statement, values: [...upsert.values, JSON.stringify(events)] }),
+  const { rows: written } = await inOneStatement(ctx.database, (client) =>
+    client.query<UpsertedRow>({ ...statement, values: [...upsert.values, JSON.stringify(events)] }),
   );
   if (written.length === 0 && upsert.fieldKeys.length > 0) await checkFieldCapacity(ctx.database.db, projectId, upsert.fieldKeys);
   const results: (TrackResult | null)[] = tracks.map(() => null);
@@ -50,8 +49,8 @@ export async function trackInOneStatement(ctx: AppContext, projectId: string, tr
 }
 
 /**
- * The statement's text after the upsert's CTEs; `$events` is the tracks' events (a JSON array of
- * `events` above), the placeholder after the upsert's own. Constant text, run as a named statement:
+ * The statement's text after the upsert's CTEs; `events` is the placeholder of the tracks' events
+ * (a JSON array of `events` above), the one after the upsert's own. Constant text, run as a named statement:
  * its CTEs cost more to plan than to run.
  */
 const trackText = (upsertCtes: string, events: string) => `
