@@ -9,6 +9,9 @@ import { textArray } from './sql.ts';
  * can pass `$n` placeholders and keep one constant, named statement.
  */
 
+/** The statement parameter `$n` (with an optional cast) as an operand, for the upserts' constant text. */
+export const placeholder = (n: number, cast = ''): SQL => sql.raw(`$${n}${cast}`);
+
 /** `current` with the `unset` keys removed and `set` written over it (top-level keys; splitCustomData's rules). */
 export const mergedData = (current: SQL, unset: SQL, set: SQL): SQL => sql`((${current} - ${unset}) || ${set})`;
 

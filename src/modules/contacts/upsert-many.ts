@@ -6,7 +6,7 @@ import { prefixedId } from '../../db/ids.ts';
 import { type NewEvent, recordEvents } from '../events/record.ts';
 import { fieldTypesOf, splitCustomData } from './custom-data.ts';
 import { checkFieldCapacity, fieldCapacityGuard } from './field-cap.ts';
-import { mergedData, recordFieldTypes } from './data-sql.ts';
+import { mergedData, placeholder as $, recordFieldTypes } from './data-sql.ts';
 import { normaliseEmail } from './schemas.ts';
 import { type ContactRow, contactColumns, toContactRecord } from './sql.ts';
 import { type UpsertInput, type UpsertResult, subscriptionEvent, upsertContact } from './service.ts';
@@ -18,7 +18,6 @@ type PreparedInput = { ord: number; email: string; changes: ReturnType<typeof sp
 
 // Placeholders of the CTEs: $1 project, $2 the inputs (jsonb), $3 default subscribed; with new
 // fields also $4 keys, $5 types, $6 the time they are recorded with.
-const $ = (n: number, cast = '') => sql.raw(`$${n}${cast}`);
 const capacity = fieldCapacityGuard({ project: $(1), keys: $(4, '::text[]') });
 const fields = sql`${capacity.cte}${recordFieldTypes({ project: $(1), keys: $(4, '::text[]'), types: $(5, '::text[]'), now: $(6, '::timestamptz'), guard: capacity.guard })}`;
 const merged = mergedData(sql`o.data`, sql`i.unset_keys`, sql`i.set_data`);

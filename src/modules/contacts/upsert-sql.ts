@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { prefixedId } from '../../db/ids.ts';
-import { mergedData, recordFieldTypes } from './data-sql.ts';
+import { mergedData, placeholder as $, recordFieldTypes } from './data-sql.ts';
 import { fieldCapacityGuard } from './field-cap.ts';
 import { contactColumns } from './sql.ts';
 import { type DataChanges, fieldTypesOf, splitCustomData } from './custom-data.ts';
@@ -21,7 +21,6 @@ import { normaliseEmail } from './schemas.ts';
 
 // Placeholders: $1 project, $2 email, $3 new id, $4 subscribed (null = keep / default), $5 default
 // subscribed, $6 data to set (jsonb), $7 now, $8 keys to unset; with fields: $9 keys, $10 types.
-const $ = (n: number, cast = '') => sql.raw(`$${n}${cast}`);
 const merged = mergedData(sql.raw('c.data'), $(8, '::text[]'), $(6, '::jsonb'));
 // The field cap (field-cap.ts) is checked in the statement: with new keys over the cap it writes nothing.
 const capacity = fieldCapacityGuard({ project: $(1), keys: $(9, '::text[]') });
