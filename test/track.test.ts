@@ -342,7 +342,7 @@ describe('one transaction', () => {
 });
 
 describe('one statement', () => {
-  test('a contact another transaction changes while the track waits for it is tracked again, keeping both changes and one event', async () => {
+  test('a contact another transaction changes while the track waits for its lock is read as changed: both changes are kept, one event', async () => {
     const created = await b.sk.post('/contacts', { email: 'raced@example.com', data: { a: 1 } });
     assert.equal(created.status, 201, created.text);
     const blocker = await server.ctx.database.pool.connect();
@@ -351,7 +351,7 @@ describe('one statement', () => {
       await blocker.query('BEGIN');
       await blocker.query(`SELECT 1 FROM contacts WHERE id = $1 FOR UPDATE`, [created.body.id]);
       const pending = b.pk.post('/v1/track', { email: 'raced@example.com', event: 'raced', data: { b: 2 } });
-      // The track's statement read the contact and now waits for its row lock.
+      // The track's statement now waits for the contact's row lock.
       await waitFor('the track waiting for the row lock', async () => {
         const [{ n }] = await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'`);
         return n > 0;
@@ -372,6 +372,75 @@ describe('one statement', () => {
       [res.body.data.event],
     );
   });
+});
+
+describe('one statement, more', () => {
+  test('a contact another transaction creates while the track runs is left out and tracked again alone: one contact, both data, one event', async () => {
+    const blocker = await server.ctx.database.pool.connect();
+    let res;
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query(
+        `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
+         VALUES ('cnt_born_meanwhile', $1, 'born@example.com', true, '{"a": 1}', now(), now())`,
+        [b.project.id],
+      );
+      const pending = b.pk.post('/v1/track', { email: 'born@example.com', event: 'born', data: { b: 2 } });
+      // The track's insert of the same email now waits for the other transaction's.
+      await waitFor('the track waiting for the other insert', async () => {
+        const [{ n }] = await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'`);
+        return n > 0;
+      });
+      await blocker.query('COMMIT');
+      res = await pending;
+    } finally {
+      blocker.release();
+    }
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.data.contact, 'cnt_born_meanwhile');
+    const contacts = await server.sql<{ id: string; data: Record<string, unknown> }>(`SELECT id, data FROM contacts WHERE email = 'born@example.com'`);
+    assert.deepEqual(contacts, [{ id: 'cnt_born_meanwhile', data: { a: 1, b: 2 } }]);
+    const events = await eventsOf('cnt_born_meanwhile');
+    assert.deepEqual(
+      events.filter((e) => e.name === 'born').map((e) => e.id),
+      [res.body.data.event],
+    );
+  });
+
+  // Both upserts: the grouped one of the one-statement track, and the one-by-one one of the
+  // transaction a project with a tracked segment tracks in (as with hasEffects true).
+  for (const path of ['one statement', 'a transaction'] as const) {
+    test(`a track that changes nothing of its contact leaves the row as it was (no new row version); one that changes it writes it (${path})`, async () => {
+      const effects = path === 'a transaction' ? mock.method(afterTrack, 'hasEffects', async () => true) : null;
+      try {
+        const email = `steady-${path.replace(' ', '-')}@example.com`;
+        const created = await b.sk.post('/contacts', { email, data: { plan: 'pro' } });
+        assert.equal(created.status, 201, created.text);
+        const row = async () =>
+          (
+            await server.sql<{ xmin: string; updated_at: Date; data: unknown }>(`SELECT xmin::text, updated_at, data FROM contacts WHERE id = $1`, [
+              created.body.id,
+            ])
+          )[0];
+        const before = await row();
+        for (const data of [{ plan: 'pro' }, {}, undefined]) {
+          const res = await b.pk.post('/v1/track', { email, event: 'visit', ...(data ? { data } : {}) });
+          assert.equal(res.status, 200, res.text);
+          assert.equal(res.body.data.contact, created.body.id);
+        }
+        assert.deepEqual(await row(), before);
+        const changed = await b.pk.post('/v1/track', { email, event: 'visit', data: { plan: 'team' } });
+        assert.equal(changed.status, 200, changed.text);
+        const after = await row();
+        assert.notEqual(after.xmin, before.xmin);
+        assert.deepEqual(after.data, { plan: 'team' });
+        assert.ok(after.updated_at > before.updated_at);
+        assert.equal((await eventsOf(created.body.id)).filter((e) => e.name === 'visit').length, 4);
+      } finally {
+        effects?.mock.restore();
+      }
+    });
+  }
 });
 
 describe('browser use', () => {

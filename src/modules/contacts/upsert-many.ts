@@ -22,42 +22,53 @@ const capacity = fieldCapacityGuard({ project: $(1), keys: $(4, '::text[]') });
 const fields = sql`${capacity.cte}${recordFieldTypes({ project: $(1), keys: $(4, '::text[]'), types: $(5, '::text[]'), now: $(6, '::timestamptz'), guard: capacity.guard })}`;
 const merged = mergedData(sql`o.data`, sql`i.unset_keys`, sql`i.set_data`);
 
-// `old` is read without locks, one lookup of the (project, email) index per email: a LATERAL
-// subquery with a LIMIT is never turned into a join, and as `email IN (SELECT email FROM input)`
-// the planner, its statistics older than a fast-growing project, read all the project's contacts
-// for every group (20,000 of them, 17-33 ms, in bench send (a)). The INSERT then locks every
-// contact in email order (as the one-by-one path does, so the two cannot deadlock) and updates
-// one only if it is still as `old` saw it. A contact changed or created by another transaction
-// meanwhile is left out (locked): the caller upserts it one by one.
-const upsertCtesText = (withFields: boolean): string =>
-  new PgDialect().sqlToQuery(sql`
+// `old` locks the existing contacts in email order (two groups cannot deadlock; the one-by-one
+// path locks one), and in READ COMMITTED reads one that another transaction changed meanwhile as
+// that transaction left it. It looks each email up in the (project, email) index: a LATERAL
+// subquery that locks is never turned into a join, and as `email IN (SELECT email FROM input)` the
+// planner, its statistics older than a fast-growing project, read all the project's contacts for
+// every group (20,000, 17-33 ms, in bench send (a)). Only a contact whose subscription or data
+// changes is written (`changed`): one that stays as it was (a known contact tracked with nothing
+// new, the common case) gets no new row version, WAL or dead tuple. A contact another transaction
+// created since the statement began is left out (`created` does nothing): the caller upserts it
+// one by one.
+const upsertCtesText = (withFields: boolean): string => {
+  const guard = withFields ? sql` AND ${capacity.guard}` : sql``;
+  return new PgDialect().sqlToQuery(sql`
     input AS (
       SELECT * FROM jsonb_to_recordset($2::jsonb)
         AS r(ord int, email text, new_id text, subscribed boolean, set_data jsonb, unset_keys text[], at timestamptz)
     ), old AS MATERIALIZED (
-      SELECT c.id, c.email, c.subscribed, c.data
-        FROM input AS i
+      SELECT c.*
+        FROM (SELECT email FROM input ORDER BY email) AS i
        CROSS JOIN LATERAL (
-         SELECT c.id, c.email, c.subscribed, c.data FROM contacts AS c WHERE c.project_id = $1 AND c.email = i.email LIMIT 1
+         SELECT ${contactColumns('c')} FROM contacts AS c WHERE c.project_id = $1 AND c.email = i.email FOR NO KEY UPDATE
        ) AS c
     )${withFields ? fields : sql``}, target AS (
-      SELECT i.ord, i.email, i.new_id, i.at, o.subscribed AS old_subscribed, o.data AS old_data,
+      SELECT i.ord, i.email, i.new_id, i.at, o.id AS old_id, o.subscribed AS old_subscribed, o.data AS old_data,
              COALESCE(i.subscribed, o.subscribed, $3::boolean) AS subscribed,
              CASE WHEN o.id IS NULL THEN i.set_data ELSE ${merged} END AS data
         FROM input AS i LEFT JOIN old AS o ON o.email = i.email
-    ), written AS (
+    ), created AS (
       INSERT INTO contacts AS c (id, project_id, email, subscribed, data, created_at, updated_at)
-      SELECT t.new_id, $1, t.email, t.subscribed, t.data, t.at, t.at FROM target AS t ${withFields ? sql`WHERE ${capacity.guard}` : sql``} ORDER BY t.email
-      ON CONFLICT (project_id, email) DO UPDATE SET
-        subscribed = EXCLUDED.subscribed,
-        data = EXCLUDED.data,
-        updated_at = CASE WHEN EXCLUDED.subscribed <> c.subscribed OR EXCLUDED.data <> c.data THEN EXCLUDED.updated_at ELSE c.updated_at END
-       WHERE EXISTS (SELECT 1 FROM old AS o WHERE o.id = c.id AND o.subscribed = c.subscribed AND o.data = c.data)
+      SELECT t.new_id, $1, t.email, t.subscribed, t.data, t.at, t.at FROM target AS t WHERE t.old_id IS NULL${guard} ORDER BY t.email
+      ON CONFLICT (project_id, email) DO NOTHING
       RETURNING ${contactColumns('c')}
+    ), changed AS (
+      UPDATE contacts AS c SET subscribed = t.subscribed, data = t.data, updated_at = t.at
+        FROM target AS t
+       WHERE c.id = ANY(ARRAY(SELECT old_id FROM target WHERE subscribed <> old_subscribed OR data <> old_data)) AND c.id = t.old_id${guard}
+      RETURNING ${contactColumns('c')}
+    ), written AS (
+      SELECT * FROM created
+      UNION ALL SELECT * FROM changed
+      UNION ALL SELECT o.* FROM old AS o JOIN target AS t ON t.old_id = o.id
+       WHERE t.subscribed = t.old_subscribed AND t.data = t.old_data${guard}
     ), upserted AS (
       SELECT t.ord, w.*, w.id = t.new_id AS inserted, t.old_subscribed, t.old_data IS NOT DISTINCT FROM w.data AS data_same
         FROM written AS w JOIN target AS t ON t.email = w.email
     )`).sql;
+};
 
 /**
  * The grouped upsert as CTEs ending in `upserted` (UpsertedRow), in its two shapes (`withFields`:
@@ -106,8 +117,8 @@ export function upsertedResult(row: UpsertedRow, p: PreparedInput): { result: Up
 }
 
 const UPSERT_MANY = {
-  plain: { name: 'herald_contacts_upsert_many_v2', text: `WITH ${CONTACTS_UPSERT_CTES.plain} SELECT * FROM upserted` },
-  withFields: { name: 'herald_contacts_upsert_many_fields_v2', text: `WITH ${CONTACTS_UPSERT_CTES.withFields} SELECT * FROM upserted` },
+  plain: { name: 'herald_contacts_upsert_many_v3', text: `WITH ${CONTACTS_UPSERT_CTES.plain} SELECT * FROM upserted` },
+  withFields: { name: 'herald_contacts_upsert_many_fields_v3', text: `WITH ${CONTACTS_UPSERT_CTES.withFields} SELECT * FROM upserted` },
 };
 
 /**
@@ -139,7 +150,7 @@ export async function upsertContacts(
     db,
     subscriptionEvents.map((s) => s.event),
   );
-  // Left out above: changed or created by another transaction since `old` read it (rare).
+  // Left out above: created by another transaction since the statement began (rare).
   for (const p of prepared) {
     if (!results[p.ord]) results[p.ord] = await upsertContact(db, projectId, p.input, { defaultSubscribed: opts.defaultSubscribed, now: p.input.now });
   }

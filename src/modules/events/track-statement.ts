@@ -15,7 +15,7 @@ import type { PreparedTrack, TrackResult } from './service.ts';
  * everything trackMany's transaction does, except what afterTrack.eventTracked adds after it, so
  * the caller uses it only when that adds nothing (service.ts).
  *
- * A track whose contact another transaction changed meanwhile (upsertContacts' rare case) is left
+ * A track whose contact another transaction created meanwhile (upsertContacts' rare case) is left
  * out of the statement with nothing written for it: its result is null, and the caller runs it
  * again. When nothing was written because the field cap held the statement back, the 422 is thrown.
  * A connection lost before the answer may have committed: CommitOutcomeUnknown, as for a COMMIT.
@@ -72,6 +72,6 @@ const trackText = (upsertCtes: string, events: string) => `
     SELECT * FROM upserted`;
 
 const TRACK_STATEMENT = {
-  plain: { name: 'herald_track_statement_v1', text: trackText(CONTACTS_UPSERT_CTES.plain, '$4') },
-  withFields: { name: 'herald_track_statement_fields_v1', text: trackText(CONTACTS_UPSERT_CTES.withFields, '$7') },
+  plain: { name: 'herald_track_statement_v2', text: trackText(CONTACTS_UPSERT_CTES.plain, '$4') },
+  withFields: { name: 'herald_track_statement_fields_v2', text: trackText(CONTACTS_UPSERT_CTES.withFields, '$7') },
 };
