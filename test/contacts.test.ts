@@ -4,7 +4,7 @@ import { customFieldTypes } from '../src/modules/contacts/fields.ts';
 import { findContactByEmail, getContact, setSubscribed, upsertContact } from '../src/modules/contacts/service.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
-import { waitFor } from './helpers/workflows.ts';
+import { whileAnotherTransaction } from './helpers/other-transaction.ts';
 
 let server: TestServer;
 before(async () => {
@@ -98,25 +98,15 @@ describe('POST /contacts (upsert)', () => {
   });
 
   test('an upsert that brings nothing new to a contact another transaction creates meanwhile answers with that contact', async () => {
-    const blocker = await server.ctx.database.pool.connect();
-    let res;
-    try {
-      await blocker.query('BEGIN');
-      await blocker.query(
-        `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
-         VALUES ('cnt_twin_meanwhile', $1, 'twin@example.com', true, '{"a": 1}', now(), now())`,
-        [b.project.id],
-      );
-      const pending = b.sk.post('/contacts', { email: 'twin@example.com', data: { a: 1 } });
-      await waitFor('the upsert waiting for the other insert', async () => {
-        const [{ n }] = await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'`);
-        return n > 0;
-      });
-      await blocker.query('COMMIT');
-      res = await pending;
-    } finally {
-      blocker.release();
-    }
+    const res = await whileAnotherTransaction(server, {
+      hold: (other) =>
+        other.query(
+          `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
+           VALUES ('cnt_twin_meanwhile', $1, 'twin@example.com', true, '{"a": 1}', now(), now())`,
+          [b.project.id],
+        ),
+      request: () => b.sk.post('/contacts', { email: 'twin@example.com', data: { a: 1 } }),
+    });
     assert.equal(res.status, 200, res.text);
     assert.equal(res.body.id, 'cnt_twin_meanwhile');
     assert.equal(res.body._meta.isNew, false);

@@ -3,7 +3,7 @@ import { after, before, describe, mock, test } from 'node:test';
 import { afterTrack } from '../src/modules/events/after-track.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
-import { waitFor } from './helpers/workflows.ts';
+import { whileAnotherTransaction } from './helpers/other-transaction.ts';
 
 let server: TestServer;
 let b: Bootstrapped;
@@ -345,23 +345,12 @@ describe('one statement', () => {
   test('a contact another transaction changes while the track waits for its lock is read as changed: both changes are kept, one event', async () => {
     const created = await b.sk.post('/contacts', { email: 'raced@example.com', data: { a: 1 } });
     assert.equal(created.status, 201, created.text);
-    const blocker = await server.ctx.database.pool.connect();
-    let res;
-    try {
-      await blocker.query('BEGIN');
-      await blocker.query(`SELECT 1 FROM contacts WHERE id = $1 FOR UPDATE`, [created.body.id]);
-      const pending = b.pk.post('/v1/track', { email: 'raced@example.com', event: 'raced', data: { b: 2 } });
-      // The track's statement now waits for the contact's row lock.
-      await waitFor('the track waiting for the row lock', async () => {
-        const [{ n }] = await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'`);
-        return n > 0;
-      });
-      await blocker.query(`UPDATE contacts SET data = data || '{"c": 3}'::jsonb WHERE id = $1`, [created.body.id]);
-      await blocker.query('COMMIT');
-      res = await pending;
-    } finally {
-      blocker.release();
-    }
+    // The track's statement waits for the contact's row lock while the other transaction changes it.
+    const res = await whileAnotherTransaction(server, {
+      hold: (other) => other.query(`SELECT 1 FROM contacts WHERE id = $1 FOR UPDATE`, [created.body.id]),
+      request: () => b.pk.post('/v1/track', { email: 'raced@example.com', event: 'raced', data: { b: 2 } }),
+      beforeCommit: (other) => other.query(`UPDATE contacts SET data = data || '{"c": 3}'::jsonb WHERE id = $1`, [created.body.id]),
+    });
     assert.equal(res.status, 200, res.text);
     assert.equal(res.body.data.contact, created.body.id);
     const [contact] = await server.sql<{ data: Record<string, unknown> }>(`SELECT data FROM contacts WHERE id = $1`, [created.body.id]);
@@ -376,26 +365,16 @@ describe('one statement', () => {
 
 describe('one statement, more', () => {
   test('a contact another transaction creates while the track runs is left out and tracked again alone: one contact, both data, one event', async () => {
-    const blocker = await server.ctx.database.pool.connect();
-    let res;
-    try {
-      await blocker.query('BEGIN');
-      await blocker.query(
-        `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
-         VALUES ('cnt_born_meanwhile', $1, 'born@example.com', true, '{"a": 1}', now(), now())`,
-        [b.project.id],
-      );
-      const pending = b.pk.post('/v1/track', { email: 'born@example.com', event: 'born', data: { b: 2 } });
-      // The track's insert of the same email now waits for the other transaction's.
-      await waitFor('the track waiting for the other insert', async () => {
-        const [{ n }] = await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'`);
-        return n > 0;
-      });
-      await blocker.query('COMMIT');
-      res = await pending;
-    } finally {
-      blocker.release();
-    }
+    // The track's insert of the same email waits for the other transaction's.
+    const res = await whileAnotherTransaction(server, {
+      hold: (other) =>
+        other.query(
+          `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
+           VALUES ('cnt_born_meanwhile', $1, 'born@example.com', true, '{"a": 1}', now(), now())`,
+          [b.project.id],
+        ),
+      request: () => b.pk.post('/v1/track', { email: 'born@example.com', event: 'born', data: { b: 2 } }),
+    });
     assert.equal(res.status, 200, res.text);
     assert.equal(res.body.data.contact, 'cnt_born_meanwhile');
     const contacts = await server.sql<{ id: string; data: Record<string, unknown> }>(`SELECT id, data FROM contacts WHERE email = 'born@example.com'`);

@@ -1,0 +1,29 @@
+import type pg from 'pg';
+import type { TestServer } from './server.ts';
+import { waitFor } from './workflows.ts';
+
+/**
+ * Runs `request` while another transaction holds what `hold` did in it (a row lock, an uncommitted
+ * insert): once the request waits for that transaction, `before` runs in it (a change to commit
+ * under the request's feet) and it commits. Returns the request's result.
+ */
+export async function whileAnotherTransaction<T>(
+  server: TestServer,
+  steps: { hold: (client: pg.PoolClient) => Promise<unknown>; request: () => Promise<T>; beforeCommit?: (client: pg.PoolClient) => Promise<unknown> },
+): Promise<T> {
+  const other = await server.ctx.database.pool.connect();
+  try {
+    await other.query('BEGIN');
+    await steps.hold(other);
+    const pending = steps.request();
+    await waitFor('the request waiting for the other transaction', async () => {
+      const [{ n }] = await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'`);
+      return n > 0;
+    });
+    await steps.beforeCommit?.(other);
+    await other.query('COMMIT');
+    return await pending;
+  } finally {
+    other.release();
+  }
+}
