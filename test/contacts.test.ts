@@ -257,6 +257,28 @@ describe('GET, PATCH, DELETE /contacts/:id', () => {
     assert.equal(same.status, 200, 'its own email in another case is not a conflict');
   });
 
+  test('PATCH and POST that bring nothing new answer with the contact and leave its row as it was; a change writes it', async () => {
+    const c = await b.sk.post('/contacts', { email: 'same@example.com', subscribed: true, data: { tier: 'gold' } });
+    const row = async () => (await server.sql<{ xmin: string }>(`SELECT xmin::text FROM contacts WHERE id = $1`, [c.body.id]))[0].xmin;
+    const before = await row();
+    const { _meta, ...expected } = c.body;
+    const patched = await b.sk.patch(`/contacts/${c.body.id}`, { email: 'SAME@example.com', subscribed: true, data: { tier: 'gold' } });
+    assert.equal(patched.status, 200, patched.text);
+    assert.deepEqual(patched.body, expected);
+    const posted = await b.sk.post('/contacts', { email: 'same@example.com', data: { tier: 'gold' } });
+    assert.equal(posted.status, 200, posted.text);
+    assert.deepEqual(posted.body, { ...expected, _meta: { isNew: false, isUpdate: false } });
+    assert.equal(await row(), before);
+    assert.equal((await eventsOf(c.body.id)).length, 0);
+    const changed = await b.sk.patch(`/contacts/${c.body.id}`, { subscribed: false });
+    assert.equal(changed.body.subscribed, false);
+    assert.notEqual(await row(), before);
+    assert.deepEqual(
+      (await eventsOf(c.body.id)).map((e) => e.name),
+      ['contact.unsubscribed'],
+    );
+  });
+
   test('DELETE is 204 with an empty body, permanent, and takes the contact’s events with it', async () => {
     const c = await b.sk.post('/contacts', { email: 'delete@example.com' });
     await b.sk.patch(`/contacts/${c.body.id}`, { subscribed: false });

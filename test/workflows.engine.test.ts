@@ -254,6 +254,28 @@ describe('workflow engine', () => {
     assert.equal(busy.status, 409, busy.text);
   });
 
+  test('UPDATE_CONTACT of a contact that already holds the values leaves its row as it was; of one that does not, writes it', async () => {
+    const wf = await buildWorkflow(p.sk, {
+      eventName: 'badge',
+      steps: [{ key: 'mark', type: 'UPDATE_CONTACT', config: { data: { badge: 'gold' } } }],
+      edges: [['trigger', 'mark']],
+    });
+    const row = async (email: string) =>
+      (await server.sql<{ xmin: string; data: Record<string, unknown> }>(`SELECT xmin::text, data FROM contacts WHERE email = $1`, [email]))[0];
+    await p.sk.post('/contacts', { email: 'gilded@people.test', data: { badge: 'gold', rank: 1 } });
+    await p.sk.post('/contacts', { email: 'plain@people.test', data: { rank: 2 } });
+    const gilded = await row('gilded@people.test');
+    const plain = await row('plain@people.test');
+    await track('gilded@people.test', 'badge');
+    await track('plain@people.test', 'badge');
+    await statusIs(wf.id, 'gilded@people.test', ['COMPLETED']);
+    await statusIs(wf.id, 'plain@people.test', ['COMPLETED']);
+    assert.deepEqual(await row('gilded@people.test'), gilded);
+    const changed = await row('plain@people.test');
+    assert.notEqual(changed.xmin, plain.xmin);
+    assert.deepEqual(changed.data, { rank: 2, badge: 'gold' });
+  });
+
   test('a segment entry starts a workflow; UPDATE_CONTACT and CONDITION on event.* context', async () => {
     const seg = await p.sk.post('/segments', {
       name: 'VIP club',

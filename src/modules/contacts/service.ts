@@ -143,18 +143,21 @@ export async function updateContact(
       'contacts_patch',
       sql`
       WITH old AS MATERIALIZED (
-        SELECT id, subscribed FROM contacts WHERE id = ${contactId} AND project_id = ${projectId} FOR UPDATE
-      )${recordFieldTypesOf(projectId, changes.set, iso, sql`EXISTS (SELECT 1 FROM old)`)}
-      UPDATE contacts AS c SET
-        email = COALESCE(${email}::text, c.email),
-        subscribed = COALESCE(${sub}::boolean, c.subscribed),
-        data = ${data},
-        updated_at = CASE WHEN COALESCE(${email}::text, c.email) <> c.email
-                            OR COALESCE(${sub}::boolean, c.subscribed) <> c.subscribed
-                            OR ${data} <> c.data
-                          THEN ${iso}::timestamptz ELSE c.updated_at END
-        FROM old WHERE c.id = old.id
-      RETURNING ${contactColumns('c')}, old.subscribed AS old_subscribed`,
+        SELECT ${contactColumns('c')} FROM contacts AS c WHERE c.id = ${contactId} AND c.project_id = ${projectId} FOR UPDATE
+      )${recordFieldTypesOf(projectId, changes.set, iso, sql`EXISTS (SELECT 1 FROM old)`)}, changed AS (
+        UPDATE contacts AS c SET
+          email = COALESCE(${email}::text, c.email),
+          subscribed = COALESCE(${sub}::boolean, c.subscribed),
+          data = ${data},
+          updated_at = ${iso}::timestamptz
+          FROM old
+         WHERE c.id = old.id
+           AND (COALESCE(${email}::text, c.email) <> c.email OR COALESCE(${sub}::boolean, c.subscribed) <> c.subscribed OR ${data} <> c.data)
+        RETURNING ${contactColumns('c')}, old.subscribed AS old_subscribed
+      )
+      -- A contact the change leaves as it was is not written (no new row version): it is answered as locked.
+      SELECT * FROM changed
+      UNION ALL SELECT o.*, o.subscribed FROM old AS o WHERE NOT EXISTS (SELECT 1 FROM changed)`,
     ));
   } catch (err) {
     if (pgErrorCode(err) === '23505') {
@@ -184,15 +187,19 @@ export async function updateContactsData(
   const changes = splitCustomData(input);
   await checkFieldCapacity(db, projectId, fieldTypesOf(changes.set).keys);
   const data = mergedData(sql`c.data`, textArray(changes.unset), sql`${JSON.stringify(changes.set)}::jsonb`);
+  // Only a contact whose data changes is written; one that already holds the values is answered
+  // as `old` locked it (no new row version), as the upserts do (upsert-sql.ts).
   const { rows } = await db.execute<ContactRow>(sql`
     WITH old AS MATERIALIZED (
-      SELECT id FROM contacts WHERE id = ANY(${textArray(contactIds)}) AND project_id = ${projectId} ORDER BY id FOR UPDATE
-    )${recordFieldTypesOf(projectId, changes.set, iso, sql`EXISTS (SELECT 1 FROM old)`)}
-    UPDATE contacts AS c SET
-      data = ${data},
-      updated_at = CASE WHEN ${data} <> c.data THEN ${iso}::timestamptz ELSE c.updated_at END
-      FROM old WHERE c.id = old.id
-    RETURNING ${contactColumns('c')}`);
+      SELECT ${contactColumns('c')} FROM contacts AS c
+       WHERE c.id = ANY(${textArray(contactIds)}) AND c.project_id = ${projectId} ORDER BY c.id FOR UPDATE
+    )${recordFieldTypesOf(projectId, changes.set, iso, sql`EXISTS (SELECT 1 FROM old)`)}, changed AS (
+      UPDATE contacts AS c SET data = ${data}, updated_at = ${iso}::timestamptz
+        FROM old WHERE c.id = old.id AND ${data} <> c.data
+      RETURNING ${contactColumns('c')}
+    )
+    SELECT * FROM changed
+    UNION ALL SELECT o.* FROM old AS o WHERE o.id NOT IN (SELECT id FROM changed)`);
   const updated = new Map(rows.map((r) => [r.id, toContactRecord(r)]));
   const missing = contactIds.find((id) => !updated.has(id));
   if (missing) throw notFound('contact', missing);
