@@ -6,6 +6,7 @@ import { verifyDomain } from './helpers/domains.ts';
 import { type SmtpSink, dkimResult } from './helpers/smtp-sink.ts';
 import type { TestServer } from './helpers/server.ts';
 import { startMailEnv, waitForStatus } from './helpers/mail.ts';
+import { whileAnotherTransaction } from './helpers/other-transaction.ts';
 
 let dns: TestDns;
 let sink: SmtpSink;
@@ -116,6 +117,43 @@ describe('POST /v1/send delivers through SMTP', () => {
     const logo = atts.find((a) => a.filename === 'logo.png')!;
     assert.equal(logo.contentId, '<logo1>');
     assert.equal(logo.contentDisposition, 'inline');
+  });
+});
+
+describe('recipients and their contacts', () => {
+  test('a multi-recipient send locks its known contacts before it creates new ones (the order a group takes, so the two cannot deadlock)', async () => {
+    const known = await b.sk.post('/contacts', { email: 'zed@order.test' });
+    assert.equal(known.status, 201, known.text);
+    let insertedMeanwhile = false;
+    // The send waits for zed's row lock; were `amy` (new, first in email order) already inserted
+    // by it, a third transaction's insert of amy would wait for the send and time out.
+    const res = await whileAnotherTransaction(server, {
+      hold: (other) => other.query(`SELECT 1 FROM contacts WHERE id = $1 FOR UPDATE`, [known.body.id]),
+      request: () => b.sk.post('/v1/send', { to: ['zed@order.test', 'amy@order.test'], from: FROM, subject: 'Order', body: '<p>Hi</p>' }),
+      beforeCommit: async () => {
+        const third = await server.ctx.database.pool.connect();
+        try {
+          await third.query(`SET lock_timeout = '2s'`);
+          await third.query(
+            `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
+             VALUES ('cnt_amy_meanwhile', $1, 'amy@order.test', true, '{}', now(), now())`,
+            [b.project.id],
+          );
+          insertedMeanwhile = true;
+        } finally {
+          third.release();
+        }
+      },
+    });
+    assert.equal(insertedMeanwhile, true);
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(
+      res.body.data.emails.map((e: { contact: { id: string; email: string } }) => [e.contact.email, e.contact.id]),
+      [
+        ['zed@order.test', known.body.id],
+        ['amy@order.test', 'cnt_amy_meanwhile'],
+      ],
+    );
   });
 });
 

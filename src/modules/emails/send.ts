@@ -95,13 +95,21 @@ export const sendGroupSize = (s: PreparedSend): number => (s.content.attachments
 export async function sendPrepared(ctx: AppContext, send: PreparedSend): Promise<SendResult> {
   return withTransaction(ctx.database, async (t) => {
     await assertWithinBillingLimit(ctx, t, send.projectId, 'transactional', send.recipients.length);
-    // Contacts are upserted in email order, so concurrent multi-recipient sends lock rows in one
-    // order and cannot deadlock; emails and the response keep the request's order.
-    const contacts = new Map<string, UpsertResult>();
-    for (const address of send.contactEmails) {
-      const result = await upsertContact(t.tx, send.projectId, contactInput(send, address), { defaultSubscribed: false, now: send.now });
-      contacts.set(address, result);
-    }
+    // Several recipients are upserted as a group's are (upsertContacts: the existing contacts
+    // locked in email order, then the new ones inserted in email order), so a multi-recipient send
+    // and a group lock rows in one order and cannot deadlock on contacts; emails and the response
+    // keep the request's order.
+    const addresses = send.contactEmails;
+    const results =
+      addresses.length === 1
+        ? [await upsertContact(t.tx, send.projectId, contactInput(send, addresses[0]), { defaultSubscribed: false, now: send.now })]
+        : await upsertContacts(
+            t.tx,
+            send.projectId,
+            addresses.map((address) => ({ ...contactInput(send, address), now: send.now })),
+            { defaultSubscribed: false },
+          );
+    const contacts = new Map<string, UpsertResult>(addresses.map((address, i) => [address, results[i]]));
     return (await queueSends(ctx, t, [send], [contacts]))[0];
   });
 }
