@@ -232,6 +232,22 @@ describe('members', () => {
     assert.equal((await p.sk.get(`/segments/${s.body.id}/contacts?page=0`)).status, 422);
   });
 
+  test('static members: a thousand emails, known and new, in any order, are added and created in one call', async () => {
+    const p = await bootstrap(server.api);
+    await contact(p, 'm0500@bulk.example.com');
+    const s = await p.sk.post('/segments', { name: 'Bulk', type: 'STATIC' });
+    const emails = Array.from({ length: 1000 }, (_, i) => `m${String(999 - i).padStart(4, '0')}@bulk.example.com`);
+    const res = await p.sk.post(`/segments/${s.body.id}/members`, { emails, createMissing: true });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.body, { added: 1000, created: 999, notFound: [] });
+    assert.equal((await p.sk.get(`/segments/${s.body.id}`)).body.memberCount, 1000);
+    const [{ n, subscribed }] = await server.sql<{ n: number; subscribed: number }>(
+      `SELECT count(*)::int AS n, count(*) FILTER (WHERE subscribed)::int AS subscribed FROM contacts WHERE project_id = $1`,
+      [p.project.id],
+    );
+    assert.deepEqual({ n, subscribed }, { n: 1000, subscribed: 1000 });
+  });
+
   test('static members: add by email (known, unknown, created), remove; counts follow; DYNAMIC refuses', async () => {
     await contact(b, 'kim@example.com');
     await contact(b, 'lee@example.com');

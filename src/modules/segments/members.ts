@@ -4,7 +4,7 @@ import { type Db, withTransaction } from '../../db/client.ts';
 import type { segments } from '../../db/schema/segments.ts';
 import { badRequest, notFound } from '../../http/errors.ts';
 import { normaliseEmail } from '../contacts/schemas.ts';
-import { upsertContact } from '../contacts/service.ts';
+import { upsertContacts } from '../contacts/upsert-many.ts';
 import { textArray } from '../contacts/sql.ts';
 import { recordMembershipEvents, scheduleSegmentReevaluation } from './membership.ts';
 import type { AddMembersInput } from './schemas.ts';
@@ -47,10 +47,16 @@ export async function addMembers(
     const ids = new Map(existing.map((r) => [r.email, r.id]));
     const missing = emails.filter((e) => !ids.has(e));
     let created = 0;
-    if (input.createMissing) {
-      for (const email of missing) {
-        const result = await upsertContact(tx, projectId, { email, subscribed: input.subscribed }, { defaultSubscribed: true, now });
-        ids.set(email, result.contact.id);
+    if (input.createMissing && missing.length > 0) {
+      // One statement for all of them, in the lock order every multi-contact upsert takes (upsert-many.ts).
+      const results = await upsertContacts(
+        tx,
+        projectId,
+        missing.map((email) => ({ email, subscribed: input.subscribed, now })),
+        { defaultSubscribed: true },
+      );
+      for (const [i, result] of results.entries()) {
+        ids.set(missing[i], result.contact.id);
         if (result.isNew) {
           created += 1;
           await scheduleSegmentReevaluation(ctx, projectId, result.contact.id, client);
