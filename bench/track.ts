@@ -148,9 +148,10 @@ function trackBodies(): string[] {
 
 async function latency(maxRate: number, paced: (seconds: number, rate: number) => Promise<PacedResult>, reference: Reference): Promise<void> {
   // BENCH_RATE sets the rate instead, to compare two versions of Herald at one rate.
-  const rate = Number(process.env.BENCH_RATE) || Math.max(1, Math.floor(maxRate / 2));
+  const setRate = Number(process.env.BENCH_RATE);
+  const rate = setRate || Math.max(1, Math.floor(maxRate / 2));
   console.log(
-    `\n(b) latency at ${process.env.BENCH_RATE ? 'BENCH_RATE' : 'half the maximum rate'}: ${fmt(rate)} requests/s over ${CONNECTIONS} connections, ${SECONDS} s, evenly paced`,
+    `\n(b) latency at ${setRate ? 'BENCH_RATE' : 'half the maximum rate'}: ${fmt(rate)} requests/s over ${CONNECTIONS} connections, ${SECONDS} s, evenly paced`,
   );
   const half = await paced(SECONDS, rate);
   console.log(`   POST /v1/track (after 1 s of warm-up): p50 ${half.p50} ms, p99 ${half.p99} ms, max ${half.max} ms (${half.failed} failed)`);

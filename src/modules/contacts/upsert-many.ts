@@ -25,14 +25,14 @@ const merged = mergedData(sql`o.data`, sql`i.unset_keys`, sql`i.set_data`);
 // `old` locks the existing contacts in email order, then `created` inserts the new ones in email
 // order; groups, multi-recipient sends and static segment member adds all upsert here, so none
 // of them can deadlock with another on contacts (the one-by-one path locks one). In READ
-// COMMITTED, a contact another transaction changed meanwhile is read as that transaction left it. `old` looks each email up in
-// the (project, email) index: a LATERAL subquery that locks is never turned into a join, and as
-// `email IN (SELECT email FROM input)` the planner, its statistics older than a fast-growing
-// project, read all the project's contacts for every group (20,000, 17-33 ms, in bench send (a)).
-// Only a contact whose subscription or data changes is written (`changed`): one that stays as it
-// was (a known contact tracked with nothing new, the common case) gets no new row version, WAL or
-// dead tuple. A contact another transaction created since the statement began is left out
-// (`created` does nothing): the caller upserts it one by one.
+// COMMITTED, a contact another transaction changed meanwhile is read as that transaction left it.
+// `old` looks each email up in the (project, email) index: a LATERAL subquery that locks is never
+// turned into a join, and as `email IN (SELECT email FROM input)` the planner, its statistics
+// older than a fast-growing project, read all the project's contacts for every group (20,000,
+// 17-33 ms, in bench send (a)). Only a contact whose subscription or data changes is written
+// (`changed`): one that stays as it was (a known contact tracked with nothing new, the common
+// case) gets no new row version, WAL or dead tuple. A contact another transaction created since
+// the statement began is left out (`created` does nothing): the caller upserts it one by one.
 const upsertCtesText = (withFields: boolean): string => {
   const guard = withFields ? sql` AND ${capacity.guard}` : sql``;
   return new PgDialect().sqlToQuery(sql`
