@@ -97,6 +97,7 @@ export async function run(args: string[]): Promise<void> {
       console.log(
         `                         CPU per message: worker process${workers === 1 ? '' : 'es'} ${herald.cpu.worker} ms, PostgreSQL ${herald.cpu.postgres} ms, this process (API and sink) ${herald.cpu.bench} ms`,
       );
+      console.log(`                         WAL written: ${fmt(herald.walBytesPerMessage)} bytes a message (from the send to SENT)`);
       console.log(`   raw nodemailer pool:  ${fmt(raw)} messages/s`);
       console.log(
         `   library pipeline:     ${fmt(library.rate)} messages/s  (liquidjs + html-to-text + MailComposer + mailauth DKIM, one thread, no database)`,
@@ -133,6 +134,7 @@ async function campaignRun(
   peakRssMiB: number;
   privateKeyPem: string;
   cpu: { worker: string; postgres: string; bench: string };
+  walBytesPerMessage: number;
 }> {
   const env = { DNS_SERVERS: dns.address, SMTP_URL: sink.url, SMTP_POOL_SIZE: String(poolSize), SEND_RATE_PER_SECOND: '100000' };
   console.log(
@@ -168,6 +170,7 @@ async function campaignRun(
     const sampler = setInterval(() => void sample(), 500);
     const workersCpuMs = () => workers.reduce((sum, w) => sum + processCpuMs(w.pid!), 0);
     const cpuBefore = { worker: workersCpuMs(), postgres: postgresCpuMs(), bench: process.cpuUsage() };
+    const [{ lsn }] = await api.sql<{ lsn: string }>('SELECT pg_current_wal_insert_lsn()::text AS lsn');
     const start = performance.now();
     const sent = await b.sk.post(`/campaigns/${campaignId}/send`, {});
     if (sent.status !== 200) throw new Error(sent.text);
@@ -191,6 +194,8 @@ async function campaignRun(
       if (status !== 'SENT') await new Promise((r) => setTimeout(r, 200));
     }
     const sentSeconds = (performance.now() - start) / 1000;
+    // From the send to SENT: the fan-out, the delivery jobs, the claims, the records, the events.
+    const [{ wal }] = await api.sql<{ wal: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1)::bigint::text AS wal', [lsn]);
     clearInterval(sampler);
     await sample();
     await new Promise((r) => setTimeout(r, 1000));
@@ -206,7 +211,7 @@ async function campaignRun(
     if (stats.sentCount !== contacts) throw new Error(`sentCount is ${stats.sentCount}`);
     const [domain] = await api.sql<{ key: string }>(`SELECT dkim_private_key_enc AS key FROM domains WHERE project_id = $1`, [b.project.id]);
     const privateKeyPem = decryptPrivateKey(domain.key, api.ctx.config.jwtSecret);
-    return { rate: contacts / seconds, seconds, sentSeconds, peakRssMiB: peak / 1024, privateKeyPem, cpu };
+    return { rate: contacts / seconds, seconds, sentSeconds, peakRssMiB: peak / 1024, privateKeyPem, cpu, walBytesPerMessage: Number(wal) / contacts };
   } finally {
     for (const w of workers) {
       if (w.exitCode !== null) continue;

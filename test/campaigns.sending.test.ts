@@ -280,7 +280,7 @@ describe('recovering a campaign whose jobs were lost', () => {
     // Lose every waiting delivery job of the campaign, as a worker crash followed by a lost queue would.
     const lost = await server.sql<{ id: string }>(
       `DELETE FROM pgboss.job j USING emails e
-        WHERE j.name = 'email-delivery' AND j.state IN ('created', 'retry') AND j.data->>'emailId' = e.id::text
+        WHERE j.name = 'email-delivery' AND j.state IN ('created', 'retry') AND j.data->'emailIds' ? e.id::text
           AND e.campaign_id = $1 AND e.status = 'QUEUED'
        RETURNING j.id`,
       [c.id],

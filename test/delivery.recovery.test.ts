@@ -27,14 +27,18 @@ test('emails a dead worker held (fetched jobs, expired claims) are delivered onc
   const sent = await p.sk.post('/v1/send', { to: recipients, from: `hi@${DOMAIN}`, subject: 'Hi', body: '<p>hi</p>' });
   assert.equal(sent.status, 200, sent.text);
   const ids: string[] = sent.body.data.emails.map((e: { email: string }) => e.email);
-  // What a worker killed mid-batch leaves behind: every delivery job fetched (active for a minute,
+  // What a worker killed mid-batch leaves behind: the delivery job fetched (active for a minute,
   // pg-boss would expire it only after ten), and half the emails claimed with a lease now expired.
-  const fetched = await mail.server.sql(
+  // The send's 20 emails share one job.
+  const fetched = await mail.server.sql<{ names: string[] }>(
     `UPDATE pgboss.job SET state = 'active', started_on = now() - interval '1 minute'
-      WHERE name = 'email-delivery' AND data->>'emailId' = ANY($1::text[]) RETURNING id`,
+      WHERE name = 'email-delivery' AND data->'emailIds' ?| $1::text[] RETURNING data->'emailIds' AS names`,
     [ids],
   );
-  assert.equal(fetched.length, 20);
+  assert.deepEqual(
+    fetched.map((j) => [...j.names].sort()),
+    [[...ids].sort()],
+  );
   const claimed = await mail.server.sql(
     `UPDATE emails SET status = 'SENDING', attempts = 1, locked_until = now() - interval '1 second'
       WHERE id = ANY($1::uuid[]) AND to_email < 's10' RETURNING id`,

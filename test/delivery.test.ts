@@ -268,8 +268,8 @@ describe('the delivery engine', () => {
       await verifyDomain(p.sk, dns, 'once.example.test');
       const res = await p.sk.post('/v1/send', { to: 'once@example.org', from: 'a@once.example.test', subject: 'once', body: 'b' });
       const emailId = res.body.data.emails[0].email;
-      await Promise.all([deliverEmail(api.ctx, { emailId }), deliverEmail(api.ctx, { emailId }), deliverEmail(api.ctx, { emailId })]);
-      await deliverEmail(api.ctx, { emailId });
+      await Promise.all([deliverEmail(api.ctx, emailId), deliverEmail(api.ctx, emailId), deliverEmail(api.ctx, emailId)]);
+      await deliverEmail(api.ctx, emailId);
       const email = (await p.sk.get(`/emails/${emailId}`)).body;
       assert.equal(email.status, 'SENT');
       assert.equal(email.attempts, 1);
@@ -279,18 +279,45 @@ describe('the delivery engine', () => {
       const crashed = await p.sk.post('/v1/send', { to: 'crashed@example.org', from: 'a@once.example.test', subject: 'c', body: 'b' });
       const crashedId = crashed.body.data.emails[0].email;
       await api.sql(`UPDATE emails SET status = 'SENDING', attempts = 1, locked_until = now() - interval '1 second' WHERE id = $1`, [crashedId]);
-      await deliverEmail(api.ctx, { emailId: crashedId });
+      await deliverEmail(api.ctx, crashedId);
       assert.equal((await p.sk.get(`/emails/${crashedId}`)).body.status, 'SENT');
       // …but a live lease is respected.
       const live = await p.sk.post('/v1/send', { to: 'live@example.org', from: 'a@once.example.test', subject: 'l', body: 'b' });
       const liveId = live.body.data.emails[0].email;
       await api.sql(`UPDATE emails SET status = 'SENDING', locked_until = now() + interval '1 minute' WHERE id = $1`, [liveId]);
-      await deliverEmail(api.ctx, { emailId: liveId });
+      await deliverEmail(api.ctx, liveId);
       assert.equal((await p.sk.get(`/emails/${liveId}`)).body.status, 'SENDING');
       assert.equal(sink.messages.filter((m) => m.envelope.to.includes('live@example.org')).length, 0);
     } finally {
       await api.stop();
     }
+  });
+
+  test("a send's emails share one delivery job; a job in the one-email shape queued before that is still delivered", async () => {
+    const to = ['j1@example.org', 'j2@example.org', 'j3@example.org'];
+    const res = await b.sk.post('/v1/send', { to, from: FROM, subject: 'jobs', body: 'b' });
+    assert.equal(res.status, 200, res.text);
+    const ids: string[] = res.body.data.emails.map((e: { email: string }) => e.email);
+    await Promise.all(ids.map((id) => waitForStatus(b.sk, id, ['SENT'])));
+    const jobs = await server.sql<{ data: { emailIds: string[] } }>(
+      `SELECT data FROM pgboss.job WHERE name = 'email-delivery' AND data->'emailIds' ?| $1::text[]`,
+      [ids],
+    );
+    assert.deepEqual(
+      jobs.map((j) => [...j.data.emailIds].sort()),
+      [[...ids].sort()],
+    );
+
+    // Queued by a Herald before jobs named several emails: { emailId }.
+    const [{ id }] = await server.sql<{ id: string }>(
+      `WITH c AS (INSERT INTO email_contents (id, project_id, body_source) VALUES (gen_random_uuid(), $1, '<p>b</p>') RETURNING id)
+       INSERT INTO emails (id, project_id, to_email, from_email, type, subject_source, content_id, status)
+       VALUES (gen_random_uuid(), $1, 'older@example.org', $2, 'TRANSACTIONAL', 'older job', (SELECT id FROM c), 'QUEUED') RETURNING id`,
+      [b.project.id, FROM],
+    );
+    await server.ctx.jobs.send('email-delivery', { emailId: id });
+    assert.equal((await waitForStatus(b.sk, id, ['SENT', 'FAILED'])).status, 'SENT');
+    assert.equal(sink.messages.filter((m) => m.envelope.to.includes('older@example.org')).length, 1);
   });
 
   test('a slow relay does not lose a live claim: the worker renews its lease while it waits', async () => {
@@ -341,8 +368,8 @@ describe('the delivery engine', () => {
                 handed_off_at = now() - interval '3 minutes', locked_until = now() - interval '1 second' WHERE id = $1`,
         [emailId],
       );
-      await deliverEmail(api.ctx, { emailId });
-      await deliverEmail(api.ctx, { emailId });
+      await deliverEmail(api.ctx, emailId);
+      await deliverEmail(api.ctx, emailId);
       const email = (await p.sk.get(`/emails/${emailId}`)).body;
       assert.equal(email.status, 'SENT');
       assert.equal(email.attempts, 1);

@@ -92,6 +92,39 @@ test('due jobs are handled once each, earliest due first, a batch at a time, and
   assert.equal(rows.find((r) => r.k === 99)?.state, 'created', 'a job not yet due is left waiting');
 });
 
+test('with a job weight, a fetch takes jobs, earliest due first, until they hold the batch size, and at least one', async () => {
+  const batches: number[][] = [];
+  const now = Date.now();
+  const weights = [4, 4, 4, 12, 1, 1];
+  await withQueue(
+    {
+      name: 'test-weights',
+      batchSize: 10,
+      jobWeight: `(data->>'w')::int`,
+      workers: 1,
+      batchHandler: async (_ctx, items) => {
+        batches.push(items.map((i) => (i.data as { k: number }).k).sort((a, b) => a - b));
+      },
+    },
+    async (jobs) => {
+      // Job k became due (10 - k) seconds ago: they are taken in the order of k.
+      await jobs.sendMany(
+        'test-weights',
+        weights.map((w, k) => ({ data: { k, w }, startAfter: new Date(now - (10 - k) * 1000) })),
+      );
+      await jobs.startWorkers(ctx);
+      for (let i = 0; i < 100 && batches.flat().length < weights.length; i++) await sleep(50);
+      await sleep(200);
+    },
+  );
+  // 4 + 4 (a third 4 would make 12); 4 (12 more would make 16); 12 alone, over the size; 1 + 1.
+  assert.deepEqual(batches, [[0, 1], [2], [3], [4, 5]]);
+  assert.deepEqual(
+    (await jobsOf('test-weights')).map((r) => r.state),
+    weights.map(() => 'completed'),
+  );
+});
+
 test('a batch that throws is failed with its message and retried by the queue policy', async () => {
   let attempts = 0;
   await withQueue(

@@ -183,7 +183,7 @@ describe('the reputation guard', () => {
        VALUES ($1, $2, 'late@example.org', $3, 'TRANSACTIONAL', 's', (SELECT id FROM c), 'QUEUED')`,
       [late, p.project.id, p.from],
     );
-    await server.ctx.jobs.send('email-delivery', { emailId: late });
+    await server.ctx.jobs.send('email-delivery', { emailIds: [late] });
     const [stopped] = await (async () => {
       const deadline = Date.now() + 10_000;
       for (;;) {

@@ -188,7 +188,7 @@ describe('delivery to a suppressed address', () => {
        VALUES ($1, $2, 'late@example.org', $3, 'TRANSACTIONAL', 'queued earlier', (SELECT id FROM c), 'QUEUED')`,
       [id, b.project.id, FROM],
     );
-    await server.ctx.jobs.send('email-delivery', { emailId: id });
+    await server.ctx.jobs.send('email-delivery', { emailIds: [id] });
     const email = await waitForStatus(b.sk, id, ['SUPPRESSED', 'SENT', 'FAILED']);
     assert.equal(email.status, 'SUPPRESSED');
     assert.equal(email.sentAt, null);

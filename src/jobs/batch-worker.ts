@@ -6,7 +6,8 @@ import type PgBoss from 'pg-boss';
  *
  * - pg-boss's fetch orders by (priority, created_on), which its fetch index does not hold, so each
  *   fetch sorted every waiting job (10–15 ms a batch with 5,000 waiting). This one takes them in the
- *   index's own order, by `start_after` (when each job became due), and stops at the batch size.
+ *   index's own order, by `start_after` (when each job became due), and stops at the batch size,
+ *   counted in jobs or in the units of work they hold (a delivery job names up to 100 emails).
  * - pg-boss's completion matches ids with `IN (SELECT unnest(…))`, which the planner joined by
  *   rescanning the id list once per active job (25 ms a batch of 100). This one is an index lookup
  *   per id.
@@ -21,7 +22,10 @@ export type BatchJob = { id: string; data: unknown };
 export type BatchWorkerOptions = {
   boss: PgBoss;
   queue: string;
+  /** Jobs a fetch takes; with `jobWeight`, units of work. */
   batchSize: number;
+  /** SQL over a job's `data`: the units of work it holds (QueueDef.jobWeight). */
+  jobWeight?: string;
   pollingIntervalMs: number;
   /** Handles a fetched batch; a throw fails every job of it (pg-boss retries them by the queue's policy). */
   handle: (jobs: BatchJob[]) => Promise<void>;
@@ -33,20 +37,31 @@ export type BatchWorker = {
   stop: (timeoutMs: number) => Promise<void>;
 };
 
-const FETCH_SQL = `
+/**
+ * Locks up to $2 due jobs, earliest due first, and takes them all, or with a `jobWeight` the
+ * first ones that hold at most $2 units together (always the first). Jobs locked and not taken are
+ * released with the statement. Each row also says how many jobs were locked: more than were taken,
+ * or $2, means more may be waiting.
+ */
+const fetchSql = (jobWeight = '1') => `
   WITH next AS (
-    SELECT id FROM pgboss.job
+    SELECT id, start_after, (${jobWeight}) AS weight FROM pgboss.job
      WHERE name = $1 AND state < 'active' AND start_after < now()
      ORDER BY start_after
      LIMIT $2
      FOR UPDATE SKIP LOCKED
+  ), taken AS (
+    SELECT id FROM (
+      SELECT id, sum(weight) OVER (ORDER BY start_after, id) AS upto, row_number() OVER (ORDER BY start_after, id) AS n FROM next
+    ) AS running
+     WHERE upto <= $2 OR n = 1
   )
   UPDATE pgboss.job AS j
      SET state = 'active', started_on = now(),
          retry_count = CASE WHEN j.started_on IS NOT NULL THEN j.retry_count + 1 ELSE j.retry_count END
-    FROM next
-   WHERE j.name = $1 AND j.id = next.id
-  RETURNING j.id, j.data`;
+    FROM taken
+   WHERE j.name = $1 AND j.id = taken.id
+  RETURNING j.id, j.data, (SELECT count(*) FROM next)::int AS locked`;
 
 const COMPLETE_SQL = `
   UPDATE pgboss.job SET state = 'completed', completed_on = now(), output = NULL
@@ -60,6 +75,7 @@ const ERROR_PAUSE_MS = 5_000;
 
 export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
   const db = opts.boss.getDb();
+  const FETCH_SQL = fetchSql(opts.jobWeight);
   let stopping = false;
   let wake: (() => void) | null = null;
 
@@ -76,21 +92,22 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
 
   const loop = async () => {
     while (!stopping) {
-      let fetched = 0;
+      let more = false;
       let failed = false;
       try {
-        const { rows } = (await db.executeSql(FETCH_SQL, [opts.queue, opts.batchSize])) as { rows: BatchJob[] };
-        fetched = rows.length;
-        if (fetched > 0) await runBatch(rows);
+        const { rows } = (await db.executeSql(FETCH_SQL, [opts.queue, opts.batchSize])) as { rows: (BatchJob & { locked: number })[] };
+        const locked = rows[0]?.locked ?? 0;
+        more = locked > rows.length || locked === opts.batchSize;
+        if (rows.length > 0) await runBatch(rows.map(({ id, data }) => ({ id, data })));
       } catch (err) {
         failed = true;
         opts.onError(err);
       }
       if (stopping) break;
-      // A full batch means more may be waiting: fetch again at once. After an error (the database
-      // unreachable, say), wait longer than a poll, so an outage is not logged twice a second.
+      // When more may be waiting, fetch again at once. After an error (the database unreachable,
+      // say), wait longer than a poll, so an outage is not logged twice a second.
       if (failed) await pause(Math.max(opts.pollingIntervalMs, ERROR_PAUSE_MS));
-      else if (fetched < opts.batchSize) await pause(opts.pollingIntervalMs);
+      else if (!more) await pause(opts.pollingIntervalMs);
     }
   };
 

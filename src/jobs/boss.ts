@@ -9,12 +9,18 @@ import { type BatchWorker, startBatchWorker } from './batch-worker.ts';
 /** A background queue: its payload schema (checked when a job is picked up), handler and retry policy. */
 export type QueueDef<T> = {
   name: string;
-  schema: z.ZodType<T>;
+  /** Checks a picked-up job's payload (and may normalise it: an older shape of it still queued, say). */
+  schema: z.ZodType<T, z.ZodTypeDef, unknown>;
   handler: (ctx: AppContext, data: T, job: { id: string }) => Promise<void>;
   /** Handles a whole fetched batch at once instead (set-based work); a throw fails the batch. */
   batchHandler?: (ctx: AppContext, items: { id: string; data: T }[]) => Promise<void>;
-  /** Jobs fetched per poll; each is handled concurrently. */
+  /** Jobs fetched per poll; each is handled concurrently. With `jobWeight`, units of work instead. */
   batchSize?: number;
+  /**
+   * SQL over a job's `data` (a batch-handled queue only): how many units of work the job holds. A
+   * fetch then takes jobs, earliest due first, until they hold `batchSize` units (at least one job).
+   */
+  jobWeight?: string;
   /** Concurrent pollers of this queue in one process. */
   workers?: number;
   retryLimit?: number;
@@ -130,6 +136,7 @@ export async function startJobs(opts: {
                 boss,
                 queue: q.name,
                 batchSize,
+                jobWeight: q.jobWeight,
                 pollingIntervalMs: pollingIntervalSeconds * 1000,
                 handle: async (jobs) => {
                   try {

@@ -5,6 +5,7 @@ import { uuidv7 } from '../../db/ids.ts';
 import { clientOf } from '../../db/prepared.ts';
 import type { EmailStatus, EmailType, StoredAttachment } from '../../db/schema/emails.ts';
 import { DELIVERY_QUEUE } from './delivery/queue-name.ts';
+import { deliveryJobs } from './delivery/job.ts';
 
 /**
  * What several emails may share (stored once in email_contents): emails of one batch that carry the
@@ -85,7 +86,7 @@ export async function queueEmails(ctx: AppContext, t: { tx: Db; client: pg.PoolC
 /**
  * As queueEmails, with each email's final status (SUPPRESSED where `checkSuppression` found the address).
  * One statement writes the contents and the emails (rows passed as JSON: a batch of hundreds costs
- * one parse and plan, not one sub-plan per row), a second the delivery jobs.
+ * one parse and plan, not one sub-plan per row), a second the delivery jobs (one a hundred emails).
  */
 export async function queueEmailsWithStatus(ctx: AppContext, t: { tx: Db; client: pg.PoolClient }, batch: NewEmail[]): Promise<QueuedEmail[]> {
   if (batch.length === 0) return [];
@@ -132,7 +133,7 @@ export async function queueEmailsWithStatus(ctx: AppContext, t: { tx: Db; client
   });
   const statusById = new Map(inserted.map((r) => [r.id, r.status]));
   const queued = rows.map((r) => ({ id: r.id, status: statusById.get(r.id)! }));
-  const jobs = queued.filter((r) => r.status === 'QUEUED').map((r) => ({ data: { emailId: r.id } }));
+  const jobs = deliveryJobs(queued.filter((r) => r.status === 'QUEUED').map((r) => r.id));
   await ctx.jobs.sendMany(DELIVERY_QUEUE, jobs, { client: t.client });
   return queued;
 }

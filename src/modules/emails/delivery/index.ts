@@ -1,5 +1,4 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { z } from 'zod';
 import { loggableError } from '../../../loggable-error.ts';
 import type { AppContext } from '../../../context.ts';
 import type { QueueDef } from '../../../jobs/boss.ts';
@@ -15,6 +14,7 @@ import { composeMessage } from './compose.ts';
 import { type StoredContent, contentsOf, fullContent } from './content.ts';
 import { logOutcome } from './log.ts';
 import { DELIVERY_QUEUE } from './queue-name.ts';
+import { DELIVERY_JOB_WEIGHT, DELIVERY_JOB_EMAILS, type DeliveryPayload, deliveryPayload } from './job.ts';
 import {
   type Accepted,
   CLAIM_RENEW_MS,
@@ -32,18 +32,15 @@ import { reserveSendSlots } from './throttle.ts';
 const MAX_INLINE_WAIT_MS = 2000;
 const MAX_BACKOFF_SECONDS = 6 * 3600;
 
-const payload = z.object({ emailId: z.string().uuid(), slot: z.string().datetime().optional() });
-type Payload = z.infer<typeof payload>;
-
 /**
  * The delivery engine, set-based over a batch of jobs: throttle → claim → check → compose → send
  * → record. Each step is its own module; this facade only sequences them. Safe to run twice for
  * one email (the claim is a check-and-set), safe to crash anywhere (the claim's lease expires and
  * another worker resumes).
  */
-export async function deliverBatch(ctx: AppContext, items: Payload[]): Promise<void> {
-  const givenSlots = new Map(items.filter((i) => i.slot).map((i) => [i.emailId, new Date(i.slot!)]));
-  const found = await peekEmails(ctx, [...new Set(items.map((i) => i.emailId))]);
+export async function deliverBatch(ctx: AppContext, items: DeliveryPayload[]): Promise<void> {
+  const givenSlots = new Map(items.flatMap((i) => (i.slot ? i.emailIds.map((id) => [id, new Date(i.slot!)] as const) : [])));
+  const found = await peekEmails(ctx, [...new Set(items.flatMap((i) => i.emailIds))]);
   const orphaned = found.filter((e) => e.handedOff);
   if (orphaned.length > 0)
     await settleOrphanedHandOffs(
@@ -64,7 +61,7 @@ export async function deliverBatch(ctx: AppContext, items: Payload[]): Promise<v
   if (later.length > 0) {
     await ctx.jobs.sendMany(
       DELIVERY_QUEUE,
-      later.map(([emailId, slot]) => ({ data: { emailId, slot: slot.toISOString() }, startAfter: slot })),
+      later.map(([emailId, slot]) => ({ data: { emailIds: [emailId], slot: slot.toISOString() } satisfies DeliveryPayload, startAfter: slot })),
     );
   }
   const now = [...slots].filter(([, slot]) => slot.getTime() - Date.now() <= MAX_INLINE_WAIT_MS).map(([id]) => id);
@@ -138,7 +135,7 @@ async function sendClaimed(ctx: AppContext, claimed: ClaimedEmail[], slots: Map<
 }
 
 /** One job's worth: used by tests and by callers that deliver a single email. */
-export const deliverEmail = (ctx: AppContext, data: Payload) => deliverBatch(ctx, [data]);
+export const deliverEmail = (ctx: AppContext, emailId: string) => deliverBatch(ctx, [{ emailIds: [emailId] }]);
 
 /** Checks, composes and sends one claimed email. Returns the accepted message for the caller to record; records every other outcome itself. */
 async function sendOne(
@@ -203,7 +200,7 @@ async function sendOne(
         const delay = Math.min(ctx.config.deliveryRetryBaseSeconds * 4 ** (email.attempts - 1), MAX_BACKOFF_SECONDS);
         const retryAt = new Date(Date.now() + delay * 1000);
         await markForRetry(ctx, email, outcome.response, (client) =>
-          ctx.jobs.send(DELIVERY_QUEUE, { emailId: email.id }, { client, startAfter: retryAt }).then(() => {}),
+          ctx.jobs.send(DELIVERY_QUEUE, { emailIds: [email.id] } satisfies DeliveryPayload, { client, startAfter: retryAt }).then(() => {}),
         );
         logOutcome(ctx, email, 'retrying', `${outcome.response} (retry in ${delay} s)`);
       }
@@ -218,16 +215,18 @@ function groupBy<T>(items: T[], key: (t: T) => string): Map<string, T[]> {
   return out;
 }
 
-export const deliveryQueue: QueueDef<Payload> = {
+export const deliveryQueue: QueueDef<DeliveryPayload> = {
   name: DELIVERY_QUEUE,
-  schema: payload,
-  handler: (ctx, data) => deliverEmail(ctx, data),
+  schema: deliveryPayload,
+  handler: (ctx, data) => deliverBatch(ctx, [data]),
   batchHandler: (ctx, items) =>
     deliverBatch(
       ctx,
       items.map((i) => i.data),
     ),
-  batchSize: 100,
+  // A fetch takes jobs until they name 100 emails: one job of a campaign batch, or up to 100 jobs of one email.
+  batchSize: DELIVERY_JOB_EMAILS,
+  jobWeight: DELIVERY_JOB_WEIGHT,
   workers: 4,
   retryLimit: 10,
   retryDelaySeconds: 10,

@@ -4,6 +4,7 @@ import type { AppContext } from '../../../context.ts';
 import type { QueueDef } from '../../../jobs/boss.ts';
 import { liveJobExists } from '../../../jobs/live-job.ts';
 import { DELIVERY_QUEUE, DELIVERY_WATCHDOG_QUEUE } from './queue-name.ts';
+import { deliveryJobNames, deliveryJobs } from './job.ts';
 
 /** A delivery job `active` for longer than this while its email is still waiting belongs to a dead worker. */
 const DEAD_ACTIVE_SECONDS = 30;
@@ -23,12 +24,12 @@ export async function redriveStrandedEmails(ctx: AppContext, scope: { campaignId
      WHERE e.status IN ('QUEUED', 'SENDING')
        AND (e.status = 'QUEUED' OR e.locked_until < now())
        ${scope.campaignId ? sql`AND e.campaign_id = ${scope.campaignId}` : sql``}
-       AND NOT ${liveJobExists(DELIVERY_QUEUE, 'emailId', sql`e.id::text`, DEAD_ACTIVE_SECONDS)}
+       AND NOT ${liveJobExists(DELIVERY_QUEUE, (data) => deliveryJobNames(data, sql`e.id::text`), DEAD_ACTIVE_SECONDS)}
      LIMIT ${REDRIVE_LIMIT}`);
   if (rows.length === 0) return 0;
   await ctx.jobs.sendMany(
     DELIVERY_QUEUE,
-    rows.map((r) => ({ data: { emailId: r.id } })),
+    deliveryJobs(rows.map((r) => r.id)),
   );
   ctx.log.warn({ ...scope, emails: rows.length }, 'emails waiting for delivery had no live delivery job; re-queued them');
   return rows.length;
