@@ -107,7 +107,11 @@ export const emails = pgTable(
   (t) => [
     index('emails_project_created_idx').on(t.projectId, t.createdAt, t.id),
     index('emails_contact_created_idx').on(t.contactId, t.createdAt, t.id),
-    index('emails_campaign_idx').on(t.campaignId, t.status),
+    // Partial, like the message-id index below: an email's row is written three times (queued,
+    // claimed, recorded), and a transactional email would add an entry for its NULL each time.
+    index('emails_campaign_idx')
+      .on(t.campaignId, t.status)
+      .where(sql`campaign_id IS NOT NULL`),
     index('emails_content_idx').on(t.contentId),
     // The delivery watchdog's scan: only emails still waiting for delivery, however many were sent.
     index('emails_waiting_idx')
@@ -117,7 +121,10 @@ export const emails = pgTable(
     uniqueIndex('emails_campaign_contact_key')
       .on(t.campaignId, t.contactId)
       .where(sql`campaign_id IS NOT NULL`),
-    index('emails_project_message_id_idx').on(t.messageId),
+    // Only sent emails have a Message-ID; the relay's feedback looks them up by it.
+    index('emails_project_message_id_idx')
+      .on(t.messageId)
+      .where(sql`message_id IS NOT NULL`),
     // Analytics: each outcome counted over time by an index-only range scan per project.
     index('emails_project_sent_at_idx')
       .on(t.projectId, t.sentAt)
