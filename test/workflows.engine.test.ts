@@ -6,6 +6,8 @@ import { verifyDomain } from './helpers/domains.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
 import { buildWorkflow, testClock, waitFor } from './helpers/workflows.ts';
+import { whileAnotherTransaction } from './helpers/other-transaction.ts';
+import { updateContactsData } from '../src/modules/contacts/service.ts';
 
 /**
  * The workflow engine through HTTP: real PostgreSQL, the runner loop of the test server's worker,
@@ -274,6 +276,39 @@ describe('workflow engine', () => {
     const changed = await row('plain@people.test');
     assert.notEqual(changed.xmin, plain.xmin);
     assert.deepEqual(changed.data, { rank: 2, badge: 'gold' });
+  });
+
+  test("UPDATE_CONTACT's batch locks its contacts in email order, the order every multi-contact upsert takes", async () => {
+    // zed is created first, so its id sorts before amy's: an update locking by id would take zed first.
+    const zed = (await p.sk.post('/contacts', { email: 'zed@lock-order.test' })).body.id as string;
+    const amy = (await p.sk.post('/contacts', { email: 'amy@lock-order.test' })).body.id as string;
+    assert.ok(zed < amy);
+    let amyLockedByUpdate = false;
+    // The step's statement waits for zed's row lock. In email order it already holds amy's, so a
+    // third transaction cannot lock amy; in id order it could.
+    const updated = await whileAnotherTransaction(server, {
+      hold: (other) => other.query(`SELECT 1 FROM contacts WHERE id = $1 FOR UPDATE`, [zed]),
+      request: () => updateContactsData(server.ctx.database.db, p.project.id, [zed, amy], { badge: 'ordered' }, { now: new Date() }),
+      beforeCommit: async () => {
+        const third = await server.ctx.database.pool.connect();
+        try {
+          await third.query(`SET lock_timeout = '1s'`);
+          await third.query(`SELECT 1 FROM contacts WHERE id = $1 FOR NO KEY UPDATE`, [amy]);
+        } catch (err) {
+          amyLockedByUpdate = (err as { code?: string }).code === '55P03'; // lock_not_available
+        } finally {
+          third.release();
+        }
+      },
+    });
+    assert.equal(amyLockedByUpdate, true);
+    assert.deepEqual(
+      [...updated.values()].map((c) => [c.email, c.data.badge]).sort(),
+      [
+        ['amy@lock-order.test', 'ordered'],
+        ['zed@lock-order.test', 'ordered'],
+      ],
+    );
   });
 
   test('a segment entry starts a workflow; UPDATE_CONTACT and CONDITION on event.* context', async () => {

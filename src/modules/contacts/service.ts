@@ -188,11 +188,14 @@ export async function updateContactsData(
   await checkFieldCapacity(db, projectId, fieldTypesOf(changes.set).keys);
   const data = mergedData(sql`c.data`, textArray(changes.unset), sql`${JSON.stringify(changes.set)}::jsonb`);
   // Only a contact whose data changes is written; one that already holds the values is answered
-  // as `old` locked it (no new row version), as the upserts do (upsert-sql.ts).
+  // as `old` locked it (no new row version), as the upserts do (upsert-sql.ts). The locks are
+  // taken in email order, the order of the grouped upsert (upsert-many.ts), so the two cannot
+  // deadlock; NO KEY, as the update leaves the key alone: an event or email naming the contact
+  // meanwhile need not wait.
   const { rows } = await db.execute<ContactRow>(sql`
     WITH old AS MATERIALIZED (
       SELECT ${contactColumns('c')} FROM contacts AS c
-       WHERE c.id = ANY(${textArray(contactIds)}) AND c.project_id = ${projectId} ORDER BY c.id FOR UPDATE
+       WHERE c.id = ANY(${textArray(contactIds)}) AND c.project_id = ${projectId} ORDER BY c.email FOR NO KEY UPDATE
     )${recordFieldTypesOf(projectId, changes.set, iso, sql`EXISTS (SELECT 1 FROM old)`)}, changed AS (
       UPDATE contacts AS c SET data = ${data}, updated_at = ${iso}::timestamptz
         FROM old WHERE c.id = old.id AND ${data} <> c.data

@@ -23,8 +23,9 @@ const fields = sql`${capacity.cte}${recordFieldTypes({ project: $(1), keys: $(4,
 const merged = mergedData(sql`o.data`, sql`i.unset_keys`, sql`i.set_data`);
 
 // `old` locks the existing contacts in email order, then `created` inserts the new ones in email
-// order; groups, multi-recipient sends and static segment member adds all upsert here, so none
-// of them can deadlock with another on contacts (the one-by-one path locks one). In READ
+// order; groups, multi-recipient sends and static segment member adds all upsert here, and a
+// workflow UPDATE_CONTACT batch locks in email order too (updateContactsData), so none of them
+// can deadlock with another on contacts (the one-by-one path locks one). In READ
 // COMMITTED, a contact another transaction changed meanwhile is read as that transaction left it.
 // `old` looks each email up in the (project, email) index: a LATERAL subquery that locks is never
 // turned into a join, and as `email IN (SELECT email FROM input)` the planner, its statistics
