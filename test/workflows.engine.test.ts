@@ -302,13 +302,10 @@ describe('workflow engine', () => {
       },
     });
     assert.equal(amyLockedByUpdate, true);
-    assert.deepEqual(
-      [...updated.values()].map((c) => [c.email, c.data.badge]).sort(),
-      [
-        ['amy@lock-order.test', 'ordered'],
-        ['zed@lock-order.test', 'ordered'],
-      ],
-    );
+    assert.deepEqual([...updated.values()].map((c) => [c.email, c.data.badge]).sort(), [
+      ['amy@lock-order.test', 'ordered'],
+      ['zed@lock-order.test', 'ordered'],
+    ]);
   });
 
   test('a segment entry starts a workflow; UPDATE_CONTACT and CONDITION on event.* context', async () => {

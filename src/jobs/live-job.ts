@@ -1,9 +1,10 @@
 import { type SQL, sql } from 'drizzle-orm';
 
 /**
- * SQL: a job of `queue` whose payload `matches` (a condition over the payload column) will still run — created,
- * waiting to retry, or active for less than `deadAfterSeconds` (an older active job belongs to a
- * worker that died holding it; pg-boss expires it only after the queue's expireInSeconds).
+ * SQL: a job of `queue` whose payload `matches` (a condition over the payload column) will still
+ * run — created, waiting to retry, or active for less than `deadAfterSeconds` (an older active job
+ * belongs to a worker that died holding it; pg-boss expires it only after the queue's
+ * expireInSeconds).
  * The one place outside pg-boss that reads its job table (schema `pgboss`, see boss.ts).
  */
 export function liveJobExists(queue: string, matches: (data: SQL) => SQL, deadAfterSeconds: number): SQL {

@@ -27,10 +27,7 @@ export async function redriveStrandedEmails(ctx: AppContext, scope: { campaignId
        AND NOT ${liveJobExists(DELIVERY_QUEUE, (data) => deliveryJobNames(data, sql`e.id::text`), DEAD_ACTIVE_SECONDS)}
      LIMIT ${REDRIVE_LIMIT}`);
   if (rows.length === 0) return 0;
-  await ctx.jobs.sendMany(
-    DELIVERY_QUEUE,
-    deliveryJobs(rows.map((r) => r.id)),
-  );
+  await ctx.jobs.sendMany(DELIVERY_QUEUE, deliveryJobs(rows.map((r) => r.id)));
   ctx.log.warn({ ...scope, emails: rows.length }, 'emails waiting for delivery had no live delivery job; re-queued them');
   return rows.length;
 }
