@@ -320,6 +320,19 @@ describe('the delivery engine', () => {
     assert.equal(sink.messages.filter((m) => m.envelope.to.includes('older@example.org')).length, 1);
   });
 
+  test('a delivery job of a shape Herald does not write fails alone and holds no other delivery back', async () => {
+    const bad = await server.ctx.jobs.send('email-delivery', { emailIds: 'not a list' });
+    const res = await b.sk.post('/v1/send', { to: 'after-bad@example.org', from: FROM, subject: 'after', body: 'b' });
+    assert.equal(res.status, 200, res.text);
+    assert.equal((await waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT', 'FAILED'])).status, 'SENT');
+    await waitFor('the bad job failed', async () => {
+      const [job] = await server.sql<{ state: string }>(`SELECT state::text FROM pgboss.job WHERE id = $1`, [bad]);
+      return job.state === 'retry' || job.state === 'failed';
+    });
+    const [job] = await server.sql<{ output: unknown }>(`SELECT output FROM pgboss.job WHERE id = $1`, [bad]);
+    assert.deepEqual(job.output, { message: 'The payload is not valid' });
+  });
+
   test('a slow relay does not lose a live claim: the worker renews its lease while it waits', async () => {
     const to = 'slow@example.org';
     sink.slowFor(to, 13_000); // longer than a renewal period (10 s)

@@ -125,6 +125,38 @@ test('with a job weight, a fetch takes jobs, earliest due first, until they hold
   );
 });
 
+test('a job whose payload does not parse fails alone; the jobs fetched with it are handled and complete', async () => {
+  const handled: number[] = [];
+  await withQueue(
+    {
+      name: 'test-invalid',
+      batchSize: 10,
+      retryLimit: 0,
+      batchHandler: async (_ctx, items) => {
+        handled.push(...items.map((i) => (i.data as { k: number }).k));
+      },
+    },
+    async (jobs) => {
+      await jobs.sendMany('test-invalid', [{ data: { k: 1 } }, { data: { k: 'two' } }, { data: { k: 3 } }]);
+      await jobs.startWorkers(ctx);
+      for (let i = 0; i < 100 && handled.length < 2; i++) await sleep(50);
+      await sleep(200);
+    },
+  );
+  assert.deepEqual(handled.sort(), [1, 3]);
+  const { rows } = await pool.query<{ k: unknown; state: string; output: unknown }>(
+    `SELECT data->'k' AS k, state::text, output FROM pgboss.job WHERE name = 'test-invalid' ORDER BY data->>'k'`,
+  );
+  assert.deepEqual(
+    rows.map((r) => [r.k, r.state, r.output]),
+    [
+      [1, 'completed', null],
+      [3, 'completed', null],
+      ['two', 'failed', { message: 'The payload is not valid' }],
+    ],
+  );
+});
+
 test('a batch that throws is failed with its message and retried by the queue policy', async () => {
   let attempts = 0;
   await withQueue(

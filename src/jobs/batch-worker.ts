@@ -27,7 +27,10 @@ export type BatchWorkerOptions = {
   /** SQL over a job's `data`: the units of work it holds (QueueDef.jobWeight). */
   jobWeight?: string;
   pollingIntervalMs: number;
-  /** Handles a fetched batch; a throw fails every job of it (pg-boss retries them by the queue's policy). */
+  /**
+   * Handles a fetched batch; a throw fails every job of it (pg-boss retries them by the queue's
+   * policy). Jobs the handler failed itself (failAll) are left as it left them; the rest complete.
+   */
   handle: (jobs: BatchJob[]) => Promise<void>;
   onError: (err: unknown) => void;
 };
@@ -68,7 +71,7 @@ const COMPLETE_SQL = `
    WHERE name = $1 AND id = ANY($2::uuid[]) AND state = 'active'`;
 
 /** pg-boss fails several jobs with one output (its `fail` takes an id array there too; its types list only one id). */
-const failAll = (boss: PgBoss, queue: string, ids: string[], output: { message: string }) =>
+export const failAll = (boss: PgBoss, queue: string, ids: string[], output: { message: string }) =>
   (boss.fail as (name: string, ids: string[], data: object) => Promise<void>).call(boss, queue, ids, output);
 
 const ERROR_PAUSE_MS = 5_000;

@@ -27,8 +27,11 @@ export function deliveryJobs(ids: string[]): { data: DeliveryPayload }[] {
   return jobs;
 }
 
-/** SQL over `data` (a delivery job's payload): how many emails the job names. */
-export const DELIVERY_JOB_WEIGHT = `COALESCE(jsonb_array_length(data->'emailIds'), 1)`;
+/**
+ * SQL over `data` (a delivery job's payload): how many emails the job names. A payload of another
+ * shape counts as one rather than failing the fetch (its job then fails alone, as not valid).
+ */
+export const DELIVERY_JOB_WEIGHT = `CASE WHEN jsonb_typeof(data->'emailIds') = 'array' THEN jsonb_array_length(data->'emailIds') ELSE 1 END`;
 
 /** SQL: the delivery job payload `data` names the email `id` (text). */
 export const deliveryJobNames = (data: SQL, id: SQL): SQL => sql`(${data}->'emailIds' ? ${id} OR ${data}->>'emailId' = ${id})`;
