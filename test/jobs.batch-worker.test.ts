@@ -155,6 +155,40 @@ test('a job whose payload does not parse fails alone; the jobs fetched with it a
       ['two', 'failed', { message: 'The payload is not valid' }],
     ],
   );
+
+  // When the rest of the batch then fails, each job keeps its own reason (both wait to be retried).
+  await withQueue(
+    {
+      name: 'test-invalid-throw',
+      batchSize: 10,
+      retryLimit: 1,
+      retryDelaySeconds: 60,
+      retryBackoff: false,
+      batchHandler: async () => {
+        throw new Error('relay down');
+      },
+    },
+    async (jobs) => {
+      await jobs.sendMany('test-invalid-throw', [{ data: { k: 1 } }, { data: { k: 'two' } }]);
+      await jobs.startWorkers(ctx);
+      for (let i = 0; i < 100; i++) {
+        const { rows: waiting } = await pool.query(`SELECT 1 FROM pgboss.job WHERE name = 'test-invalid-throw' AND state = 'retry'`);
+        if (waiting.length === 2) break;
+        await sleep(50);
+      }
+      await sleep(200);
+    },
+  );
+  const { rows: failed } = await pool.query<{ k: unknown; state: string; output: unknown }>(
+    `SELECT data->'k' AS k, state::text, output FROM pgboss.job WHERE name = 'test-invalid-throw' ORDER BY data->>'k'`,
+  );
+  assert.deepEqual(
+    failed.map((r) => [r.k, r.state, r.output]),
+    [
+      [1, 'retry', { message: 'relay down' }],
+      ['two', 'retry', { message: 'The payload is not valid' }],
+    ],
+  );
 });
 
 test('a batch that throws is failed with its message and retried by the queue policy', async () => {

@@ -28,10 +28,13 @@ export type BatchWorkerOptions = {
   jobWeight?: string;
   pollingIntervalMs: number;
   /**
-   * Handles a fetched batch; a throw fails every job of it (pg-boss retries them by the queue's
-   * policy). Jobs the handler failed itself (failAll) are left as it left them; the rest complete.
+   * Checks and reads a job's payload (the queue's schema). A job whose payload it refuses fails
+   * alone, with "The payload is not valid", and is not handed to `handle`.
    */
+  parse: (data: unknown) => { success: true; data: unknown } | { success: false };
+  /** Handles the parsed jobs of a fetched batch; a throw fails every one of them (pg-boss retries them by the queue's policy). */
   handle: (jobs: BatchJob[]) => Promise<void>;
+  onInvalid: (jobIds: string[]) => void;
   onError: (err: unknown) => void;
 };
 
@@ -71,7 +74,7 @@ const COMPLETE_SQL = `
    WHERE name = $1 AND id = ANY($2::uuid[]) AND state = 'active'`;
 
 /** pg-boss fails several jobs with one output (its `fail` takes an id array there too; its types list only one id). */
-export const failAll = (boss: PgBoss, queue: string, ids: string[], output: { message: string }) =>
+const failAll = (boss: PgBoss, queue: string, ids: string[], output: { message: string }) =>
   (boss.fail as (name: string, ids: string[], data: object) => Promise<void>).call(boss, queue, ids, output);
 
 const ERROR_PAUSE_MS = 5_000;
@@ -114,7 +117,19 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
     }
   };
 
-  const runBatch = async (jobs: BatchJob[]) => {
+  const runBatch = async (fetched: BatchJob[]) => {
+    const jobs: BatchJob[] = [];
+    const invalid: string[] = [];
+    for (const job of fetched) {
+      const parsed = opts.parse(job.data);
+      if (parsed.success) jobs.push({ id: job.id, data: parsed.data });
+      else invalid.push(job.id);
+    }
+    if (invalid.length > 0) {
+      opts.onInvalid(invalid);
+      await failAll(opts.boss, opts.queue, invalid, { message: 'The payload is not valid' });
+    }
+    if (jobs.length === 0) return;
     const ids = jobs.map((j) => j.id);
     try {
       await opts.handle(jobs);

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import { loggableError } from '../loggable-error.ts';
-import { type BatchWorker, failAll, startBatchWorker } from './batch-worker.ts';
+import { type BatchWorker, startBatchWorker } from './batch-worker.ts';
 
 /** A background queue: its payload schema (checked when a job is picked up), handler and retry policy. */
 export type QueueDef<T> = {
@@ -138,19 +138,12 @@ export async function startJobs(opts: {
                 batchSize,
                 jobWeight: q.jobWeight,
                 pollingIntervalMs: pollingIntervalSeconds * 1000,
+                // A job whose payload does not parse fails alone: it must not hold back the jobs fetched with it.
+                parse: (data) => q.schema.safeParse(data),
+                onInvalid: (jobIds) => opts.log.error({ queue: q.name, jobIds }, `${jobIds.length} job(s) on ${q.name} failed: the payload is not valid`),
                 handle: async (jobs) => {
-                  // A job whose payload does not parse fails alone: it must not hold back the jobs fetched with it.
-                  const items = jobs.map((job) => ({ id: job.id, parsed: q.schema.safeParse(job.data) }));
-                  const invalid = items.filter((i) => !i.parsed.success);
-                  if (invalid.length > 0) {
-                    const ids = invalid.map((i) => i.id);
-                    opts.log.error({ queue: q.name, jobIds: ids }, `${ids.length} job(s) on ${q.name} failed: the payload is not valid`);
-                    await failAll(boss, q.name, ids, { message: 'The payload is not valid' });
-                  }
-                  const valid = items.flatMap((i) => (i.parsed.success ? [{ id: i.id, data: i.parsed.data }] : []));
-                  if (valid.length === 0) return;
                   try {
-                    await batchHandler(ctx, valid);
+                    await batchHandler(ctx, jobs);
                   } catch (err) {
                     // The line's text takes loggableError's message: a database error's own message can carry a parameter's value.
                     const error = loggableError(err);
