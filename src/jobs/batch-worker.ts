@@ -104,7 +104,7 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
         const { rows } = (await db.executeSql(FETCH_SQL, [opts.queue, opts.batchSize])) as { rows: (BatchJob & { locked: number })[] };
         const locked = rows[0]?.locked ?? 0;
         more = locked > rows.length || locked === opts.batchSize;
-        if (rows.length > 0) await runBatch(rows.map(({ id, data }) => ({ id, data })));
+        if (rows.length > 0) await runBatch(rows);
       } catch (err) {
         failed = true;
         opts.onError(err);
