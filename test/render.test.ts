@@ -263,6 +263,18 @@ describe('link tokens', () => {
     assert.equal(verifyLinkToken(secret, ''), null);
   });
 
+  test('a token is the same bytes as one in an email sent before the link key was cached, and verifies', () => {
+    // Signed by the code before 2026-11-28 (the key derived anew for each token): links in mail
+    // already sent must keep working, so the key must stay the derived MAC's base64url text.
+    const sent =
+      'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJwIjoicHJqXzEiLCJjIjoiY250XzEiLCJhIjoibWFuYWdlIiwiZSI6IjBiN2M1ZjBlLThhNDQtNGM1OS05YTU1LTNmMGQ2YjBjOWYxMSIsInR5cCI6ImhlcmFsZC1saW5rIiwiaWF0IjoxNzM1Njg5NjAwLCJleHAiOjE4OTMzNjk2MDB9.e_FrjzFLOS_w8xH6fILIz-h8qZne6jmdidwcrZU0AIk';
+    const manage = { projectId: 'prj_1', contactId: 'cnt_1', action: 'manage' as const, emailId: '0b7c5f0e-8a44-4c59-9a55-3f0d6b0c9f11' };
+    const now = Date.UTC(2025, 0, 1);
+    assert.equal(signLinkToken(secret, manage, now), sent);
+    assert.deepEqual(verifyLinkToken(secret, sent, now + 1000), manage);
+    assert.equal(verifyLinkToken('another-secret-0123456789', sent, now + 1000), null);
+  });
+
   test('tokens live at least a year and then expire', () => {
     const now = Date.UTC(2025, 0, 1);
     const token = signLinkToken(secret, claims, now);

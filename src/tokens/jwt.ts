@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { type KeyObject, createHmac, timingSafeEqual } from 'node:crypto';
 
 /**
  * Minimal HS256 JWTs for dashboard sessions, account emails, invitations and link tokens (no HTTP here:
@@ -12,7 +12,7 @@ export type TokenType = 'session' | 'verify-email' | 'reset-password' | 'herald-
 const b64 = (s: string | Buffer) => Buffer.from(s).toString('base64url');
 const HEADER = b64(JSON.stringify({ alg: 'HS256', typ: 'JWT' }));
 
-export function signJwt(typ: TokenType, payload: Record<string, unknown>, secret: string, ttlSeconds: number, now = Date.now()): string {
+export function signJwt(typ: TokenType, payload: Record<string, unknown>, secret: string | KeyObject, ttlSeconds: number, now = Date.now()): string {
   const iat = Math.floor(now / 1000);
   const body = b64(JSON.stringify({ ...payload, typ, iat, exp: iat + ttlSeconds }));
   const sig = createHmac('sha256', secret).update(`${HEADER}.${body}`).digest('base64url');
@@ -20,7 +20,7 @@ export function signJwt(typ: TokenType, payload: Record<string, unknown>, secret
 }
 
 /** The payload of a valid, unexpired token of purpose `typ`, or null. */
-export function verifyJwt(token: string, typ: TokenType, secret: string, now = Date.now()): Record<string, unknown> | null {
+export function verifyJwt(token: string, typ: TokenType, secret: string | KeyObject, now = Date.now()): Record<string, unknown> | null {
   if (typeof token !== 'string' || token.length > 4096) return null;
   const parts = token.split('.');
   if (parts.length !== 3 || parts[0] !== HEADER) return null;
