@@ -16,40 +16,29 @@ export const OUTCOMES = ['sent', 'delivered', 'opened', 'clicked', 'bounced', 'c
 export type OutcomeChange = { projectId: string; campaignId: string | null; outcome: Outcome; at: Date };
 
 export const SLOT_MS = 15 * 60_000;
-/** The slot of a timestamp: its quarter hour in UTC. */
-const slotOf = (at: SQL) => sql`date_bin('15 minutes', ${at}, TIMESTAMPTZ '2000-01-01 00:00:00+00')`;
-
-const counted = sql.join(
-  OUTCOMES.map((o) => sql`count(*) FILTER (WHERE ch.outcome = ${o})::int`),
-  sql`, `,
-);
-const added = (table: string) =>
-  sql.join(
-    OUTCOMES.map((o) => sql`${sql.identifier(o)} = ${sql.identifier(table)}.${sql.identifier(o)} + excluded.${sql.identifier(o)}`),
-    sql`, `,
-  );
-const columns = sql.join(
-  OUTCOMES.map((o) => sql.identifier(o)),
-  sql`, `,
-);
+const COUNTED = OUTCOMES.map((o) => `count(*) FILTER (WHERE ch.outcome = '${o}')::int`).join(', ');
+const COLUMNS = OUTCOMES.join(', ');
+const added = (table: string) => OUTCOMES.map((o) => `${o} = ${table}.${o} + excluded.${o}`).join(', ');
 
 /**
- * CTEs for a statement's WITH list: `changes` is a query yielding (project_id, campaign_id,
- * outcome, at), one row per email and outcome that has just happened; they are added to both
- * summaries. Slot rows first, then campaign rows, in every statement (one lock order).
+ * Text of the CTEs that add the rows of CTE `outcome_changes` (project_id, campaign_id, outcome,
+ * at: one row per email and outcome that has just happened; the statement's WITH list defines it
+ * before these) to both summaries, slot rows first, then campaign rows, in every statement (one
+ * lock order). As plain text so the record of accepted messages can stay one constant named
+ * statement (emails/lifecycle.ts). A slot is the quarter hour (UTC) of `at`.
  */
-export function outcomeRollupCtes(changes: SQL): SQL {
-  return sql`outcome_changes AS (${changes}),
-    outcome_slots AS (
-      INSERT INTO email_outcome_slots AS s (project_id, slot, ${columns})
-      SELECT ch.project_id, ${slotOf(sql`ch.at`)}, ${counted} FROM outcome_changes AS ch GROUP BY 1, 2
+export const OUTCOME_ROLLUP_CTES = `outcome_slots AS (
+      INSERT INTO email_outcome_slots AS s (project_id, slot, ${COLUMNS})
+      SELECT ch.project_id, date_bin('15 minutes', ch.at, TIMESTAMPTZ '2000-01-01 00:00:00+00'), ${COUNTED} FROM outcome_changes AS ch GROUP BY 1, 2
       ON CONFLICT (project_id, slot) DO UPDATE SET ${added('s')}
     ), outcome_campaigns AS (
-      INSERT INTO campaign_outcomes AS c (campaign_id, project_id, ${columns})
-      SELECT ch.campaign_id, ch.project_id, ${counted} FROM outcome_changes AS ch WHERE ch.campaign_id IS NOT NULL GROUP BY 1, 2
+      INSERT INTO campaign_outcomes AS c (campaign_id, project_id, ${COLUMNS})
+      SELECT ch.campaign_id, ch.project_id, ${COUNTED} FROM outcome_changes AS ch WHERE ch.campaign_id IS NOT NULL GROUP BY 1, 2
       ON CONFLICT (campaign_id) DO UPDATE SET ${added('c')}
     )`;
-}
+
+/** The statement `WITH outcome_changes AS (<changes>), <OUTCOME_ROLLUP_CTES> SELECT 1`. */
+const addOutcomeChanges = (changes: SQL) => sql`WITH outcome_changes AS (${changes}), ${sql.raw(OUTCOME_ROLLUP_CTES)} SELECT 1`;
 
 /** Adds outcomes that just happened, in the caller's transaction (one statement; nothing for an empty list). */
 export async function addOutcomes(db: Db, changes: OutcomeChange[]): Promise<void> {
@@ -58,15 +47,13 @@ export async function addOutcomes(db: Db, changes: OutcomeChange[]): Promise<voi
     changes.map((c) => sql`(${c.projectId}, ${c.campaignId}::uuid, ${c.outcome}, ${c.at.toISOString()}::timestamptz)`),
     sql`, `,
   );
-  await db.execute(sql`
-    WITH ${outcomeRollupCtes(sql`SELECT * FROM (VALUES ${rows}) AS v(project_id, campaign_id, outcome, at)`)}
-    SELECT 1`);
+  await db.execute(addOutcomeChanges(sql`SELECT * FROM (VALUES ${rows}) AS v(project_id, campaign_id, outcome, at)`));
 }
 
 /** Per-campaign outcome totals (zeros for a campaign that has none yet). */
 export async function campaignOutcomeTotals(db: Db, campaignIds: string[]): Promise<Map<string, DeliveryCounts>> {
   const { rows } = await db.execute<DeliveryCounts & { campaign_id: string }>(sql`
-    SELECT campaign_id, ${columns} FROM campaign_outcomes WHERE campaign_id = ANY(${sql.param(campaignIds)}::uuid[])`);
+    SELECT campaign_id, ${sql.raw(COLUMNS)} FROM campaign_outcomes WHERE campaign_id = ANY(${sql.param(campaignIds)}::uuid[])`);
   return new Map(rows.map(({ campaign_id, ...counts }) => [campaign_id, counts]));
 }
 
@@ -105,5 +92,5 @@ export async function rebuildOutcomeRollups(db: Db, projectId: string): Promise<
      WHERE e.project_id = ${projectId} AND o.at IS NOT NULL`;
   await db.execute(sql`DELETE FROM email_outcome_slots WHERE project_id = ${projectId}`);
   await db.execute(sql`DELETE FROM campaign_outcomes WHERE project_id = ${projectId}`);
-  await db.execute(sql`WITH ${outcomeRollupCtes(changes)} SELECT 1`);
+  await db.execute(addOutcomeChanges(changes));
 }

@@ -3,8 +3,8 @@ import type pg from 'pg';
 import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
 import { type EmailStatus, emails } from '../../db/schema/emails.ts';
-import { addOutcomes, outcomeRollupCtes } from '../analytics/outcome-rollups.ts';
-import { recordEvent, recordEventsWith } from '../events/record.ts';
+import { OUTCOME_ROLLUP_CTES, addOutcomes } from '../analytics/outcome-rollups.ts';
+import { eventsWithStatement, recordEvent, recordEventsWith } from '../events/record.ts';
 
 /**
  * The life of an email, and the only place that writes `emails` after it is queued
@@ -203,37 +203,44 @@ export async function markAccepted(ctx: AppContext, accepted: Accepted[]): Promi
     data: emailEventData(a.email, a.subject),
     raw: captured ? a.raw.toString('base64') : null,
   }));
-  // The emails are found by primary key (the id array). Where the status test was a plain
-  // `e.status = 'SENDING'`, the planner, whose statistics mid-campaign predate the send, also read
-  // the partial index of waiting emails, dead entries and all: thousands of entries a statement.
-  // Wrapped in IS TRUE, the test cannot use that index.
-  await recordEventsWith(ctx.database.db, {
-    with: sql`input AS (
-      SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb)
+  await recordEventsWith(ctx.database.db, RECORD_ACCEPTED_SQL, [JSON.stringify(input), captured, accepted.map((a) => a.email.id)], 2 * accepted.length);
+}
+
+/**
+ * markAccepted's statement: $1 the accepted messages as a JSON array, $2 whether they were
+ * captured (no SMTP_URL: DELIVERED at once, source stored), $3 their ids. The emails are found by
+ * primary key (the id array). Where the status test was a plain `e.status = 'SENDING'`, the
+ * planner, whose statistics mid-campaign predate the send, also read the partial index of waiting
+ * emails, dead entries and all: thousands of entries a statement. Wrapped in IS TRUE, the test
+ * cannot use that index.
+ */
+const RECORD_ACCEPTED_SQL = eventsWithStatement('herald_emails_accepted_v1', {
+  withCtes: `input AS (
+      SELECT * FROM jsonb_to_recordset($1::jsonb)
           AS i(ord int, id uuid, subject text, message_id text, at timestamptz, data jsonb, raw text)
     ), updated AS (
       UPDATE emails AS e
-         SET status = ${captured ? 'DELIVERED' : 'SENT'}, subject = i.subject, message_id = i.message_id, error = NULL,
-             locked_until = NULL, sent_at = i.at, delivered_at = CASE WHEN ${captured} THEN i.at END, updated_at = i.at
+         SET status = CASE WHEN $2::boolean THEN 'DELIVERED' ELSE 'SENT' END, subject = i.subject, message_id = i.message_id, error = NULL,
+             locked_until = NULL, sent_at = i.at, delivered_at = CASE WHEN $2::boolean THEN i.at END, updated_at = i.at
         FROM input AS i
-       WHERE e.id = ANY(${sql.param(accepted.map((a) => a.email.id))}::uuid[]) AND e.id = i.id AND (e.status = 'SENDING') IS TRUE
+       WHERE e.id = ANY($3::uuid[]) AND e.id = i.id AND (e.status = 'SENDING') IS TRUE
        RETURNING e.id, e.project_id, e.contact_id, e.campaign_id, i.ord, i.at, i.data, i.raw
     ), stored AS (
       INSERT INTO email_raw (email_id, raw)
-      SELECT id, decode(raw, 'base64') FROM updated WHERE ${captured}
+      SELECT id, decode(raw, 'base64') FROM updated WHERE $2::boolean
       ON CONFLICT DO NOTHING
-    ), ${outcomeRollupCtes(sql`
+    ), outcome_changes AS (
       SELECT u.project_id, u.campaign_id, o.outcome, u.at
         FROM updated AS u CROSS JOIN (VALUES ('sent'), ('delivered')) AS o(outcome)
-       WHERE o.outcome = 'sent' OR ${captured}`)}`,
-    rows: sql`
+       WHERE o.outcome = 'sent' OR $2::boolean
+    ), ${OUTCOME_ROLLUP_CTES}`,
+  rows: `
       SELECT u.ord * 2 + ev.ord AS ord, u.project_id, u.contact_id, ev.name, u.data, u.at AS created_at
         FROM updated u
         CROSS JOIN (VALUES (0, 'email.sent'), (1, 'email.delivered')) AS ev(ord, name)
-       WHERE u.contact_id IS NOT NULL AND (ev.name = 'email.sent' OR ${captured})`,
-    max: 2 * accepted.length,
-  });
-}
+       WHERE u.contact_id IS NOT NULL AND (ev.name = 'email.sent' OR $2::boolean)`,
+  params: 3,
+});
 
 /** A temporary failure: back to QUEUED with the server's reply; `then` (in the same transaction) queues the retry. */
 export async function markForRetry(ctx: AppContext, email: EmailRow, response: string, then: (client: pg.PoolClient) => Promise<void>): Promise<void> {

@@ -1,6 +1,5 @@
-import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
-import { clientOf, executePrepared } from '../../db/prepared.ts';
+import { clientOf } from '../../db/prepared.ts';
 import { prefixedId } from '../../db/ids.ts';
 import { eventRollupCtes } from '../analytics/rollups.ts';
 import { ENROL_WRITTEN_EVENTS_SQL, enrolmentWaves, workflowEnrolCtes } from '../workflows/engine/enrol.ts';
@@ -79,28 +78,17 @@ export async function recordEvents(db: Db, rows: NewEvent[]): Promise<RecordedEv
 }
 
 /**
- * Set-based, in the same statement as the change that caused the events, so both commit in one
- * round trip: `with` is the statement's CTE list (for example the `UPDATE emails … RETURNING`),
- * `rows` a SELECT over it yielding (ord, project_id, contact_id, name, data, created_at), at most
- * `max` rows; ids are made here, in `ord` order. The statement also enrols the first event of
- * each contact and name; a later one of the same pair (two emails to one person in one batch)
- * goes to the workflow engine in a statement of its own after it, on `db`.
+ * The statement that records events in the same statement as the change that caused them, so both
+ * commit in one round trip: `withCtes` is the text of the statement's CTE list (for example the
+ * `UPDATE emails … RETURNING`), `rows` a SELECT over it yielding (ord, project_id, contact_id,
+ * name, data, created_at), and both use parameters $1 to $`params` only; the events' ids are the
+ * next parameter (recordEventsWith). As constant text, a named statement: the caller's CTEs make it
+ * costly to plan, and building it anew for each call cost the event loop more than running it.
  */
-export async function recordEventsWith(db: Db, q: { with: SQL; rows: SQL; max: number }): Promise<RecordedEvent[]> {
-  const ids = Array.from({ length: q.max }, () => prefixedId('evt'));
-  // A named statement: the caller's CTEs make it costly to plan, and it runs for every group of sent emails.
-  const { rows } = await executePrepared<{
-    id: string;
-    project_id: string;
-    contact_id: string | null;
-    name: string;
-    data: Record<string, unknown> | null;
-    created_at: string | Date;
-  }>(
-    db,
-    'herald_events_with',
-    sql`
-    WITH ${q.with}, ids AS (SELECT ${sql.param(ids)}::text[] AS a),
+export function eventsWithStatement(name: string, q: { withCtes: string; rows: string; params: number }): { name: string; text: string } {
+  return {
+    name,
+    text: `WITH ${q.withCtes}, ids AS (SELECT $${q.params + 1}::text[] AS a),
     src AS (SELECT s.*, row_number() OVER (ORDER BY s.ord) AS n FROM (${q.rows}) AS s),
     inserted AS (
       INSERT INTO events (id, project_id, contact_id, name, data, created_at)
@@ -109,9 +97,27 @@ export async function recordEventsWith(db: Db, q: { with: SQL; rows: SQL; max: n
     ), first_wave AS (
       SELECT * FROM inserted
        WHERE id IN (SELECT DISTINCT ON (src.contact_id, src.name) ids.a[src.n::int] FROM src CROSS JOIN ids ORDER BY src.contact_id, src.name, src.n)
-    ), ${sql.raw(eventRollupCtes('inserted'))}, ${sql.raw(workflowEnrolCtes('first_wave'))}
+    ), ${eventRollupCtes('inserted')}, ${workflowEnrolCtes('first_wave')}
     SELECT * FROM inserted`,
-  );
+  };
+}
+
+/**
+ * Runs an eventsWithStatement with its `values` (the caller's parameters), at most `max` events;
+ * ids are made here, in `ord` order. The statement also enrols the first event of each contact
+ * and name; a later one of the same pair (two emails to one person in one batch) goes to the
+ * workflow engine in a statement of its own after it, on `db`.
+ */
+export async function recordEventsWith(db: Db, statement: { name: string; text: string }, values: unknown[], max: number): Promise<RecordedEvent[]> {
+  const ids = Array.from({ length: max }, () => prefixedId('evt'));
+  const { rows } = await clientOf(db).query<{
+    id: string;
+    project_id: string;
+    contact_id: string | null;
+    name: string;
+    data: Record<string, unknown> | null;
+    created_at: string | Date;
+  }>({ ...statement, values: [...values, ids] });
   const order = new Map(ids.map((id, i) => [id, i]));
   const recorded = rows
     .map((r) => ({ id: r.id, projectId: r.project_id, contactId: r.contact_id, name: r.name, data: r.data, createdAt: new Date(r.created_at) }))
