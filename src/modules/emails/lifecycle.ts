@@ -1,4 +1,5 @@
-import { and, eq, inArray, isNotNull, isNull, lt, notInArray, or, sql } from 'drizzle-orm';
+import { and, eq, isNotNull, isNull, lt, notInArray, or, sql } from 'drizzle-orm';
+import { equalsAny } from '../../db/any.ts';
 import type pg from 'pg';
 import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
@@ -82,7 +83,7 @@ export async function peekEmails(ctx: AppContext, ids: string[]): Promise<{ id: 
   return ctx.database.db
     .select({ id: emails.id, projectId: emails.projectId, handedOff: sql<boolean>`${emails.handedOffAt} IS NOT NULL` })
     .from(emails)
-    .where(and(inArray(emails.id, ids), or(deliverable, handedOffAndOrphaned)));
+    .where(and(equalsAny(emails.id, ids, 'uuid'), or(deliverable, handedOffAndOrphaned)));
 }
 
 /**
@@ -94,7 +95,7 @@ export async function claimEmails(ctx: AppContext, ids: string[]): Promise<Email
   return ctx.database.db
     .update(emails)
     .set({ status: 'SENDING', attempts: sql`${emails.attempts} + 1`, lockedUntil: LEASE, updatedAt: sql`now()` })
-    .where(and(inArray(emails.id, ids), deliverable))
+    .where(and(equalsAny(emails.id, ids, 'uuid'), deliverable))
     .returning();
 }
 
@@ -106,9 +107,10 @@ export async function renewClaims(ctx: AppContext, held: EmailRow[]): Promise<vo
     .set({ lockedUntil: LEASE })
     .where(
       and(
-        inArray(
+        equalsAny(
           emails.id,
           held.map((e) => e.id),
+          'uuid',
         ),
         eq(emails.status, 'SENDING'),
         sql`${emails.lockedUntil} >= now()`,
@@ -142,7 +144,7 @@ export async function settleOrphanedHandOffs(ctx: AppContext, ids: string[]): Pr
     const rows = await tx
       .update(emails)
       .set({ status: 'SENT', error: null, lockedUntil: null, sentAt: sql`${emails.handedOffAt}`, updatedAt: ctx.clock.now() })
-      .where(and(inArray(emails.id, ids), handedOffAndOrphaned))
+      .where(and(equalsAny(emails.id, ids, 'uuid'), handedOffAndOrphaned))
       .returning();
     await addOutcomes(
       tx,

@@ -1,10 +1,11 @@
-import { and, desc, eq, ilike, inArray, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, ilike, sql, type SQL } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import type { Db } from '../../db/client.ts';
 import { suppressions } from '../../db/schema/emails.ts';
 import { afterCursor, cursorPage } from '../../http/keyset.ts';
 import { notFound } from '../../http/errors.ts';
 import { containsPattern } from '../../db/like.ts';
+import { equalsAny } from '../../db/any.ts';
 
 export type SuppressionReason = 'bounce' | 'complaint' | 'manual';
 
@@ -72,9 +73,10 @@ export async function suppressedAmong(db: Db, projectId: string, addresses: stri
     .where(
       and(
         eq(suppressions.projectId, projectId),
-        inArray(
+        equalsAny(
           suppressions.email,
           addresses.map((a) => a.toLowerCase()),
+          'text',
         ),
       ),
     );

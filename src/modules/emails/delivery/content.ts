@@ -1,4 +1,5 @@
-import { eq, getTableColumns, inArray, sql } from 'drizzle-orm';
+import { eq, getTableColumns, sql } from 'drizzle-orm';
+import { equalsAny } from '../../../db/any.ts';
 import type { AppContext } from '../../../context.ts';
 import { emailContents } from '../../../db/schema/emails.ts';
 
@@ -26,7 +27,7 @@ export async function contentsOf(ctx: AppContext, emails: { contentId: string }[
       heavy,
     })
     .from(emailContents)
-    .where(inArray(emailContents.id, ids));
+    .where(equalsAny(emailContents.id, ids, 'uuid'));
   return new Map(rows.map((r) => [r.id, r]));
 }
 
