@@ -1,6 +1,7 @@
-import { type KeyObject, createHmac, createSecretKey, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, timingSafeEqual } from 'node:crypto';
 import { Tokenizer } from 'htmlparser2';
 import { appendToBody } from './locales.ts';
+import { perSecret } from '../tokens/per-secret.ts';
 
 /**
  * Open and click tracking of outgoing HTML: links become `${publicUrl}/t/c/<token>` and a 1×1
@@ -27,15 +28,7 @@ export type TrackingToken = { kind: 'open'; emailId: string } | { kind: 'click';
 export type VerifiedTrackingToken = TrackingToken & { issuedAt: Date | null };
 
 // A KeyObject, not a Buffer: createHmac imports a Buffer key anew on every call (5× the cost of the MAC).
-const keyCache = new Map<string, KeyObject>();
-function trackingKey(secret: string): KeyObject {
-  let key = keyCache.get(secret);
-  if (!key) {
-    key = createSecretKey(createHmac('sha256', secret).update('herald tracking tokens v1').digest());
-    keyCache.set(secret, key);
-  }
-  return key;
-}
+const trackingKey = perSecret((secret) => createSecretKey(createHmac('sha256', secret).update('herald tracking tokens v1').digest()));
 
 const mac = (secret: string, body: Buffer) => createHmac('sha256', trackingKey(secret)).update(body).digest().subarray(0, MAC_BYTES);
 

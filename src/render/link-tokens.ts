@@ -1,4 +1,5 @@
-import { type KeyObject, createHmac, createSecretKey } from 'node:crypto';
+import { createHmac, createSecretKey } from 'node:crypto';
+import { perSecret } from '../tokens/per-secret.ts';
 import { signJwt, verifyJwt } from '../tokens/jwt.ts';
 
 /**
@@ -17,15 +18,7 @@ const TYP = 'herald-link' as const;
 
 // The key is the derived MAC's base64url text, as a KeyObject made once per secret: deriving it
 // again for every token doubled the cost of the three links each marketing email carries.
-const keyCache = new Map<string, KeyObject>();
-function linkKey(secret: string): KeyObject {
-  let key = keyCache.get(secret);
-  if (!key) {
-    key = createSecretKey(createHmac('sha256', secret).update('herald link tokens v1').digest('base64url'), 'utf8');
-    keyCache.set(secret, key);
-  }
-  return key;
-}
+const linkKey = perSecret((secret) => createSecretKey(createHmac('sha256', secret).update('herald link tokens v1').digest('base64url'), 'utf8'));
 
 export function signLinkToken(secret: string, t: LinkToken, now = Date.now()): string {
   const payload: Record<string, unknown> = { p: t.projectId, c: t.contactId, a: t.action };

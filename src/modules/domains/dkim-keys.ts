@@ -1,5 +1,6 @@
 import { createCipheriv, createDecipheriv, generateKeyPair, hkdfSync, randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
+import { perSecret } from '../../tokens/per-secret.ts';
 
 /** The DKIM selector of every Herald domain: the key is published at `herald._domainkey.<domain>`. */
 export const DKIM_SELECTOR = 'herald';
@@ -26,17 +27,8 @@ export const dkimRecordValue = (publicKey: string) => `v=DKIM1; k=rsa; p=${publi
 
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
-const keyCache = new Map<string, Buffer>();
-
 /** The AES-256 key that encrypts DKIM private keys at rest, derived from JWT_SECRET. */
-function encryptionKey(secret: string): Buffer {
-  let key = keyCache.get(secret);
-  if (!key) {
-    key = Buffer.from(hkdfSync('sha256', Buffer.from(secret, 'utf8'), Buffer.alloc(0), 'herald dkim', 32));
-    keyCache.set(secret, key);
-  }
-  return key;
-}
+const encryptionKey = perSecret((secret) => Buffer.from(hkdfSync('sha256', Buffer.from(secret, 'utf8'), Buffer.alloc(0), 'herald dkim', 32)));
 
 /** base64(iv ‖ tag ‖ ciphertext), AES-256-GCM. */
 export function encryptPrivateKey(pem: string, secret: string): string {
