@@ -166,6 +166,20 @@ describe('plain-text alternative', () => {
     );
   });
 
+  test('a word break before unfinished markup at the end goes before its <', () => {
+    // The tokenizer gives `<text` (or `<!x`, `<?x`) at the very end as text without the `<`; a space
+    // after the `<` would have made it a character of the text (found by the property below).
+    for (const [html, bounded] of [
+      ['--><text', '--> <text'],
+      ['ab<!x', 'ab <!x'],
+      ['ab<?x', 'ab <?x'],
+      ['a<b>c</b>d', 'a<b> c</b> d'],
+    ]) {
+      assert.equal(boundNesting(html, 1000, 1), bounded);
+      assert.equal(shape(bounded).text.replace(/\s/g, ''), shape(html).text.replace(/\s/g, ''));
+    }
+  });
+
   test('generated markup: word breaks only add whitespace', () => {
     fc.assert(
       fc.property(markup, fc.integer({ min: 1, max: 12 }), (html, maxWord) => {

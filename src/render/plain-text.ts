@@ -110,6 +110,17 @@ export const MAX_WORD = 2000;
 /** html-to-text's whitespace characters (its `whitespaceCharacters` default). */
 const isWhitespace = (c: number) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d || c === 0x0c || c === 0x200b;
 
+/**
+ * Where to break before a text piece that starts at `start`. The tokenizer gives an unfinished
+ * `<text`, `<!x` or `<?x` at the very end of the document as text without its `<` (and `!`, `?`, `/`);
+ * a space between them would make the `<` a character of the text, so the break goes before the `<`.
+ */
+function unfinishedMarkupStart(html: string, start: number, from: number): number {
+  let i = start - 1;
+  while (i >= from && (html[i] === '!' || html[i] === '?' || html[i] === '/')) i--;
+  return i >= from && html[i] === '<' ? i : start;
+}
+
 /** Replaces a dropped start tag: begins with `<` and ends with `>`, so the text around it tokenizes as before. */
 const DROPPED = '<!---->';
 
@@ -194,8 +205,9 @@ export function boundNesting(html: string, maxNesting: number = MAX_NESTING, max
       ontext: (start, end) => {
         if (rawTextElements.has(stack[stack.length - 1] as string)) return;
         if (run >= maxWord && !isWhitespace(html.charCodeAt(start))) {
-          parts.push(html.slice(copiedTo, start), ' ');
-          copiedTo = start;
+          const at = unfinishedMarkupStart(html, start, copiedTo);
+          parts.push(html.slice(copiedTo, at), ' ');
+          copiedTo = at;
           run = 0;
         }
         let i = end - 1;
