@@ -39,7 +39,7 @@ import { cpuMsPer, libraryPipelineRate } from './library-pipeline.ts';
  * CPU per message of the worker, PostgreSQL and this process, and the worker's peak RSS (VmHWM
  * from /proc; target < 300 MB).
  *
- *   npm run bench -- campaign [--contacts=N] [--pool=5] [--workers=1]
+ *   npm run bench -- campaign [--contacts=N] [--pool=5] [--workers=1] [--body=short|newsletter]
  *
  * `--workers=N` runs N worker processes (each with its own pool of `--pool` connections); the raw
  * reference then uses N × pool connections. Peak RSS is the largest worker's.
@@ -47,9 +47,22 @@ import { cpuMsPer, libraryPipelineRate } from './library-pipeline.ts';
 
 const FROM = 'news@mail.bench.test';
 const SUBJECT = 'Spring news for {{firstName ?? "you"}}';
-const BODY = `<html><body><h1>Hello {{firstName ?? "there"}}</h1>
+const SHORT_BODY = `<html><body><h1>Hello {{firstName ?? "there"}}</h1>
 <p>Your plan is {{plan}}. Here is what is new this spring.</p>
 <p><a href="https://example.com/spring">Read the announcement</a></p></body></html>`;
+/** One story of the newsletter body: an image, a heading, a paragraph and a tracked link, styled inline as email HTML is. */
+const story = (i: number) => `<tr><td style="padding:24px 32px;font-family:Helvetica,Arial,sans-serif;font-size:16px;line-height:24px;color:#333333">
+<img src="https://cdn.example.com/newsletter/2026/spring/image-${i}.png" width="536" alt="Story ${i}" style="display:block;border:0;max-width:100%">
+<h2 style="margin:16px 0 8px;font-size:22px;color:#111111">Story ${i}: what changed this month for {{plan}} customers</h2>
+<p style="margin:0 0 12px">Lorem ipsum dolor sit amet, consectetur adipiscing elit. Sed do eiusmod tempor incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat, {{firstName}}.</p>
+<p style="margin:0"><a href="https://example.com/blog/2026/spring/story-${i}?utm_source=newsletter&amp;utm_medium=email&amp;utm_campaign=spring" style="color:#0066cc;font-weight:bold">Read story ${i} &rarr;</a></p>
+</td></tr>`;
+/** `--body=newsletter`: a 36 KB newsletter of 40 stories (40 links, 41 images with the open pixel), the size of real marketing mail. */
+const NEWSLETTER_BODY = `<!doctype html><html><head><meta charset="utf-8"><title>Spring</title><style>body{margin:0;padding:0} table{border-collapse:collapse}</style></head><body style="margin:0;background:#f4f4f4">
+<table role="presentation" width="100%" cellpadding="0" cellspacing="0"><tr><td align="center"><table role="presentation" width="600" style="background:#ffffff">
+<tr><td style="padding:32px"><h1>Hello {{firstName ?? "there"}}</h1></td></tr>
+${Array.from({ length: 40 }, (_, i) => story(i + 1)).join('\n')}
+</table></td></tr></table></body></html>`;
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 const arg = (args: string[], name: string, fallback: number) => {
@@ -63,17 +76,18 @@ export async function run(args: string[]): Promise<void> {
   const contacts = arg(args, 'contacts', 100_000);
   const poolSize = arg(args, 'pool', 5);
   const workers = arg(args, 'workers', 1);
+  const body = args.includes('--body=newsletter') ? NEWSLETTER_BODY : SHORT_BODY;
   printMachine('Herald campaign benchmark');
   prepareMallocTrim();
   const dns = await startTestDns();
   const sink = await countingSink({ sampleEvery: Math.max(1, Math.floor(contacts / 10)) });
   try {
     await withBenchDatabase(async (databaseUrl) => {
-      const herald = await campaignRun(databaseUrl, dns, sink, contacts, poolSize, workers);
+      const herald = await campaignRun(databaseUrl, dns, sink, contacts, poolSize, workers, body);
       const dkim = await Promise.all(sink.samples().map((raw) => dkimResult(raw, dns.address)));
       const passed = dkim.filter((d) => d.result === 'pass' && d.domain === 'mail.bench.test').length;
       sink.reset();
-      const raw = await rawRun(sink, contacts, poolSize * workers);
+      const raw = await rawRun(sink, contacts, poolSize * workers, body);
       // Target 2's reference: target 1's library pipeline with this campaign's messages, the same pool size.
       sink.reset();
       const library = await libraryPipelineRate({
@@ -84,7 +98,7 @@ export async function run(args: string[]): Promise<void> {
         domain: 'mail.bench.test',
         from: FROM,
         subject: SUBJECT,
-        body: BODY,
+        body,
         to: (i) => `user${i + 1}@bench.example.com`,
         vars: (i) => ({ firstName: `User${i + 1}`, plan: (i + 1) % 3 === 0 ? 'pro' : 'free' }),
       });
@@ -127,6 +141,7 @@ async function campaignRun(
   contacts: number,
   poolSize: number,
   workerCount: number,
+  body: string,
 ): Promise<{
   rate: number;
   seconds: number;
@@ -138,7 +153,7 @@ async function campaignRun(
 }> {
   const env = { DNS_SERVERS: dns.address, SMTP_URL: sink.url, SMTP_POOL_SIZE: String(poolSize), SEND_RATE_PER_SECOND: '100000' };
   console.log(
-    `\ncampaign to ${fmt(contacts)} subscribed contacts, SMTP pool of ${poolSize} per worker, SEND_RATE_PER_SECOND=100000, ${workerCount} worker process${workerCount === 1 ? '' : 'es'}`,
+    `\ncampaign of ${fmt(body.length)} characters of body to ${fmt(contacts)} subscribed contacts, SMTP pool of ${poolSize} per worker, SEND_RATE_PER_SECOND=100000, ${workerCount} worker process${workerCount === 1 ? '' : 'es'}`,
   );
   const api = await startTestServer({ ...env, PROCESS_ROLE: 'api', API_RATE_LIMIT_PER_MINUTE: '10000000' }, { databaseUrl });
   const workers: ChildProcess[] = [];
@@ -156,7 +171,7 @@ async function campaignRun(
     );
     await api.sql('ANALYZE contacts');
     console.log(`   ${fmt(contacts)} contacts loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-    const created = await b.sk.post('/campaigns', { name: 'Bench', subject: SUBJECT, body: BODY, from: FROM });
+    const created = await b.sk.post('/campaigns', { name: 'Bench', subject: SUBJECT, body, from: FROM });
     if (created.status !== 201) throw new Error(created.text);
     const campaignId: string = created.body.data.id;
     if (created.body.data.totalRecipients !== contacts) throw new Error(`audience is ${created.body.data.totalRecipients}`);
@@ -268,14 +283,14 @@ async function vmHwm(pid: number): Promise<number> {
   }
 }
 
-async function rawRun(sink: Sink, total: number, poolSize: number): Promise<number> {
+async function rawRun(sink: Sink, total: number, poolSize: number, body: string): Promise<number> {
   const sample = await buildMessage({
     messageId: `<${uuidv7()}@mail.bench.test>`,
     date: new Date(),
     from: { email: FROM },
     to: { email: 'user1@bench.example.com' },
     subject: 'Spring news for User1',
-    html: BODY.replace('{{firstName ?? "there"}}', 'User1').replace('{{plan}}', 'free'),
+    html: body.replaceAll('{{firstName ?? "there"}}', 'User1').replaceAll('{{firstName}}', 'User1').replaceAll('{{plan}}', 'free'),
     headers: {},
   });
   return rawPoolRate({ url: sink.url, poolSize, total, from: FROM, raw: sample, to: (i) => `user${i}@bench.example.com` });
