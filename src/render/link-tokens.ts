@@ -17,7 +17,7 @@ const TTL_SECONDS = 5 * 365 * 24 * 3600;
 const TYP = 'herald-link' as const;
 
 // The key is the derived MAC's base64url text, as a KeyObject made once per secret: deriving it
-// again for every token doubled the cost of the three links each marketing email carries.
+// again for every token made each of the three links of a marketing email cost half as much again.
 const linkKey = perSecret((secret) => createSecretKey(createHmac('sha256', secret).update('herald link tokens v1').digest('base64url'), 'utf8'));
 
 export function signLinkToken(secret: string, t: LinkToken, now = Date.now()): string {

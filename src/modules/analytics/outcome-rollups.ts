@@ -16,6 +16,7 @@ export const OUTCOMES = ['sent', 'delivered', 'opened', 'clicked', 'bounced', 'c
 export type OutcomeChange = { projectId: string; campaignId: string | null; outcome: Outcome; at: Date };
 
 export const SLOT_MS = 15 * 60_000;
+
 const COUNTED = OUTCOMES.map((o) => `count(*) FILTER (WHERE ch.outcome = '${o}')::int`).join(', ');
 const COLUMNS = OUTCOMES.join(', ');
 const added = (table: string) => OUTCOMES.map((o) => `${o} = ${table}.${o} + excluded.${o}`).join(', ');
