@@ -2,11 +2,9 @@ import crypto from 'node:crypto';
 import * as base64 from 'nodemailer/lib/base64';
 import * as mimeFuncs from 'nodemailer/lib/mime-funcs';
 import MimeNode from 'nodemailer/lib/mime-node';
-import * as qp from 'nodemailer/lib/qp';
+import { quotedPrintable, textTransferEncoding } from './quoted-printable.ts';
 
 const LINE = 76;
-/** nodemailer's QP encoder works in slices of this many bytes; larger parts are left to it. */
-const QP_SLICE = 64 * 1024;
 
 /**
  * Writes a MIME tree that MailComposer compiled into its RFC 5322 source in one synchronous pass:
@@ -62,32 +60,10 @@ function encodedBody(bytes: Buffer, encoding: string | false): string | Buffer |
   return bytes;
 }
 
-/**
- * Quoted-printable as nodemailer's stream encoder writes it: the body without its trailing
- * whitespace is encoded and wrapped, then its last line is wrapped again together with that
- * whitespace (the encoder holds trailing whitespace back until it knows what follows).
- */
-function quotedPrintable(bytes: Buffer): string | null {
-  if (bytes.length > QP_SLICE) return null;
-  let end = bytes.length;
-  while (end > 0 && (bytes[end - 1] === 0x20 || bytes[end - 1] === 0x09)) end--;
-  let done = '';
-  let line = '';
-  for (const slice of [bytes.subarray(0, end), bytes.subarray(end)]) {
-    if (slice.length === 0) continue;
-    const wrapped = qp.wrap(line + qp.encode(slice), LINE);
-    const lastBreak = wrapped.lastIndexOf('\n');
-    done += wrapped.slice(0, lastBreak + 1);
-    line = wrapped.slice(lastBreak + 1);
-  }
-  return done + line;
-}
-
 /** nodemailer's own header encoding (addresses, encoded words, message ids, key case), from a node that holds no message. */
 const encoder = new MimeNode() as MimeNode & {
   encodeHeaderValue(key: string, value: unknown): string;
   _normalizeHeaderKey(key: string): string;
-  _getTextEncoding(value: string): 'Q' | 'B';
 };
 
 /** Fields MailComposer sets, replaces, drops or moves itself: a custom header of one of these leaves the message to it. */
@@ -162,14 +138,9 @@ export function writeAlternativeMessage(message: AlternativeMessage, baseBoundar
     ['text/plain; charset=utf-8', message.text],
     ['text/html; charset=utf-8', message.html],
   ].entries()) {
-    // MimeNode.getTransferEncoding for a text part given as a string.
-    const encoding =
-      mimeFuncs.isPlainText(content) && !mimeFuncs.hasLongerLines(content, LINE)
-        ? '7bit'
-        : encoder._getTextEncoding(content) === 'Q'
-          ? 'quoted-printable'
-          : 'base64';
-    const body = encodedBody(Buffer.from(content, 'utf8'), encoding);
+    const bytes = Buffer.from(content, 'utf8');
+    const encoding = textTransferEncoding(bytes);
+    const body = encodedBody(bytes, encoding);
     if (body === null) return null;
     out.push(`${i > 0 ? '\r\n' : ''}--${boundary}\r\nContent-Type: ${type}\r\nContent-Transfer-Encoding: ${encoding}\r\n\r\n`, body);
   }
