@@ -84,6 +84,7 @@ log.info(
   ].join(' · '),
 );
 log.info(`Mail is ${mail}`);
+log.flush(); // whoever started the process waits for these lines
 if (stopping) {
   stopping = false;
   shutdown('signal during start-up');

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, before, test } from 'node:test';
 import pino from 'pino';
@@ -79,4 +82,28 @@ test("an error logged as `err` anywhere in the runtime leaves out a database err
   assert.ok(line);
   assert.ok(!JSON.stringify(line).includes(secret), JSON.stringify(line));
   assert.deepEqual([(line.err as { message: string }).message, (line.err as { sqlState: string }).sqlState], ['database error', '22P02']);
+});
+
+test('JSON lines on stdout go out in batches, yet a line is written within a second when nothing follows it, and every line by exit', async () => {
+  // A process that logs one line, stays quiet for 3 s, then logs another and exits at once.
+  const script = [
+    `import { createLogger } from './src/logger.ts';`,
+    `const log = createLogger({ logLevel: 'info', logFormat: 'json' });`,
+    `log.info('first line');`,
+    `setTimeout(() => { log.info('last line'); process.exit(0); }, 3000);`,
+  ].join('\n');
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    cwd: path.resolve(import.meta.dirname, '..'),
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  let beforeLast: boolean | null = null;
+  child.stdout.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+    if (beforeLast === null && out.includes('"msg":"first line"')) beforeLast = !out.includes('"msg":"last line"');
+  });
+  const [code] = (await once(child, 'close')) as [number]; // after stdout has ended
+  assert.equal(code, 0);
+  assert.equal(beforeLast, true, 'the first line came out while the process was quiet, not only at exit');
+  assert.match(out, /"msg":"last line"/);
 });
