@@ -207,6 +207,18 @@ describe('the writer of HTML and text messages', () => {
     }
   });
 
+  test('gives every message its own random boundary of 16 hex digits', () => {
+    const boundaries = Array.from({ length: 1500 }, () => {
+      const source = writeAlternativeMessage(message({}))!.toString();
+      return /boundary="--_NmP-([^"]*)-Part_1"/.exec(source)?.[1];
+    });
+    assert.ok(
+      boundaries.every((b) => b !== undefined && /^[0-9a-f]{16}$/.test(b)),
+      String(boundaries.find((b) => !/^[0-9a-f]{16}$/.test(b ?? ''))),
+    );
+    assert.equal(new Set(boundaries).size, boundaries.length);
+  });
+
   test('leaves to MailComposer an empty part, a header it sets itself, and a part over 64 KB of quoted-printable', async () => {
     assert.equal(writeAlternativeMessage(message({ text: '' })), null);
     assert.equal(writeAlternativeMessage(message({ html: '' })), null);

@@ -86,6 +86,20 @@ const COMPOSED_FIELDS = new Set([
   'OTP-Token',
 ]);
 
+/** Random bytes for boundaries, drawn 4 KB at a time: a call to randomBytes cost 13 µs in the compose thread. */
+let boundaryBytes = Buffer.alloc(0);
+let boundaryBytesUsed = 0;
+
+/** 16 random hex digits, as MailComposer's boundaries have. */
+function randomBoundary(): string {
+  if (boundaryBytesUsed + 8 > boundaryBytes.length) {
+    boundaryBytes = crypto.randomBytes(4096);
+    boundaryBytesUsed = 0;
+  }
+  boundaryBytesUsed += 8;
+  return boundaryBytes.toString('hex', boundaryBytesUsed - 8, boundaryBytesUsed);
+}
+
 type MailAddress = string | { name: string; address: string };
 
 /** The common message: an HTML part and its text alternative, no attachments. */
@@ -109,7 +123,7 @@ export type AlternativeMessage = {
  * custom header MailComposer would treat specially, a part over 64 KB of quoted-printable), which
  * the caller then gives to MailComposer; a test holds the two byte-for-byte equal.
  */
-export function writeAlternativeMessage(message: AlternativeMessage, baseBoundary = crypto.randomBytes(8).toString('hex')): Buffer | null {
+export function writeAlternativeMessage(message: AlternativeMessage, baseBoundary = randomBoundary()): Buffer | null {
   if (!message.text || !message.html) return null;
   const fields: [string, unknown][] = [];
   for (const [name, value] of Object.entries(message.headers)) {
