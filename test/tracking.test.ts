@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { signTrackingToken } from '../src/mail/tracking.ts';
+import { applyTracking, signTrackingToken, verifyTrackingToken } from '../src/mail/tracking.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { TestDns } from './helpers/dns-server.ts';
 import { verifyDomain } from './helpers/domains.ts';
@@ -290,5 +290,38 @@ describe('forged and altered tracking tokens', () => {
     const res = await server.api.get(`/t/c/${clickToken}`);
     assert.equal(res.status, 302);
     assert.equal(res.headers.get('location'), 'https://shop.example.com/pricing?a=1&b=2');
+  });
+});
+
+describe('tracking tokens', () => {
+  test('are the bytes signed before the seventeenth session, so links in mail already sent keep working', () => {
+    const at = new Date('2026-11-28T15:00:00Z');
+    const emailId = '0193f1a2-7c4d-7e00-8a1b-2c3d4e5f6a7b';
+    const url = 'https://example.com/blog/story-1?utm_source=newsletter&utm_medium=email';
+    assert.equal(
+      signTrackingToken(SECRET, { kind: 'click', emailId, url }, at),
+      'AmMBk_GifE1-AIobLD1OX2p7awrscGh0dHBzOi8vZXhhbXBsZS5jb20vYmxvZy9zdG9yeS0xP3V0bV9zb3VyY2U9bmV3c2xldHRlciZ1dG1fbWVkaXVtPWVtYWls1psjpw50V0ntRPnW',
+    );
+    assert.equal(signTrackingToken(SECRET, { kind: 'open', emailId }, at), 'Am8Bk_GifE1-AIobLD1OX2p7awrscJ266sL5uecMsrN1bg');
+  });
+
+  test("one message's links and pixel are signed for its email, each with its own URL, at one signing time", () => {
+    const emailId = '0193f1a2-7c4d-7e00-8a1b-2c3d4e5f6a7b';
+    const links = Array.from({ length: 30 }, (_, i) => `<a href="https://shop.example.com/item-${i}">item ${i}</a>`).join('');
+    const html = applyTracking(`<html><body>${links}</body></html>`, {
+      emailId,
+      publicUrl: 'https://herald.example',
+      secret: SECRET,
+      opens: true,
+      clicks: true,
+    });
+    const tokens = [...html.matchAll(/herald\.example\/t\/[co]\/([A-Za-z0-9_-]+)/g)].map((m) => verifyTrackingToken(SECRET, m[1]));
+    assert.equal(tokens.length, 31);
+    assert.deepEqual(
+      tokens.map((t) => (t?.kind === 'click' ? t.url : t?.kind)),
+      [...Array.from({ length: 30 }, (_, i) => `https://shop.example.com/item-${i}`), 'open'],
+    );
+    assert.ok(tokens.every((t) => t?.emailId === emailId));
+    assert.equal(new Set(tokens.map((t) => t?.issuedAt?.getTime())).size, 1);
   });
 });

@@ -40,13 +40,26 @@ function uuidString(b: Buffer): string {
 }
 
 export function signTrackingToken(secret: string, t: TrackingToken, issuedAt: Date = new Date()): string {
-  const id = uuidBytes(t.emailId);
+  return tokenSigner(secret, t.emailId, issuedAt)(t.kind === 'click' ? t.url : null);
+}
+
+/**
+ * Signs one email's tokens, all with the same signing time: the header, id and time are encoded
+ * once for the message's links (a newsletter has dozens) instead of once a link. `url` null signs
+ * the open token.
+ */
+function tokenSigner(secret: string, emailId: string, issuedAt: Date): (url: string | null) => string {
+  const id = uuidBytes(emailId);
   if (id.length !== 16) throw new Error('tracking tokens name an email by its UUID');
-  const header = Buffer.from([VERSION_TIMED, t.kind === 'open' ? KIND_OPEN : KIND_CLICK]);
-  const time = Buffer.alloc(4);
-  time.writeUInt32BE(Math.max(0, Math.min(0xffffffff, Math.floor(issuedAt.getTime() / 1000))));
-  const body = Buffer.concat([header, id, time, t.kind === 'click' ? Buffer.from(t.url, 'utf8') : Buffer.alloc(0)]);
-  return Buffer.concat([body, mac(secret, body)]).toString('base64url');
+  const head = Buffer.alloc(HEADER_BYTES + 4);
+  head[0] = VERSION_TIMED;
+  id.copy(head, 2);
+  head.writeUInt32BE(Math.max(0, Math.min(0xffffffff, Math.floor(issuedAt.getTime() / 1000))), HEADER_BYTES);
+  return (url) => {
+    head[1] = url === null ? KIND_OPEN : KIND_CLICK;
+    const body = url === null ? Buffer.from(head) : Buffer.concat([head, Buffer.from(url, 'utf8')]);
+    return Buffer.concat([body, mac(secret, body)]).toString('base64url');
+  };
 }
 
 /** The token's claims when it was signed with `secret` and is byte-for-byte unaltered; otherwise null. */
@@ -162,6 +175,8 @@ export function applyTracking(html: string, opts: TrackingOptions): string {
   const base = opts.publicUrl.replace(/\/+$/, '');
   const own = ['/unsubscribe/', '/subscribe/', '/manage/', '/t/'].map((p) => base + p);
   let out = html;
+  let signer: ((url: string | null) => string) | null = null;
+  const sign = (url: string | null) => (signer ??= tokenSigner(opts.secret, opts.emailId, new Date()))(url);
   if (opts.clicks) {
     const parts: string[] = [];
     const tokens = new Map<string, string>();
@@ -172,7 +187,7 @@ export function applyTracking(html: string, opts: TrackingOptions): string {
       if (token === undefined) {
         if (tokens.size >= MAX_TRACKED_LINKS) continue;
         if (!isTrackableUrl(url) || own.some((p) => url.startsWith(p)) || Buffer.byteLength(url) > MAX_URL_BYTES) continue;
-        token = signTrackingToken(opts.secret, { kind: 'click', emailId: opts.emailId, url });
+        token = sign(url);
         tokens.set(url, token);
       }
       parts.push(html.slice(at, span.start), `${base}/t/c/${token}`);
@@ -182,7 +197,7 @@ export function applyTracking(html: string, opts: TrackingOptions): string {
     out = parts.join('');
   }
   if (opts.opens) {
-    const token = signTrackingToken(opts.secret, { kind: 'open', emailId: opts.emailId });
+    const token = sign(null);
     out = appendToBody(out, `<img src="${base}/t/o/${token}" width="1" height="1" alt="" style="display:block;width:1px;height:1px;border:0" />`);
   }
   return out;
