@@ -2,6 +2,7 @@ import { createHmac, createSecretKey, timingSafeEqual } from 'node:crypto';
 import { Tokenizer } from 'htmlparser2';
 import { appendToBody } from './locales.ts';
 import { perSecret } from '../tokens/per-secret.ts';
+import { type Alongside, type Edit, MAX_NESTING, MAX_WORD, applyEdits, boundNesting, boundingEdits } from '../render/plain-text.ts';
 
 /**
  * Open and click tracking of outgoing HTML: links become `${publicUrl}/t/c/<token>` and a 1×1
@@ -117,47 +118,60 @@ export function decodeHref(value: string): string {
     .trim();
 }
 
-/** The href value spans of every `<a>` and `<area>` start tag, found by a linear HTML tokenizer. */
-function linkHrefSpans(html: string): { start: number; end: number; value: string }[] {
-  const spans: { start: number; end: number; value: string }[] = [];
+type HrefSpan = { start: number; end: number; value: string };
+
+/** Tokenizer callbacks that collect the href value spans of every `<a>` and `<area>` start tag into `spans`. */
+function hrefCollector(
+  html: string,
+  spans: HrefSpan[],
+): Required<Pick<Alongside, 'onopentagname' | 'onattribname' | 'onattribdata' | 'onattribend' | 'onopentagend' | 'onselfclosingtag'>> {
   let tag = '';
   let attr = '';
   let valueStart = -1;
-  let href: { start: number; end: number; value: string } | null = null;
+  let href: HrefSpan | null = null;
   const closeTag = () => {
     if (href) spans.push(href);
     tag = '';
     href = null;
   };
+  return {
+    onopentagname: (start, end) => {
+      tag = html.slice(start, end).toLowerCase();
+      href = null;
+    },
+    onattribname: (start, end) => {
+      attr = end - start === 4 ? html.slice(start, end).toLowerCase() : '';
+      valueStart = -1;
+    },
+    onattribdata: (start, end) => {
+      if (valueStart === -1) valueStart = start;
+      if (attr === 'href' && !href && (tag === 'a' || tag === 'area')) href = { start: valueStart, end, value: html.slice(valueStart, end) };
+    },
+    onattribend: () => {
+      attr = '';
+    },
+    onopentagend: closeTag,
+    onselfclosingtag: closeTag,
+  };
+}
+
+/** The href value spans of every `<a>` and `<area>` start tag, found by a linear HTML tokenizer. */
+function linkHrefSpans(html: string): HrefSpan[] {
+  const spans: HrefSpan[] = [];
+  const noop = () => {};
   const tokenizer = new Tokenizer(
     { decodeEntities: false },
     {
-      onopentagname: (start, end) => {
-        tag = html.slice(start, end).toLowerCase();
-        href = null;
-      },
-      onattribname: (start, end) => {
-        attr = end - start === 4 ? html.slice(start, end).toLowerCase() : '';
-        valueStart = -1;
-      },
-      onattribdata: (start, end) => {
-        if (valueStart === -1) valueStart = start;
-        if (attr === 'href' && !href && (tag === 'a' || tag === 'area')) href = { start: valueStart, end, value: html.slice(valueStart, end) };
-      },
-      onattribentity: () => {},
-      onattribend: () => {
-        attr = '';
-      },
-      onopentagend: closeTag,
-      onselfclosingtag: closeTag,
-      onclosetag: () => {},
-      oncdata: () => {},
-      oncomment: () => {},
-      ondeclaration: () => {},
-      onprocessinginstruction: () => {},
-      ontext: () => {},
-      ontextentity: () => {},
-      onend: () => {},
+      ...hrefCollector(html, spans),
+      onattribentity: noop,
+      onclosetag: noop,
+      oncdata: noop,
+      oncomment: noop,
+      ondeclaration: noop,
+      onprocessinginstruction: noop,
+      ontext: noop,
+      ontextentity: noop,
+      onend: noop,
     },
   );
   tokenizer.write(html);
@@ -165,23 +179,16 @@ function linkHrefSpans(html: string): { start: number; end: number; value: strin
   return spans;
 }
 
-/**
- * Rewrites the href of every http(s) link to the click redirect and appends the open pixel before
- * </body>. Left alone: mailto:, tel:, anchors, and the service's own links (unsubscribe, subscribe,
- * manage, and anything already under `${publicUrl}/t/`). Linear in the size of the HTML: a
- * tokenizer finds the links (a regular expression over tags is quadratic on unclosed `<a`).
- */
-export function applyTracking(html: string, opts: TrackingOptions): string {
+/** A message's click and open tracking, given where its links are. */
+function trackingEdits(spans: HrefSpan[], opts: TrackingOptions, now: Date): { links: Edit[]; pixel: string | null } {
   const base = opts.publicUrl.replace(/\/+$/, '');
   const own = ['/unsubscribe/', '/subscribe/', '/manage/', '/t/'].map((p) => base + p);
-  let out = html;
   let signer: ((url: string | null) => string) | null = null;
-  const sign = (url: string | null) => (signer ??= tokenSigner(opts.secret, opts.emailId, new Date()))(url);
+  const sign = (url: string | null) => (signer ??= tokenSigner(opts.secret, opts.emailId, now))(url);
+  const links: Edit[] = [];
   if (opts.clicks) {
-    const parts: string[] = [];
     const tokens = new Map<string, string>();
-    let at = 0;
-    for (const span of linkHrefSpans(html)) {
+    for (const span of spans) {
       const url = decodeHref(span.value);
       let token = tokens.get(url);
       if (token === undefined) {
@@ -190,15 +197,76 @@ export function applyTracking(html: string, opts: TrackingOptions): string {
         token = sign(url);
         tokens.set(url, token);
       }
-      parts.push(html.slice(at, span.start), `${base}/t/c/${token}`);
-      at = span.end;
+      links.push({ start: span.start, end: span.end, text: `${base}/t/c/${token}` });
     }
-    parts.push(html.slice(at));
-    out = parts.join('');
   }
-  if (opts.opens) {
-    const token = sign(null);
-    out = appendToBody(out, `<img src="${base}/t/o/${token}" width="1" height="1" alt="" style="display:block;width:1px;height:1px;border:0" />`);
+  const pixel = opts.opens ? `<img src="${base}/t/o/${sign(null)}" width="1" height="1" alt="" style="display:block;width:1px;height:1px;border:0" />` : null;
+  return { links, pixel };
+}
+
+/**
+ * Rewrites the href of every http(s) link to the click redirect and appends the open pixel before
+ * </body>. Left alone: mailto:, tel:, anchors, and the service's own links (unsubscribe, subscribe,
+ * manage, and anything already under `${publicUrl}/t/`). Linear in the size of the HTML: a
+ * tokenizer finds the links (a regular expression over tags is quadratic on unclosed `<a`).
+ */
+export function applyTracking(html: string, opts: TrackingOptions, now: Date = new Date()): string {
+  const { links, pixel } = trackingEdits(opts.clicks ? linkHrefSpans(html) : [], opts, now);
+  const linked = applyEdits(html, links);
+  return pixel === null ? linked : appendToBody(linked, pixel);
+}
+
+/** What a tracked link may be written as for its tokenization to stay that of the link it replaces (in any quoting). */
+const PLAIN_URL = /^[^\s"'`<>=]*$/;
+
+/**
+ * `applyTracking(html, opts)` and the text part's pre-pass over it, `boundNesting` (plain-text.ts),
+ * from one tokenizer pass over `html` instead of two: the HTML was tokenized three times a
+ * message. The pass finds the links and the bounding edits of `html`; both apply to the tracked
+ * HTML as they are, because a tracked link (no quote, space, `<`, `>` or `=` in it) tokenizes as
+ * the link it replaces, and the open pixel, a void element before a real `</body>`, opens nothing
+ * and ends no text. Where those conditions do not hold, the two passes run (the same result).
+ */
+export function applyTrackingAndBound(
+  html: string,
+  opts: TrackingOptions,
+  now: Date = new Date(),
+  maxNesting = MAX_NESTING,
+  maxWord = MAX_WORD,
+): { html: string; bounded: string } {
+  if (!opts.clicks || !PLAIN_URL.test(opts.publicUrl)) {
+    const tracked = applyTracking(html, opts, now);
+    return { html: tracked, bounded: boundNesting(tracked, maxNesting, maxWord) };
   }
+  const bodyAt = html.search(/<\/body\s*>/i); // where appendToBody puts the pixel
+  let closesBody = false; // whether that `</body>` is a close tag (not in a comment, an attribute or raw text)
+  const spans: HrefSpan[] = [];
+  const bounds = boundingEdits(html, maxNesting, maxWord, {
+    ...hrefCollector(html, spans),
+    onclosetag: (start) => {
+      if (start - 2 === bodyAt) closesBody = true;
+    },
+  });
+  const { links, pixel } = trackingEdits(spans, opts, now);
+  const linked = applyEdits(html, links);
+  const tracked = pixel === null ? linked : appendToBody(linked, pixel);
+  if (pixel !== null && !closesBody) return { html: tracked, bounded: boundNesting(tracked, maxNesting, maxWord) };
+  const both = mergeEdits(links, bounds);
+  const bounded = applyEdits(html, both);
+  if (pixel === null) return { html: tracked, bounded };
+  const pixelAt = bodyAt + both.reduce((shift, e) => (e.end <= bodyAt ? shift + e.text.length - (e.end - e.start) : shift), 0);
+  return { html: tracked, bounded: `${bounded.slice(0, pixelAt)}${pixel}${bounded.slice(pixelAt)}` };
+}
+
+/** Both lists of edits in order (each is in order); a dropped start tag takes the tracked link inside it with it. */
+function mergeEdits(links: Edit[], bounds: Edit[]): Edit[] {
+  const out: Edit[] = [];
+  let l = 0;
+  for (const bound of bounds) {
+    while (l < links.length && (links[l] as Edit).start < bound.start) out.push(links[l++] as Edit);
+    out.push(bound);
+    while (l < links.length && (links[l] as Edit).end <= bound.end && bound.end > bound.start) l++;
+  }
+  while (l < links.length) out.push(links[l++] as Edit);
   return out;
 }

@@ -1,9 +1,9 @@
 import { type MessageSpec, buildMessage } from '../mail/build-message.ts';
 import { type DkimKey, signMessage } from '../mail/dkim-sign.ts';
 import { type UnsubscribeFooter, appendToBody, unsubscribeFooter } from '../mail/locales.ts';
-import { applyTracking, type TrackingOptions } from '../mail/tracking.ts';
+import { applyTrackingAndBound, type TrackingOptions } from '../mail/tracking.ts';
 import { renderEmail } from './engine.ts';
-import { plainText } from './plain-text.ts';
+import { plainText, plainTextOfBounded } from './plain-text.ts';
 
 /** Everything of a message but its rendered parts: given, the thread also builds the MIME source. */
 export type MessageEnvelope = Omit<MessageSpec, 'subject' | 'html' | 'text'>;
@@ -40,8 +40,14 @@ export async function composeHtml(input: ComposeHtmlInput): Promise<ComposedHtml
   const rendered = await renderEmail({ subject: input.subject, body: input.body }, input.vars);
   let html = rendered.html;
   if (input.footer) html = appendToBody(html, unsubscribeFooter(input.footer));
-  if (input.tracking) html = applyTracking(html, input.tracking);
-  const text = plainText(html);
+  let text: string;
+  if (input.tracking) {
+    const tracked = applyTrackingAndBound(html, input.tracking);
+    html = tracked.html;
+    text = plainTextOfBounded(tracked.bounded);
+  } else {
+    text = plainText(html);
+  }
   if (!input.message) return { subject: rendered.subject, html, text };
   const unsigned = await buildMessage({ ...input.message, subject: rendered.subject, html, text });
   const raw = input.dkim ? await signMessage(unsigned, input.dkim) : unsigned;

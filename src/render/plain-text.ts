@@ -1,5 +1,5 @@
 import { compile } from 'html-to-text';
-import { Tokenizer } from 'htmlparser2';
+import { Tokenizer, type TokenizerCallbacks as Callbacks } from 'htmlparser2';
 
 /**
  * The plain-text alternative of an HTML email: one converter for composing (compose-html.ts),
@@ -124,6 +124,27 @@ function unfinishedMarkupStart(html: string, start: number, from: number): numbe
 /** Replaces a dropped start tag: begins with `<` and ends with `>`, so the text around it tokenizes as before. */
 const DROPPED = '<!---->';
 
+/** A replacement of `html.slice(start, end)` by `text` (an insertion when start = end). */
+export type Edit = { start: number; end: number; text: string };
+
+/** `html` with `edits` (in order, not overlapping) applied. */
+export function applyEdits(html: string, edits: readonly Edit[]): string {
+  if (edits.length === 0) return html;
+  const parts: string[] = [];
+  let at = 0;
+  for (const edit of edits) {
+    parts.push(html.slice(at, edit.start), edit.text);
+    at = edit.end;
+  }
+  parts.push(html.slice(at));
+  return parts.join('');
+}
+
+/** Tokenizer callbacks that see the same pass as the bounding (link tracking's, tracking.ts). */
+export type Alongside = Partial<
+  Pick<Callbacks, 'onopentagname' | 'onattribname' | 'onattribdata' | 'onattribend' | 'onopentagend' | 'onselfclosingtag' | 'onclosetag'>
+>;
+
 /**
  * `html` with every start tag that would open an element deeper than `maxNesting` (in
  * htmlparser2's HTML-mode tree) replaced by an empty comment, and a space between two text pieces
@@ -132,12 +153,17 @@ const DROPPED = '<!---->';
  */
 export function boundNesting(html: string, maxNesting: number = MAX_NESTING, maxWord: number = MAX_WORD): string {
   if (html.length <= Math.min(maxNesting * 3, maxWord)) return html; // nothing to bound: each level costs at least `<a>`
+  return applyEdits(html, boundingEdits(html, maxNesting, maxWord));
+}
+
+/** boundNesting's edits, in order, from one tokenizer pass that also runs `alongside`'s callbacks. */
+export function boundingEdits(html: string, maxNesting: number, maxWord: number, alongside: Alongside = {}): Edit[] {
   // The mirrored Parser state; the top of each stack is its last entry (the Parser's is its first).
   const stack: string[] = [];
   const open = new Map<string, number>();
   const foreign: boolean[] = [false];
-  const parts: string[] = [];
-  let copiedTo = 0;
+  const edits: Edit[] = [];
+  let copiedTo = 0; // the end of the last edit
   let tagName = '';
   let dropFrom = -1; // start of the start tag being dropped, or -1
   let run = 0; // characters since the last whitespace in text
@@ -152,7 +178,7 @@ export function boundNesting(html: string, maxNesting: number = MAX_NESTING, max
     return name;
   };
   const drop = (endIndex: number) => {
-    parts.push(html.slice(copiedTo, dropFrom), DROPPED);
+    edits.push({ start: dropFrom, end: endIndex, text: DROPPED });
     copiedTo = endIndex;
     dropFrom = -1;
   };
@@ -166,6 +192,7 @@ export function boundNesting(html: string, maxNesting: number = MAX_NESTING, max
     { decodeEntities: false },
     {
       onopentagname: (start, end) => {
+        alongside.onopentagname?.(start, end);
         const name = html.slice(start, end).toLowerCase();
         tagName = name;
         const impliesClose = openImpliesClose.get(name);
@@ -185,19 +212,26 @@ export function boundNesting(html: string, maxNesting: number = MAX_NESTING, max
           else if (htmlIntegrationElements.has(name)) foreign.push(false);
         }
       },
-      onopentagend: (endIndex) => endOpenTag(endIndex, false),
-      onselfclosingtag: (endIndex) => endOpenTag(endIndex, true),
+      onopentagend: (endIndex) => {
+        alongside.onopentagend?.(endIndex);
+        endOpenTag(endIndex, false);
+      },
+      onselfclosingtag: (endIndex) => {
+        alongside.onselfclosingtag?.(endIndex);
+        endOpenTag(endIndex, true);
+      },
       onclosetag: (start, end) => {
+        alongside.onclosetag?.(start, end);
         const name = html.slice(start, end).toLowerCase();
         if (foreignContextElements.has(name) || htmlIntegrationElements.has(name)) foreign.pop();
         // `</x>` closes everything up to the innermost open x; an unmatched one changes nothing
         // (an unmatched `</p>` opens and closes an empty p, `</br>` is a br).
         if (!voidElements.has(name) && (open.get(name) ?? 0) > 0) while (pop() !== name);
       },
-      onattribname: () => {},
-      onattribdata: () => {},
+      onattribname: alongside.onattribname ?? (() => {}),
+      onattribdata: alongside.onattribdata ?? (() => {}),
       onattribentity: () => {},
-      onattribend: () => {},
+      onattribend: alongside.onattribend ?? (() => {}),
       oncdata: () => {},
       oncomment: () => {},
       ondeclaration: () => {},
@@ -206,7 +240,7 @@ export function boundNesting(html: string, maxNesting: number = MAX_NESTING, max
         if (rawTextElements.has(stack[stack.length - 1] as string)) return;
         if (run >= maxWord && !isWhitespace(html.charCodeAt(start))) {
           const at = unfinishedMarkupStart(html, start, copiedTo);
-          parts.push(html.slice(copiedTo, at), ' ');
+          edits.push({ start: at, end: at, text: ' ' });
           copiedTo = at;
           run = 0;
         }
@@ -221,9 +255,7 @@ export function boundNesting(html: string, maxNesting: number = MAX_NESTING, max
   tokenizer.write(html);
   tokenizer.end();
   // An unfinished start tag at the very end opens nothing in the Parser either: it stays as it is.
-  if (parts.length === 0) return html;
-  parts.push(html.slice(copiedTo));
-  return parts.join('');
+  return edits;
 }
 
 // Compiled once: convert() would rebuild its selector tables for every message.
@@ -232,4 +264,9 @@ const convert = compile({ wordwrap: 78, selectors: [{ selector: 'img', format: '
 /** The plain-text alternative of `html`; linear in its length. */
 export function plainText(html: string): string {
   return convert(boundNesting(html));
+}
+
+/** The plain-text alternative of HTML that has been through `boundNesting` already (tracking.ts's applyTrackingAndBound). */
+export function plainTextOfBounded(bounded: string): string {
+  return convert(bounded);
 }
