@@ -23,8 +23,18 @@ export function createLogger(config: Pick<Config, 'logLevel' | 'logFormat'>): Lo
   const options = { level: config.logLevel, serializers: { err: loggableError } };
   if (!usePretty) {
     const stdout = pino.destination({ dest: 1, sync: false, minLength: LOG_WRITE_BYTES, maxLength: LOG_MAX_WAITING_BYTES });
-    setInterval(() => stdout.flush(), LOG_FLUSH_MS).unref();
-    return pino(options, stdout);
+    // Flushed only after a line was logged: an idle process would otherwise write nothing every second.
+    let logged = false;
+    setInterval(() => {
+      if (!logged) return;
+      logged = false;
+      stdout.flush();
+    }, LOG_FLUSH_MS).unref();
+    const streamWrite = (line: string) => {
+      logged = true;
+      return line;
+    };
+    return pino({ ...options, hooks: { streamWrite } }, stdout);
   }
   return pino(options, pretty({ sync: true, colorize: process.stdout.isTTY === true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }));
 }
