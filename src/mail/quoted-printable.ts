@@ -147,7 +147,7 @@ function wrap(s: Buffer, out: ByteWriter): void {
   const len = s.length;
   if (len <= LINE) return out.copy(s, 0, len, false);
   let pos = 0;
-  // The next CR or LF at or after `pos` (len for none): most windows hold neither.
+  // The next LF and CR at or after `pos` (2^32 - 1 for none): most windows hold neither, and skip both scans below.
   let nextLF = -1;
   let nextCR = -1;
   while (pos < len) {
