@@ -122,6 +122,48 @@ describe('one email cannot stall the server', () => {
     assert.equal(track.status, 422, track.text);
   });
 
+  test('a 2 MB body of outputs is refused at once past 10,000 tags and outputs; /health keeps answering', async () => {
+    // The body is checked on the API's event loop. Before, the shorthand pre-pass and liquidjs's
+    // parse were both quadratic in the outputs: this body would have held the event loop for minutes.
+    const body = '{{a}}'.repeat(400_000);
+    const { result: res, slowest } = await slowestHealthDuring(
+      b.sk.post('/v1/send', { to: 'tags@example.com', from: 'app@mail.example.test', subject: 'Tags', body }),
+    );
+    assert.equal(res.status, 422, res.text);
+    assert.equal(res.body.error.errors[0].field, 'body');
+    assert.equal(res.body.error.errors[0].code, 'invalid_template');
+    assert.match(res.body.error.errors[0].message, /more than 10000 tags and outputs/);
+    assert.ok(slowest < idle + STALL_MS, `/health kept answering (slowest ${slowest.toFixed(0)} ms, idle ${idle.toFixed(0)} ms)`);
+    const listed = await b.sk.get('/emails?limit=100');
+    assert.ok(!listed.body.data.some((e: { to: string }) => e.to === 'tags@example.com'));
+    // The bound counts `{%` tags too, and a template is refused alike when it is saved.
+    const saved = await b.sk.post('/templates', { name: 'Tags', subject: 'Tags', body: '{% if a %}{% endif %}'.repeat(5_001), from: 'app@mail.example.test' });
+    assert.equal(saved.status, 422, saved.text);
+    assert.match(saved.body.error.errors[0].message, /more than 10000 tags and outputs/);
+  });
+
+  test('9,000 outputs spread over 1 MB of braces are checked in linear time and sent; /health keeps answering', async () => {
+    // No `{%` tag: the pre-pass searched the rest of the body for one at every output, slowly
+    // where braces are frequent (seconds of event loop), and liquidjs's parse moved its whole token
+    // array at every token.
+    const body = `<p>{{a}}${'<i>{x}</i> '.repeat(10)}</p>\n`.repeat(9_000);
+    const { result, slowest } = await slowestHealthDuring(
+      (async () => {
+        const res = await b.sk.post('/v1/send', {
+          to: 'outputs@example.com',
+          from: 'app@mail.example.test',
+          subject: 'Outputs',
+          body,
+          data: { a: { value: 'x', persistent: false } },
+        });
+        assert.equal(res.status, 200, res.text);
+        return waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT', 'FAILED'], 15_000);
+      })(),
+    );
+    assert.equal(result.status, 'SENT', result.error);
+    assert.ok(slowest < idle + STALL_MS, `/health kept answering (slowest ${slowest.toFixed(0)} ms, idle ${idle.toFixed(0)} ms)`);
+  });
+
   test('a filter chain that runs for seconds fails its one email with a clear error; /health keeps answering', async () => {
     // Within the data caps, but every sort of 30,000 strings runs inside one template node, where
     // the render budget is not checked: the compose thread's hard limit (3 s) stops it on a machine
