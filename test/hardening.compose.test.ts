@@ -233,6 +233,29 @@ describe('the compose threads', () => {
     }
   });
 
+  test('a message composed "ahead" (a preview) goes before the queued ones, behind those already posted to the thread', async () => {
+    const pool = createComposePool(1);
+    try {
+      assert.equal((await pool.compose({ subject: 'warm', body: 'up', vars: {}, footer: null, tracking: null })).subject, 'warm');
+      const finished: string[] = [];
+      const queued = Array.from({ length: 40 }, (_, n) =>
+        pool.compose({ subject: `queued ${n}`, body: '<p>x</p>'.repeat(2_000), vars: {}, footer: null, tracking: null }).then((r) => finished.push(r.subject)),
+      );
+      const ahead = pool
+        .compose({ subject: 'ahead', body: '<p>preview</p>', vars: {}, footer: null, tracking: null }, { ahead: true })
+        .then((r) => finished.push(r.subject));
+      await Promise.all([...queued, ahead]);
+      // Eight were posted to the thread before it (the pipeline), so it finishes ninth.
+      assert.equal(finished.indexOf('ahead'), 8, finished.join(', '));
+      assert.deepEqual(
+        finished.filter((s) => s !== 'ahead'),
+        Array.from({ length: 40 }, (_, n) => `queued ${n}`),
+      );
+    } finally {
+      await pool.close();
+    }
+  });
+
   /** A message from `domain` that the thread builds and signs with `privateKeyPem`. */
   const signed = (domain: string, privateKeyPem: string, subject: string, attachments: StoredAttachment[] = []) => ({
     subject,

@@ -94,3 +94,40 @@ test('bad input is a 422 and needs a secret key or a session', async () => {
   assert.equal(publicKey.status, 401);
   assert.equal(publicKey.body.error.code, 'INVALID_API_KEY');
 });
+
+test('previews render off the event loop: six of a large body at once, and /health keeps answering', async () => {
+  /** The slowest GET /health while `work` runs, polled every 20 ms. */
+  const slowestHealthDuring = async (work: Promise<unknown>) => {
+    let done = false;
+    let slowest = 0;
+    const probe = (async () => {
+      while (!done) {
+        const t = performance.now();
+        assert.equal((await server.api.get('/health')).status, 200);
+        slowest = Math.max(slowest, performance.now() - t);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    await work.finally(() => (done = true));
+    await probe;
+    return slowest;
+  };
+  const idle = await slowestHealthDuring(new Promise((r) => setTimeout(r, 1000)));
+  // 800 KB of paragraphs: rendering it and converting it to text took about 0.3 s on the event
+  // loop (/health's slowest answer meanwhile: 335 ms, against 57 now), which a preview no longer
+  // holds: it runs on a compose thread (nothing else in this file composes a message).
+  const body = `<h1>{{ firstName }}</h1>${'<p>paragraph</p>'.repeat(50_000)}`;
+  let answers: { status: number; body: { html: string; text: string } }[] = [];
+  const slowest = await slowestHealthDuring(
+    (async () => {
+      answers = await Promise.all(Array.from({ length: 6 }, () => a.sk.post('/templates/preview', { subject: 'Big', body, contactId: adaId })));
+    })(),
+  );
+  for (const res of answers) {
+    assert.equal(res.status, 200, JSON.stringify(res.body).slice(0, 300));
+    assert.equal(res.body.html, `<h1>Ada</h1>${'<p>paragraph</p>'.repeat(50_000)}`);
+    assert.equal(res.body.text, ['ADA', ...Array.from({ length: 50_000 }, () => 'paragraph')].join('\n\n'));
+  }
+  assert.equal(server.ctx.threads.compose.threadCount(), 1, 'the previews ran on a compose thread');
+  assert.ok(slowest < idle + 1000, `/health kept answering (slowest ${slowest.toFixed(0)} ms, idle ${idle.toFixed(0)} ms)`);
+});

@@ -50,9 +50,13 @@ function revive(reply: NonNullable<Reply['error']>): Error {
 
 /** Composing off the event loop; one per runtime, carried on the context (`ctx.threads.compose`). */
 export type ComposePool = {
-  /** Renders, builds and signs one message, within RENDER_LIMITS.maxComposeMillis (more with attachments). */
-  compose(input: ComposeMessageInput): Promise<ComposedSource>;
-  compose(input: ComposePartsInput): Promise<ComposedHtml>;
+  /**
+   * Renders, builds and signs one message, within RENDER_LIMITS.maxComposeMillis (more with
+   * attachments). `ahead`: someone is waiting for it (a preview), so it goes before the queued
+   * deliveries, behind at most the few already posted to a thread.
+   */
+  compose(input: ComposeMessageInput, opts?: { ahead?: boolean }): Promise<ComposedSource>;
+  compose(input: ComposePartsInput, opts?: { ahead?: boolean }): Promise<ComposedHtml>;
   /** Threads running now (idle ones end after IDLE_THREAD_MS). */
   threadCount: () => number;
   close: () => Promise<void>;
@@ -171,9 +175,10 @@ export function createComposePool(
   }
 
   // The thread answers a `message` input with its source, any other with the rendered parts (composeHtml's overloads).
-  const compose = (input: ComposeHtmlInput) =>
+  const compose = (input: ComposeHtmlInput, opts?: { ahead?: boolean }) =>
     new Promise<ComposedHtml | ComposedSource>((resolve, reject) => {
-      queue.push({ input, resolve, reject });
+      if (opts?.ahead) queue.unshift({ input, resolve, reject });
+      else queue.push({ input, resolve, reject });
       dispatch();
     });
   return {

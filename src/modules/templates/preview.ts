@@ -1,8 +1,7 @@
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { validationError } from '../../http/errors.ts';
-import { plainText } from '../../mail/build-message.ts';
-import { RenderLimitError, TemplateRenderError, checkTemplates, renderEmail } from '../../render/engine.ts';
+import { RenderLimitError, TemplateRenderError, checkTemplates } from '../../render/engine.ts';
 import { buildVariables } from '../../render/variables.ts';
 import { getContact } from '../contacts/service.ts';
 
@@ -19,7 +18,10 @@ export type Preview = { subject: string; html: string; text: string };
 const SAMPLE_CONTACT = { id: 'cnt_preview', email: 'preview@example.com', data: {} };
 
 /**
- * Renders an unsaved subject and body for a contact, with the same sandbox and limits as a send.
+ * Renders an unsaved subject and body for a contact, with the same sandbox and limits as a send:
+ * on a compose thread, under its hard time limit. (On the event loop, converting a 1 MB body to
+ * text took up to half a second, during which the process answered nothing else.) It goes ahead
+ * of queued deliveries, so a campaign in progress does not hold it up.
  * Syntax errors, render errors and exceeded limits are 422 field errors on `subject` or `body`.
  */
 export async function previewTemplate(ctx: AppContext, projectId: string, input: PreviewInput): Promise<Preview> {
@@ -33,8 +35,7 @@ export async function previewTemplate(ctx: AppContext, projectId: string, input:
     contact: { id: contact.id, email: contact.email, data: contact.data ?? {} },
   });
   try {
-    const rendered = await renderEmail({ subject: input.subject, body: input.body }, vars);
-    return { subject: rendered.subject, html: rendered.html, text: plainText(rendered.html) };
+    return await ctx.threads.compose.compose({ subject: input.subject, body: input.body, vars, footer: null, tracking: null }, { ahead: true });
   } catch (err) {
     if (err instanceof TemplateRenderError) {
       throw validationError([{ field: err.field ?? 'body', message: err.message, code: 'render_error' }]);
