@@ -142,6 +142,42 @@ describe('one email cannot stall the server', () => {
     assert.match(saved.body.error.errors[0].message, /more than 10000 tags and outputs/);
   });
 
+  test('past 64 KB of markup, or 10,000 statements in {% liquid %} tags, a template is refused at once; /health keeps answering', async () => {
+    // Each parsed at up to 0.5 µs and 150 bytes of heap a character: a 1.4 MB chain of fallbacks
+    // took 680 ms and 200 MB, and 250,000 `{% liquid %}` statements 26 s and 200 MB (its own token
+    // list is shifted like the parser's).
+    const bodies = {
+      fallbacks: `{{ a${' ?? b'.repeat(300_000)} }}`,
+      // The first `}}` is inside a string literal: the output, and its filters, go on.
+      filtersAfterAString: `{{ "}}"${' | upcase'.repeat(100_000)} }}`,
+      statements: `{% liquid\n${'echo a\n'.repeat(250_000)}%}`,
+    };
+    const { result, slowest } = await slowestHealthDuring(
+      Promise.all(
+        Object.values(bodies).map((body) => b.sk.post('/v1/send', { to: 'markup@example.com', from: 'app@mail.example.test', subject: 'Big', body })),
+      ),
+    );
+    const messages = result.map((res) => {
+      assert.equal(res.status, 422, res.text);
+      assert.equal(res.body.error.errors[0].code, 'invalid_template');
+      return res.body.error.errors[0].message;
+    });
+    assert.match(messages[0], /more than 64 KB of characters inside its tags and outputs/);
+    assert.match(messages[1], /more than 64 KB of characters inside its tags and outputs/);
+    assert.match(messages[2], /more than 10000 tags and outputs/);
+    assert.ok(slowest < idle + STALL_MS, `/health kept answering (slowest ${slowest.toFixed(0)} ms, idle ${idle.toFixed(0)} ms)`);
+    const listed = await b.sk.get('/emails?limit=100');
+    assert.ok(!listed.body.data.some((e: { to: string }) => e.to === 'markup@example.com'));
+    // Within the bounds, the same constructs are saved as a template.
+    const fine = await b.sk.post('/templates', {
+      name: 'Fine',
+      subject: 'Fine',
+      body: `{{ a${' ?? b'.repeat(1_000)} }}{{ "}}" | upcase }}{% liquid\n${'echo a\n'.repeat(1_000)}%}`,
+      from: 'app@mail.example.test',
+    });
+    assert.equal(fine.status, 201, fine.text);
+  });
+
   test('9,000 outputs spread over 1 MB of braces are checked in linear time and sent; /health keeps answering', async () => {
     // No `{%` tag: the pre-pass searched the rest of the body for one at every output, slowly
     // where braces are frequent (seconds of event loop), and liquidjs's parse moved its whole token

@@ -14,7 +14,7 @@ import {
 import type { FieldError } from '../http/errors.ts';
 import { BoundedEmitter, RENDER_LIMITS, RenderBudget, RenderLimitError } from './limits.ts';
 import { LruCache } from './lru.ts';
-import { countTags, parseTemplate } from './parse-template.ts';
+import { parseTemplate, templateShape } from './parse-template.ts';
 import { rewriteShorthands } from './prepass.ts';
 
 /**
@@ -88,14 +88,18 @@ const noFileSystem: FS = {
 
 const isMissing = (v: unknown) => v === undefined || v === null || v === '';
 
-type Engine = { liquid: Liquid; cache: LruCache<string, Template[]> };
+/** A parsed source and its estimated heap (the cache's weight). */
+type Parsed = { templates: Template[]; bytes: number };
+type Engine = { liquid: Liquid; cache: LruCache<string, Parsed> };
 
 /**
- * Each engine's cache of parsed templates holds at most 32 MB by this estimate: the source, plus
- * about 1.5 KB of heap a parsed tag or output (measured: 1.0–1.7 KB). Counted in entries alone,
- * 300 templates of 10,000 tags each would have held some 4 GB.
+ * Each engine's cache of parsed templates holds at most 32 MB by an estimate of their heap: plain
+ * HTML as its characters, about 1.5 KB a tag or output (measured 1.0–1.7 KB) and, at worst, 150
+ * bytes a character of their markup (measured 18–145). Counted in entries alone, 300 templates of
+ * 10,000 tags each would have held some 4 GB.
  */
 const PARSED_TAG_BYTES = 1_536;
+const PARSED_MARKUP_BYTES = 150;
 const CACHE_BYTES = 32 * 1024 * 1024;
 
 function createEngine(escapeOutput: boolean): Engine {
@@ -124,7 +128,7 @@ function createEngine(escapeOutput: boolean): Engine {
       liquid.registerFilter(name, { handler: builtinFilters[name] as Exclude<FilterImplOptions, { raw: boolean }>, raw: true });
     }
   }
-  return { liquid, cache: new LruCache(300, { of: (source) => source.length + PARSED_TAG_BYTES * countTags(source), max: CACHE_BYTES }) };
+  return { liquid, cache: new LruCache(300, { of: (_source, parsed) => parsed.bytes, max: CACHE_BYTES }) };
 }
 
 const subjectEngine = createEngine(false);
@@ -135,17 +139,21 @@ const engineFor = (field: string) => (field === 'subject' ? subjectEngine : body
 /** Parsed templates are cached by source: workers render the same template for many contacts. */
 function parse(engine: Engine, field: string, source: string): Template[] {
   const hit = engine.cache.get(source);
-  if (hit) return hit;
+  if (hit) return hit.templates;
   // Checked before the pre-pass and the parse, which would otherwise run over whatever a request carried.
   if (source.length > RENDER_LIMITS.maxSource) throw new TemplateSyntaxError(`template is longer than ${RENDER_LIMITS.maxSource} characters`, field);
-  if (countTags(source) > RENDER_LIMITS.maxTags) throw new TemplateSyntaxError(`template has more than ${RENDER_LIMITS.maxTags} tags and outputs`, field);
+  const shape = templateShape(source);
+  if (shape.tags > RENDER_LIMITS.maxTags) throw new TemplateSyntaxError(`template has more than ${RENDER_LIMITS.maxTags} tags and outputs`, field);
+  if (shape.markup > RENDER_LIMITS.maxMarkup) {
+    throw new TemplateSyntaxError(`template has more than ${RENDER_LIMITS.maxMarkup / 1024} KB of characters inside its tags and outputs`, field);
+  }
   let templates: Template[];
   try {
     templates = parseTemplate(engine.liquid, rewriteShorthands(source));
   } catch (err) {
     throw new TemplateSyntaxError(err instanceof Error ? err.message : String(err), field);
   }
-  engine.cache.set(source, templates);
+  engine.cache.set(source, { templates, bytes: source.length - shape.markup + PARSED_MARKUP_BYTES * shape.markup + PARSED_TAG_BYTES * shape.tags });
   return templates;
 }
 

@@ -22,11 +22,17 @@ export const RENDER_LIMITS = {
   /** Characters of Liquid source per template. */
   maxSource: 2 * 1024 * 1024,
   /**
-   * `{{ }}` outputs plus `{% %}` tags per template. Parsing runs on the event loop when a request is
-   * checked (about 4 µs a tag) and a parsed tag holds about 1.5 KB of heap: 10,000 bound both to
-   * about 40 ms and 15 MB. Repetition belongs in a loop.
+   * `{{ }}` outputs plus `{% %}` tags per template (each statement of a `{% liquid %}` tag counts).
+   * Parsing runs on the event loop when a request is checked (about 4 µs a tag) and a parsed tag
+   * holds about 1.5 KB of heap: 10,000 bound both to about 40 ms and 15 MB. Repetition belongs in a loop.
    */
   maxTags: 10_000,
+  /**
+   * Characters between the delimiters of a template's tags and outputs, all together. Markup parses
+   * at up to 0.5 µs and 150 bytes of heap a character (a chain of 300,000 fallbacks: 680 ms and
+   * 200 MB): 64 KB bound that to about 50 ms and 10 MB. Real templates hold a few KB.
+   */
+  maxMarkup: 64 * 1024,
 } as const;
 
 /**

@@ -47,8 +47,8 @@ function skipTag(source: string, start: number): number {
   return m ? m.index + m[0].length : source.length;
 }
 
-/** Index of the `}}` closing an output whose content starts at `from`, skipping quoted strings. */
-function outputEnd(source: string, from: number): number {
+/** Index of the `}}` closing an output whose content starts at `from`, skipping quoted strings (-1: none). */
+export function outputEnd(source: string, from: number): number {
   let i = from;
   while (i < source.length) {
     const c = source[i];
