@@ -8,6 +8,7 @@ import { createComposePool } from '../src/render/compose-pool.ts';
 import { RenderLimitError } from '../src/render/limits.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { verifyDomain } from './helpers/domains.ts';
+import { slowestHealthDuring as healthDuring } from './helpers/health.ts';
 import { type MailEnv, startMailEnv, waitForStatus } from './helpers/mail.ts';
 import { waitFor } from './helpers/workflows.ts';
 
@@ -42,28 +43,7 @@ after(async () => {
   await env?.stop();
 });
 
-/** Polls GET /health every 20 ms while `work` runs; returns the slowest answer in ms. */
-async function slowestHealthDuring<T>(work: Promise<T>): Promise<{ result: T; slowest: number }> {
-  let done = false;
-  let slowest = 0;
-  const probe = (async () => {
-    while (!done) {
-      const t = performance.now();
-      const res = await fetch(`${env.server.url}/health`);
-      await res.arrayBuffer();
-      assert.equal(res.status, 200);
-      slowest = Math.max(slowest, performance.now() - t);
-      if (process.env.DEBUG_HEALTH) console.log('health', Math.round(t), Math.round(performance.now() - t));
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  })();
-  try {
-    return { result: await work, slowest };
-  } finally {
-    done = true;
-    await probe;
-  }
-}
+const slowestHealthDuring = <T>(work: Promise<T>) => healthDuring(env.server.url, work);
 
 describe('one email cannot stall the server', () => {
   test('90 KB of unclosed <a tags is tracked in linear time; /health keeps answering within 100 ms', async () => {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { slowestHealthDuring } from './helpers/health.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 /** POST /templates/preview: an unsaved subject and body rendered for a contact, as a send would. */
@@ -96,32 +97,14 @@ test('bad input is a 422 and needs a secret key or a session', async () => {
 });
 
 test('previews render off the event loop: six of a large body at once, and /health keeps answering', async () => {
-  /** The slowest GET /health while `work` runs, polled every 20 ms. */
-  const slowestHealthDuring = async (work: Promise<unknown>) => {
-    let done = false;
-    let slowest = 0;
-    const probe = (async () => {
-      while (!done) {
-        const t = performance.now();
-        assert.equal((await server.api.get('/health')).status, 200);
-        slowest = Math.max(slowest, performance.now() - t);
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    })();
-    await work.finally(() => (done = true));
-    await probe;
-    return slowest;
-  };
-  const idle = await slowestHealthDuring(new Promise((r) => setTimeout(r, 1000)));
+  const idle = (await slowestHealthDuring(server.url, new Promise((r) => setTimeout(r, 1000)))).slowest;
   // 800 KB of paragraphs: rendering it and converting it to text took about 0.3 s on the event
   // loop (/health's slowest answer meanwhile: 335 ms, against 57 now), which a preview no longer
   // holds: it runs on a compose thread (nothing else in this file composes a message).
   const body = `<h1>{{ firstName }}</h1>${'<p>paragraph</p>'.repeat(50_000)}`;
-  let answers: { status: number; body: { html: string; text: string } }[] = [];
-  const slowest = await slowestHealthDuring(
-    (async () => {
-      answers = await Promise.all(Array.from({ length: 6 }, () => a.sk.post('/templates/preview', { subject: 'Big', body, contactId: adaId })));
-    })(),
+  const { result: answers, slowest } = await slowestHealthDuring(
+    server.url,
+    Promise.all(Array.from({ length: 6 }, () => a.sk.post('/templates/preview', { subject: 'Big', body, contactId: adaId }))),
   );
   for (const res of answers) {
     assert.equal(res.status, 200, JSON.stringify(res.body).slice(0, 300));
