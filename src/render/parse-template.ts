@@ -49,15 +49,20 @@ export function templateShape(source: string): TemplateShape {
     if (kind !== '{' && kind !== '%') continue;
     const close = kind === '{' ? outputEnd(source, i + 2) : source.indexOf('%}', i + 2);
     const end = close === -1 ? source.length : close + 2;
-    tags += kind === '%' && LIQUID_TAG.test(source.slice(i, Math.min(end, i + 16))) ? 1 + lineBreaks(source, i, end) : 1;
+    tags += kind === '%' && isLiquidTag(source, i) ? 1 + lineBreaks(source, i, end) : 1;
     markup += end - i;
     i = end - 1;
   }
   return { tags, markup };
 }
 
-/** `{% liquid` (with or without the whitespace dash): a tag whose every line is a statement. */
-const LIQUID_TAG = /^\{%-?\s*liquid\s/;
+/** `{% liquid` (with or without the whitespace dash, and any whitespace before the name): a tag whose every line is a statement. */
+const LIQUID_TAG = /\{%-?\s*liquid\s/y;
+
+function isLiquidTag(source: string, at: number): boolean {
+  LIQUID_TAG.lastIndex = at;
+  return LIQUID_TAG.test(source);
+}
 
 function lineBreaks(source: string, from: number, to: number): number {
   let count = 0;
