@@ -118,6 +118,18 @@ describe('syntax errors', () => {
     assert.match(errors[1].message, /not closed, line:1/);
   });
 
+  test('a tag left open in a large template is named with its line, not as a bound the rest of the template passed', () => {
+    // The rest of the source counts as the open tag's markup (over 64 KB here).
+    const rest = `</h1>${'<p>lorem ipsum dolor sit amet</p>\n'.repeat(3_000)}`;
+    const [output] = checkTemplates({ body: `<h1>Hello\n {{ first_name }${rest}` });
+    assert.equal(output.message, 'Invalid template: output "{{ first_name }</h1><p>lorem ips..." not closed, line:2, col:2');
+    const [tag] = checkTemplates({ body: `{% if plan ${rest}` });
+    assert.equal(tag.message, 'Invalid template: tag "{% if plan </h1><p>lorem ipsum d..." not closed, line:1, col:1');
+    // Still bounded: an open output inside a raw block is refused when what follows passes a bound.
+    const [raw] = checkTemplates({ body: `{% raw %}{{{% endraw %}${'{% if a %}{% endif %}'.repeat(6_000)}` });
+    assert.match(raw.message, /not closed, line:1, col:10/);
+  });
+
   test('unknown filters and tags are syntax errors', () => {
     assert.match(checkTemplates({ body: '{{ a | capitalise }}' })[0].message, /undefined filter: capitalise/);
     assert.match(checkTemplates({ body: '{% frobnicate %}' })[0].message, /frobnicate/);

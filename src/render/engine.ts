@@ -14,7 +14,7 @@ import {
 import type { FieldError } from '../http/errors.ts';
 import { BoundedEmitter, RENDER_LIMITS, RenderBudget, RenderLimitError } from './limits.ts';
 import { LruCache } from './lru.ts';
-import { parseTemplate, templateShape } from './parse-template.ts';
+import { notClosedMessage, parseTemplate, templateShape } from './parse-template.ts';
 import { rewriteShorthands } from './prepass.ts';
 
 /**
@@ -143,6 +143,9 @@ function parse(engine: Engine, field: string, source: string): Template[] {
   // Checked before the pre-pass and the parse, which would otherwise run over whatever a request carried.
   if (source.length > RENDER_LIMITS.maxSource) throw new TemplateSyntaxError(`template is longer than ${RENDER_LIMITS.maxSource} characters`, field);
   const shape = templateShape(source);
+  // A tag left open counts the rest of the source as its markup: say so rather than name a bound.
+  const overBound = shape.tags > RENDER_LIMITS.maxTags || shape.markup > RENDER_LIMITS.maxMarkup;
+  if (overBound && shape.unclosedAt !== null) throw new TemplateSyntaxError(notClosedMessage(source, shape.unclosedAt), field);
   if (shape.tags > RENDER_LIMITS.maxTags) throw new TemplateSyntaxError(`template has more than ${RENDER_LIMITS.maxTags} tags and outputs`, field);
   if (shape.markup > RENDER_LIMITS.maxMarkup) {
     throw new TemplateSyntaxError(`template has more than ${RENDER_LIMITS.maxMarkup / 1024} KB of characters inside its tags and outputs`, field);

@@ -37,9 +37,10 @@ export function parseTemplate(liquid: Liquid, source: string): Template[] {
  * b ?? b … }}`, a chain of filters); plain HTML is held as the source's own characters. An
  * over-count is harmless (the shape only bounds and weighs): a delimiter inside a raw block counts
  * as one. Outputs end where liquidjs ends them, at the first `}}` outside a string literal, and tags
- * at the first `%}`.
+ * at the first `%}`; one that is not closed counts the rest of the source as its markup, and
+ * `unclosedAt` says where it starts.
  */
-export type TemplateShape = { tags: number; markup: number };
+export type TemplateShape = { tags: number; markup: number; unclosedAt: number | null };
 
 export function templateShape(source: string): TemplateShape {
   let tags = 0;
@@ -48,12 +49,22 @@ export function templateShape(source: string): TemplateShape {
     const kind = source[i + 1];
     if (kind !== '{' && kind !== '%') continue;
     const close = kind === '{' ? outputEnd(source, i + 2) : source.indexOf('%}', i + 2);
-    const end = close === -1 ? source.length : close + 2;
+    if (close === -1) return { tags: tags + 1, markup: markup + source.length - i, unclosedAt: i };
+    const end = close + 2;
     tags += kind === '%' && isLiquidTag(source, i) ? 1 + lineBreaks(source, i, end) : 1;
     markup += end - i;
     i = end - 1;
   }
-  return { tags, markup };
+  return { tags, markup, unclosedAt: null };
+}
+
+/** liquidjs's message for a tag or output that is not closed at `at`, with its line and column. */
+export function notClosedMessage(source: string, at: number): string {
+  const before = source.slice(0, at);
+  const line = before.split('\n').length;
+  const col = at - before.lastIndexOf('\n');
+  const snapshot = source.slice(at, at + 32).replace(/\s+/g, ' ');
+  return `${source[at + 1] === '{' ? 'output' : 'tag'} "${snapshot}..." not closed, line:${line}, col:${col}`;
 }
 
 /** `{% liquid` (with or without the whitespace dash, and any whitespace before the name): a tag whose every line is a statement. */
