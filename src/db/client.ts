@@ -42,18 +42,34 @@ type IdleTrim = { idleMs: number; everyMs: number };
 function trimIdleClients(pool: pg.Pool, { idleMs, everyMs }: IdleTrim): () => void {
   const idleCounts: number[] = [];
   const window = Math.ceil(idleMs / everyMs);
-  const timer = setInterval(() => {
+  let stopped = false;
+  let timer: NodeJS.Timeout;
+  // Each check is scheduled `everyMs` after the last one ended (its close included), not on a fixed
+  // cadence: with setInterval, a check delayed by a busy event loop was followed by the next one on
+  // time, and two closes came 31 ms apart.
+  const schedule = () => {
+    if (stopped) return;
+    timer = setTimeout(check, everyMs);
+    timer.unref();
+  };
+  const check = () => {
     idleCounts.push(pool.idleCount);
     if (idleCounts.length > window) idleCounts.shift();
-    if (idleCounts.length < window || Math.min(...idleCounts) === 0 || pool.waitingCount > 0) return;
+    if (idleCounts.length < window || Math.min(...idleCounts) === 0 || pool.waitingCount > 0) return schedule();
     // The newest count is now's, so an idle client is at hand: connect() hands it over at once, and release(true) closes it.
-    pool.connect().then(
-      (client) => client.release(true),
-      () => {},
-    );
-  }, everyMs);
-  timer.unref();
-  return () => clearInterval(timer);
+    pool
+      .connect()
+      .then(
+        (client) => client.release(true),
+        () => {},
+      )
+      .finally(schedule);
+  };
+  schedule();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
 }
 
 /** A transaction: `tx` is Drizzle bound to the client, `client` is the raw connection (for pg-boss enqueues). */
