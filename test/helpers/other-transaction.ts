@@ -15,9 +15,15 @@ export async function whileAnotherTransaction<T>(
   try {
     await other.query('BEGIN');
     await steps.hold(other);
+    // The wait is for this transaction's id: any not-granted lock would also match a background
+    // job waiting on something else, and the request might not have reached the lock yet.
+    const [{ xid }] = (await other.query<{ xid: string }>(`SELECT pg_current_xact_id()::xid::text AS xid`)).rows;
     const pending = steps.request();
     await waitFor('the request waiting for the other transaction', async () => {
-      const [{ n }] = await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'`);
+      const [{ n }] = await server.sql<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND locktype = 'transactionid' AND transactionid::text = $1`,
+        [xid],
+      );
       return n > 0;
     });
     await steps.beforeCommit?.(other);
