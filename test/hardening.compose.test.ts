@@ -45,19 +45,24 @@ after(async () => {
 
 const slowestHealthDuring = <T>(work: Promise<T>) => healthDuring(env.server.url, work);
 
+/** Sends one email from the verified domain and waits until it is SENT or FAILED. */
+async function sendAndSettle(message: Record<string, unknown>, timeoutMs: number) {
+  const res = await b.sk.post('/v1/send', { from: 'app@mail.example.test', ...message });
+  assert.equal(res.status, 200, res.text);
+  return waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT', 'FAILED'], timeoutMs);
+}
+
 describe('one email cannot stall the server', () => {
   test('90 KB of unclosed <a tags is tracked in linear time; /health keeps answering within 100 ms', async () => {
     const { result, slowest } = await slowestHealthDuring(
-      (async () => {
-        const res = await b.sk.post('/v1/send', {
+      sendAndSettle(
+        {
           to: 'stall@example.com',
-          from: 'app@mail.example.test',
           subject: 'Links',
           body: `<html><body><a href="https://shop.example.com/">shop</a>${'<a '.repeat(30000)}</body></html>`,
-        });
-        assert.equal(res.status, 200, res.text);
-        return waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT', 'FAILED'], 10_000);
-      })(),
+        },
+        10_000,
+      ),
     );
     // SENT proves the linear time: composing runs under a 3 s hard limit, and the quadratic
     // rewrite took 12 s for this body. (Wall time is not asserted: a shared CI box stretches it.)
@@ -165,17 +170,15 @@ describe('one email cannot stall the server', () => {
     // array at every token.
     const body = `<p>{{a}}${'<i>{x}</i> '.repeat(10)}</p>\n`.repeat(9_000);
     const { result, slowest } = await slowestHealthDuring(
-      (async () => {
-        const res = await b.sk.post('/v1/send', {
+      sendAndSettle(
+        {
           to: 'outputs@example.com',
-          from: 'app@mail.example.test',
           subject: 'Outputs',
           body,
           data: { a: { value: 'x', persistent: false } },
-        });
-        assert.equal(res.status, 200, res.text);
-        return waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT', 'FAILED'], 15_000);
-      })(),
+        },
+        15_000,
+      ),
     );
     assert.equal(result.status, 'SENT', result.error);
     assert.ok(slowest < idle + STALL_MS, `/health kept answering (slowest ${slowest.toFixed(0)} ms, idle ${idle.toFixed(0)} ms)`);
@@ -188,17 +191,15 @@ describe('one email cannot stall the server', () => {
     // on a faster one; either way a clear error. The hard limit alone: the compose pool test below.
     const chain = Array.from({ length: 400 }, () => 'sort | reverse').join(' | ');
     const { result, slowest } = await slowestHealthDuring(
-      (async () => {
-        const res = await b.sk.post('/v1/send', {
+      sendAndSettle(
+        {
           to: 'filters@example.com',
-          from: 'app@mail.example.test',
           subject: 'Filters',
           body: `{% assign a = big | split: "," %}{{ a | ${chain} | size }}`,
           data: { big: { value: Array.from({ length: 30_000 }, (_, i) => (i * 7919) % 100_003).join(','), persistent: false } },
-        });
-        assert.equal(res.status, 200, res.text);
-        return waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT', 'FAILED'], 15_000);
-      })(),
+        },
+        15_000,
+      ),
     );
     assert.equal(result.status, 'FAILED');
     assert.match(result.error, /took longer than 3000 ms|too much memory/);
