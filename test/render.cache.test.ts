@@ -15,25 +15,26 @@ const heapUsed = () => {
 
 describe('the cache of parsed templates', () => {
   test('a weighted LRU evicts the least recently used entries past its weight, and never stores an entry heavier than the bound', () => {
-    const cache = new LruCache<string, string>(10, { of: (_key, value) => value.length, max: 10 });
-    cache.set('a', 'aaaa');
-    cache.set('b', 'bbbb');
+    const cache = new LruCache<string, string>(10, 10);
+    const set = (key: string, value: string) => cache.set(key, value, value.length);
+    set('a', 'aaaa');
+    set('b', 'bbbb');
     assert.equal(cache.get('a'), 'aaaa'); // a is now the most recently used
-    cache.set('c', 'cccc'); // 12 > 10: b goes
+    set('c', 'cccc'); // 12 > 10: b goes
     assert.equal(cache.get('b'), undefined);
     assert.equal(cache.get('a'), 'aaaa');
     assert.equal(cache.get('c'), 'cccc');
-    cache.set('huge', 'x'.repeat(11));
+    set('huge', 'x'.repeat(11));
     assert.equal(cache.get('huge'), undefined, 'heavier than the whole bound: not stored');
     assert.equal(cache.get('a'), 'aaaa', 'and nothing was evicted for it');
-    cache.set('a', 'a'); // replacing an entry counts its new weight only: 1 + 4
-    cache.set('d', 'ddddd'); // 10: all three stay
+    set('a', 'a'); // replacing an entry counts its new weight only: 1 + 4
+    set('d', 'ddddd'); // 10: all three stay
     assert.deepEqual(
       ['a', 'c', 'd'].map((k) => cache.get(k)),
       ['a', 'cccc', 'ddddd'],
     );
     cache.delete('c');
-    cache.set('e', 'eeee'); // 1 + 5 + 4 = 10
+    set('e', 'eeee'); // 1 + 5 + 4 = 10
     assert.deepEqual(
       ['a', 'd', 'e'].map((k) => cache.get(k)),
       ['a', 'ddddd', 'eeee'],

@@ -88,9 +88,7 @@ const noFileSystem: FS = {
 
 const isMissing = (v: unknown) => v === undefined || v === null || v === '';
 
-/** A parsed source and its estimated heap (the cache's weight). */
-type Parsed = { templates: Template[]; bytes: number };
-type Engine = { liquid: Liquid; cache: LruCache<string, Parsed> };
+type Engine = { liquid: Liquid; cache: LruCache<string, Template[]> };
 
 /**
  * Each engine's cache of parsed templates holds at most 32 MB by an estimate of their heap: plain
@@ -128,7 +126,7 @@ function createEngine(escapeOutput: boolean): Engine {
       liquid.registerFilter(name, { handler: builtinFilters[name] as Exclude<FilterImplOptions, { raw: boolean }>, raw: true });
     }
   }
-  return { liquid, cache: new LruCache(300, { of: (_source, parsed) => parsed.bytes, max: CACHE_BYTES }) };
+  return { liquid, cache: new LruCache(300, CACHE_BYTES) };
 }
 
 const subjectEngine = createEngine(false);
@@ -139,7 +137,7 @@ const engineFor = (field: string) => (field === 'subject' ? subjectEngine : body
 /** Parsed templates are cached by source: workers render the same template for many contacts. */
 function parse(engine: Engine, field: string, source: string): Template[] {
   const hit = engine.cache.get(source);
-  if (hit) return hit.templates;
+  if (hit) return hit;
   // Checked before the pre-pass and the parse, which would otherwise run over whatever a request carried.
   if (source.length > RENDER_LIMITS.maxSource) throw new TemplateSyntaxError(`template is longer than ${RENDER_LIMITS.maxSource} characters`, field);
   const shape = templateShape(source);
@@ -156,7 +154,7 @@ function parse(engine: Engine, field: string, source: string): Template[] {
   } catch (err) {
     throw new TemplateSyntaxError(err instanceof Error ? err.message : String(err), field);
   }
-  engine.cache.set(source, { templates, bytes: source.length - shape.markup + PARSED_MARKUP_BYTES * shape.markup + PARSED_TAG_BYTES * shape.tags });
+  engine.cache.set(source, templates, source.length - shape.markup + PARSED_MARKUP_BYTES * shape.markup + PARSED_TAG_BYTES * shape.tags);
   return templates;
 }
 

@@ -1,13 +1,13 @@
-/** A small least-recently-used cache on Map's insertion order, bounded in entries and, optionally, in a weight (an estimate of bytes). */
+/** A small least-recently-used cache on Map's insertion order, bounded in entries and in the weights given to `set` (an estimate of bytes). */
 export class LruCache<K, V> {
   private readonly map = new Map<K, { value: V; weight: number }>();
   private readonly max: number;
-  private readonly weigh: { of: (key: K, value: V) => number; max: number } | null;
+  private readonly maxWeight: number;
   private weight = 0;
 
-  constructor(max: number, weigh?: { of: (key: K, value: V) => number; max: number }) {
+  constructor(max: number, maxWeight = Infinity) {
     this.max = max;
-    this.weigh = weigh ?? null;
+    this.maxWeight = maxWeight;
   }
 
   get(key: K): V | undefined {
@@ -27,12 +27,11 @@ export class LruCache<K, V> {
   }
 
   /** Stores the value, evicting the least recently used entries past the bounds; a value heavier than the whole bound is not stored. */
-  set(key: K, value: V): void {
+  set(key: K, value: V, weight = 0): void {
     this.delete(key);
-    const weight = this.weigh?.of(key, value) ?? 0;
-    if (this.weigh && weight > this.weigh.max) return;
+    if (weight > this.maxWeight) return;
     this.map.set(key, { value, weight });
     this.weight += weight;
-    while (this.map.size > this.max || (this.weigh && this.weight > this.weigh.max)) this.delete(this.map.keys().next().value as K);
+    while (this.map.size > this.max || this.weight > this.maxWeight) this.delete(this.map.keys().next().value as K);
   }
 }
