@@ -251,7 +251,7 @@ describe('the compose threads', () => {
     }
   });
 
-  test('a message composed "ahead" (a preview) goes before the queued ones, behind those already posted to the thread', async () => {
+  test('work someone waits on (a preview, a check) goes before the queued messages, behind those already posted, in the order asked', async () => {
     const pool = createComposePool(1);
     try {
       assert.equal((await pool.compose({ subject: 'warm', body: 'up', vars: {}, footer: null, tracking: null })).subject, 'warm');
@@ -262,11 +262,13 @@ describe('the compose threads', () => {
       const ahead = pool
         .compose({ subject: 'ahead', body: '<p>preview</p>', vars: {}, footer: null, tracking: null }, { ahead: true })
         .then((r) => finished.push(r.subject));
-      await Promise.all([...queued, ahead]);
-      // Eight were posted to the thread before it (the pipeline), so it finishes ninth.
+      const check = pool.check({ body: '{{ a' }).then((errors) => finished.push(`check: ${errors.map((e) => e.message).join()}`));
+      await Promise.all([...queued, ahead, check]);
+      // Eight were posted to the thread before them (the pipeline), so they finish ninth and tenth, in the order asked.
       assert.equal(finished.indexOf('ahead'), 8, finished.join(', '));
+      assert.equal(finished[9], 'check: Invalid template: output "{{ a" not closed, line:1, col:1');
       assert.deepEqual(
-        finished.filter((s) => s !== 'ahead'),
+        finished.filter((s) => s !== 'ahead' && !s.startsWith('check')),
         Array.from({ length: 40 }, (_, n) => `queued ${n}`),
       );
     } finally {

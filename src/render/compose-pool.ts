@@ -1,13 +1,17 @@
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
+import type { FieldError } from '../http/errors.ts';
 import type { ComposedHtml, ComposedSource, ComposeHtmlInput, ComposeMessageInput, ComposePartsInput } from './compose-html.ts';
 import { RENDER_LIMITS, RenderLimitError } from './limits.ts';
 import { TemplateRenderError, TemplateSyntaxError } from './engine.ts';
 import { shrinkHeapAfterWork } from '../memory-reducer.ts';
 import { IDLE_THREAD_MS, THREAD_YOUNG_GENERATION_MB, idleTimer } from './idle-timer.ts';
 
-type Job = { input: ComposeHtmlInput; resolve: (r: ComposedHtml | ComposedSource) => void; reject: (e: Error) => void };
-type Reply = { id: number; started?: true; result?: ComposedHtml | ComposedSource; error?: { name: string; message: string; field?: string } };
+/** What a thread does: compose a message, or syntax-check template sources (answered with their field errors). */
+export type ThreadInput = ComposeHtmlInput | { check: Record<string, string> };
+type ThreadResult = ComposedHtml | ComposedSource | FieldError[];
+type Job = { input: ThreadInput; ahead: boolean; resolve: (r: ThreadResult) => void; reject: (e: Error) => void };
+type Reply = { id: number; started?: true; result?: ThreadResult; error?: { name: string; message: string; field?: string } };
 type Sent = Job & { id: number };
 /** A thread and the jobs posted to it, in the order it runs them; `running` has its clock started. */
 type Slot = {
@@ -24,7 +28,8 @@ type Slot = {
 const PIPELINE = 8;
 
 /** A message with attachments is posted only to an idle thread, and nothing behind it: a thread holds at most one large input. */
-const weight = (input: ComposeHtmlInput) => (input.message?.attachments?.length ? PIPELINE : 1);
+const attachmentsOf = (input: ThreadInput) => ('check' in input ? [] : (input.message?.attachments ?? []));
+const weight = (input: ThreadInput) => (attachmentsOf(input).length ? PIPELINE : 1);
 
 /**
  * Extra time a message gets per MB of attachments (as stored, base64) beyond the limit its template
@@ -32,7 +37,7 @@ const weight = (input: ComposeHtmlInput) => (input.message?.attachments?.length 
  * attachment must not fail a limit set for runaway templates.
  */
 const MILLIS_PER_ATTACHMENT_MB = 250;
-const attachmentMb = (input: ComposeHtmlInput) => (input.message?.attachments ?? []).reduce((sum, a) => sum + a.content.length, 0) / 2 ** 20;
+const attachmentMb = (input: ThreadInput) => attachmentsOf(input).reduce((sum, a) => sum + a.content.length, 0) / 2 ** 20;
 const load = (slot: Slot) => slot.jobs.reduce((sum, job) => sum + weight(job.input), 0);
 
 function revive(reply: NonNullable<Reply['error']>): Error {
@@ -57,6 +62,11 @@ export type ComposePool = {
    */
   compose(input: ComposeMessageInput, opts?: { ahead?: boolean }): Promise<ComposedSource>;
   compose(input: ComposePartsInput, opts?: { ahead?: boolean }): Promise<ComposedHtml>;
+  /**
+   * Syntax-checks template sources (field name to source) as `checkTemplates` does, ahead of the
+   * queued deliveries, within the same limit: for sources whose parse would hold the event loop.
+   */
+  check(fields: Record<string, string>): Promise<FieldError[]>;
   /** Threads running now (idle ones end after IDLE_THREAD_MS). */
   threadCount: () => number;
   close: () => Promise<void>;
@@ -174,15 +184,18 @@ export function createComposePool(
     slot.running = { id, timer };
   }
 
-  // The thread answers a `message` input with its source, any other with the rendered parts (composeHtml's overloads).
-  const compose = (input: ComposeHtmlInput, opts?: { ahead?: boolean }) =>
-    new Promise<ComposedHtml | ComposedSource>((resolve, reject) => {
-      if (opts?.ahead) queue.unshift({ input, resolve, reject });
-      else queue.push({ input, resolve, reject });
+  /** Queues work; work someone waits on goes behind the other such work, before the rest. */
+  const run = (input: ThreadInput, ahead: boolean) =>
+    new Promise<ThreadResult>((resolve, reject) => {
+      const job = { input, ahead, resolve, reject };
+      const firstBehind = ahead ? queue.findIndex((queued) => !queued.ahead) : -1;
+      queue.splice(firstBehind === -1 ? queue.length : firstBehind, 0, job);
       dispatch();
     });
   return {
-    compose: compose as ComposePool['compose'],
+    // The thread answers a `message` input with its source, any other with the rendered parts (composeHtml's overloads).
+    compose: ((input: ComposeHtmlInput, opts?: { ahead?: boolean }) => run(input, opts?.ahead ?? false)) as ComposePool['compose'],
+    check: (fields) => run({ check: fields }, true) as Promise<FieldError[]>,
     threadCount: () => slots.filter((slot) => slot.worker).length,
     close: async () => {
       const running = slots.flatMap((slot) => (slot.worker ? [slot.worker] : []));

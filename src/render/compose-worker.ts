@@ -1,8 +1,10 @@
 import { parentPort } from 'node:worker_threads';
 import { keepParsedPrivateKeys } from '../mail/dkim-key-cache.ts';
-import { type ComposeHtmlInput, type ComposedHtml, type ComposedSource, composeHtml } from './compose-html.ts';
+import { type ComposedHtml, type ComposedSource, composeHtml } from './compose-html.ts';
+import type { ThreadInput } from './compose-pool.ts';
+import { checkTemplates } from './engine.ts';
 
-type Request = { id: number; input: ComposeHtmlInput };
+type Request = { id: number; input: ThreadInput };
 
 keepParsedPrivateKeys();
 
@@ -19,13 +21,17 @@ function transferable(result: ComposedHtml | ComposedSource): { result: Composed
 
 /**
  * A compose thread: renders, builds and signs messages so no template, filter, HTML or RSA
- * signature can stall the event loop. The pool posts several requests ahead; they run one at a
+ * signature can stall the event loop, and checks the templates too large to parse there. The pool posts several requests ahead; they run one at a
  * time, in order, each timed by the pool from its `started` reply.
  */
 async function compose(req: Request): Promise<void> {
   // The hard limit counts from here: starting the thread (loading modules) is not the message's cost.
   parentPort!.postMessage({ id: req.id, started: true });
   try {
+    if ('check' in req.input) {
+      parentPort!.postMessage({ id: req.id, result: checkTemplates(req.input.check) });
+      return;
+    }
     const { result, transfer } = transferable(await composeHtml(req.input));
     parentPort!.postMessage({ id: req.id, result }, transfer);
   } catch (err) {

@@ -23,8 +23,8 @@ export const RENDER_LIMITS = {
   maxSource: 2 * 1024 * 1024,
   /**
    * `{{ }}` outputs plus `{% %}` tags per template (each statement of a `{% liquid %}` tag counts).
-   * Parsing runs on the event loop when a request is checked (about 4 µs a tag) and a parsed tag
-   * holds about 1.5 KB of heap: 10,000 bound both to about 40 ms and 15 MB. Repetition belongs in a loop.
+   * Parsing takes about 4 µs a tag and a parsed tag holds about 1.5 KB of heap: 10,000 bound both
+   * to about 40 ms and 15 MB (checks that long run on a compose thread). Repetition belongs in a loop.
    */
   maxTags: 10_000,
   /**

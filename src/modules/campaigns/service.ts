@@ -87,7 +87,7 @@ export async function getCampaign(ctx: AppContext, projectId: string, id: string
 }
 
 export async function createCampaign(ctx: AppContext, projectId: string, input: CreateCampaignInput): Promise<CampaignRecord> {
-  assertTemplatesParse(input);
+  await assertTemplatesParse(ctx, input);
   const now = ctx.clock.now();
   const audience = await checkAudience(ctx.database.db, projectId, input);
   await senderDomainFor(ctx, projectId, input.from);
@@ -138,7 +138,7 @@ const EDITABLE: CampaignStatus[] = ['DRAFT', 'SCHEDULED'];
 /** PUT: only DRAFT and SCHEDULED campaigns change (409 otherwise); the audience and sender are checked again. */
 export async function updateCampaign(ctx: AppContext, projectId: string, id: string, input: UpdateCampaignInput): Promise<CampaignRecord> {
   const now = ctx.clock.now();
-  assertTemplatesParse(input);
+  await assertTemplatesParse(ctx, input);
   const current = await campaignRow(ctx.database.db, projectId, id);
   if (!EDITABLE.includes(current.status)) throw notEditable(current);
   const audienceType = input.audienceType ?? current.audienceType;

@@ -3,7 +3,7 @@ import { type Tx, withTransaction } from '../../db/client.ts';
 import { assertWithinBillingLimit } from '../billing/limits.ts';
 import type { EmailType } from '../../db/schema/emails.ts';
 import { validationError } from '../../http/errors.ts';
-import { checkTemplates } from '../../render/engine.ts';
+import { checkTemplateSources } from '../../render/template-check.ts';
 import { type UpsertResult, upsertContact } from '../contacts/service.ts';
 import { upsertContacts } from '../contacts/upsert-many.ts';
 import { WRITE_GROUP_LIMITS } from '../../db/write-groups.ts';
@@ -62,7 +62,7 @@ export async function prepareSend(ctx: AppContext, projectId: string, body: Send
     throw validationError([{ field: 'from', code: 'invalid_type', message: 'from is required unless the template has one', received: 'undefined' }]);
   }
   await senderDomainFor(ctx, projectId, from.email);
-  const syntax = checkTemplates({ subject: body.subject, body: body.body });
+  const syntax = await checkTemplateSources(ctx.threads.compose, { subject: body.subject, body: body.body });
   if (syntax.length > 0) throw validationError(syntax);
 
   const recipients = (Array.isArray(body.to) ? body.to : [body.to]).map(toAddress);

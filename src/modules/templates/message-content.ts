@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { checkTemplates } from '../../render/engine.ts';
+import type { AppContext } from '../../context.ts';
+import { checkTemplateSources } from '../../render/template-check.ts';
 import { validationError } from '../../http/errors.ts';
 import type { EmailType } from '../../db/schema/emails.ts';
 
@@ -20,8 +21,8 @@ export type MessageContentInput = {
 };
 
 /** Liquid that does not parse is refused when saved (422), so it never fails at send time. */
-export function assertTemplatesParse(input: { subject?: string; body?: string }): void {
-  const errors = checkTemplates({ subject: input.subject, body: input.body });
+export async function assertTemplatesParse(ctx: AppContext, input: { subject?: string; body?: string }): Promise<void> {
+  const errors = await checkTemplateSources(ctx.threads.compose, { subject: input.subject, body: input.body });
   if (errors.length > 0) throw validationError(errors);
 }
 

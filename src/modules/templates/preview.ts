@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { validationError } from '../../http/errors.ts';
-import { RenderLimitError, TemplateRenderError, checkTemplates } from '../../render/engine.ts';
+import { RenderLimitError, TemplateRenderError } from '../../render/engine.ts';
+import { checkTemplateSources } from '../../render/template-check.ts';
 import { buildVariables } from '../../render/variables.ts';
 import { getContact } from '../contacts/service.ts';
 
@@ -25,7 +26,7 @@ const SAMPLE_CONTACT = { id: 'cnt_preview', email: 'preview@example.com', data: 
  * Syntax errors, render errors and exceeded limits are 422 field errors on `subject` or `body`.
  */
 export async function previewTemplate(ctx: AppContext, projectId: string, input: PreviewInput): Promise<Preview> {
-  const syntax = checkTemplates({ subject: input.subject, body: input.body });
+  const syntax = await checkTemplateSources(ctx.threads.compose, { subject: input.subject, body: input.body });
   if (syntax.length > 0) throw validationError(syntax);
   const contact = input.contactId ? await getContact(ctx.database.db, projectId, input.contactId) : SAMPLE_CONTACT;
   const vars = buildVariables({

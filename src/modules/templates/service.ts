@@ -48,7 +48,7 @@ export async function getTemplate(db: Db, projectId: string, id: string): Promis
 }
 
 export async function createTemplate(ctx: AppContext, projectId: string, input: CreateTemplateInput): Promise<TemplateRecord> {
-  assertTemplatesParse(input);
+  await assertTemplatesParse(ctx, input);
   await senderDomainFor(ctx, projectId, input.from);
   const now = ctx.clock.now();
   const [row] = await ctx.database.db
@@ -91,7 +91,7 @@ export async function listTemplates(ctx: AppContext, projectId: string, q: ListT
 
 export async function updateTemplate(ctx: AppContext, projectId: string, id: string, input: UpdateTemplateInput): Promise<TemplateRecord> {
   const current = await getTemplate(ctx.database.db, projectId, id);
-  assertTemplatesParse(input);
+  await assertTemplatesParse(ctx, input);
   // A sender is checked when it changes: an unrelated edit is not refused because a domain turned pending.
   if (input.from !== undefined && input.from !== current.from) await senderDomainFor(ctx, projectId, input.from);
   const changes: Partial<typeof templates.$inferInsert> = {};
