@@ -67,11 +67,15 @@ describe('marketing mail is compliant', () => {
   test('the footer follows the contact locale, and is left out when the body places {{unsubscribeUrl}}', async () => {
     const id = await template('MARKETING');
     const de = await b.sk.post('/v1/send', { to: 'de@example.org', template: id, subscribed: true, data: { locale: 'de-AT' } });
+    // A locale naming a member of Object (set through the public key's /v1/track) is unknown, so English.
+    const odd = await b.sk.post('/v1/send', { to: 'odd@example.org', template: id, subscribed: true, data: { locale: 'constructor' } });
     const own = await template('MARKETING', '<p>Bye: <a href="{{unsubscribeUrl}}">leave</a></p>');
     const placed = await b.sk.post('/v1/send', { to: 'own@example.org', template: own, subscribed: true });
     await waitForStatus(b.sk, de.body.data.emails[0].email, ['SENT']);
     await waitForStatus(b.sk, placed.body.data.emails[0].email, ['SENT']);
+    await waitForStatus(b.sk, odd.body.data.emails[0].email, ['SENT']);
     assert.match(String(messageTo('de@example.org')!.parsed.html), /Sie erhalten diese E-Mail[\s\S]*Abmelden/);
+    assert.match(String(messageTo('odd@example.org')!.parsed.html), /You are receiving this email because you subscribed[\s\S]*Unsubscribe<\/a>/);
     const ownHtml = String(messageTo('own@example.org')!.parsed.html);
     assert.doesNotMatch(ownHtml, /You are receiving this email/);
     assert.match(ownHtml, /<a href="http:\/\/localhost:0\/unsubscribe\/[\w.-]+">leave<\/a>/);

@@ -38,6 +38,24 @@ test('every page names the project (escaped)', async () => {
   }
 });
 
+test("a contact's locale naming a member of Object is unknown: the pages are in English", async () => {
+  // The public key's /v1/track may set any locale; `constructor` once found Object's constructor (500).
+  for (const locale of ['constructor', '__proto__', 'toString', 'hasOwnProperty-x']) {
+    const tracked = await b.pk.post('/v1/track', { email: 'ada@example.com', event: 'locale', data: { locale } });
+    assert.equal(tracked.status, 200, tracked.text);
+    for (const action of ['unsubscribe', 'subscribe', 'manage'] as const) {
+      const res = await server.api.get(link(action));
+      assert.equal(res.status, 200, `${locale} ${action}: ${res.text.slice(0, 200)}`);
+      assert.match(
+        res.text,
+        { unsubscribe: /<title>Unsubscribe/, subscribe: /<title>Subscribe/, manage: /<title>Email preferences/ }[action],
+        `${locale} ${action}`,
+      );
+    }
+  }
+  await b.pk.post('/v1/track', { email: 'ada@example.com', event: 'locale', data: { locale: null } });
+});
+
 test('the unsubscribed page offers to resubscribe, and that works', async () => {
   const done = await server.api.request('POST', link('unsubscribe'), form);
   assert.equal(done.status, 200);

@@ -138,12 +138,18 @@ const es: Strings = {
   freshLinkIgnore: 'Si no pediste este enlace, puedes ignorar este correo.',
 };
 
-const LOCALES: Record<string, Strings> = { en, de, fr, es };
+/** A Map, not an object: a contact's locale comes from tracked data, and `constructor` or `__proto__` must not find Object's members. */
+const LOCALES = new Map<string, Strings>([
+  ['en', en],
+  ['de', de],
+  ['fr', fr],
+  ['es', es],
+]);
 
 /** Strings for a locale such as `de`, `de-AT` or `de_AT`; English when unknown. */
 export function stringsFor(locale: unknown): Strings {
   if (typeof locale !== 'string') return en;
-  return LOCALES[locale.toLowerCase().split(/[-_]/)[0]] ?? en;
+  return LOCALES.get(locale.toLowerCase().split(/[-_]/)[0]) ?? en;
 }
 
 export const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
