@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { readFile, readdir, writeFile } from 'node:fs/promises';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { Api } from './helpers/http.ts';
+import { waitFor } from './helpers/workflows.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 const PUBLIC_URL = 'https://cdn.herald.test';
@@ -167,6 +169,32 @@ describe('POST /uploads/image', () => {
 });
 
 describe('GET /uploads/:key', () => {
+  test('an image is sent as the client reads it: forty clients that never read hold no copies, and their files close', async () => {
+    const image = Buffer.concat([JPEG.subarray(0, 16), Buffer.alloc(10 * MB - 16, 0x5a)]);
+    const up = await upload(b.sk, form(image, 'big.jpg'));
+    assert.equal(up.status, 201, up.text);
+    const full = await fetch(up.body.url.replace(PUBLIC_URL, server.url));
+    assert.equal(full.headers.get('content-length'), String(10 * MB));
+    assert.ok(Buffer.from(await full.arrayBuffer()).equals(image));
+
+    const openFiles = async () => (await readdir('/proc/self/fd')).length;
+    const filesBefore = await openFiles();
+    const buffersBefore = process.memoryUsage().arrayBuffers;
+    const { port } = new URL(server.url);
+    const sockets = Array.from({ length: 40 }, () => {
+      const socket = net.connect(Number(port), '127.0.0.1');
+      socket.pause(); // never reads: whatever the server has not sent waits on its side
+      socket.write(`GET ${new URL(up.body.url).pathname} HTTP/1.1\r\nHost: x\r\n\r\n`);
+      return socket;
+    });
+    await new Promise((r) => setTimeout(r, 1500));
+    // Read whole, each held the 10 MB image: 400 MB. Streamed, each holds a chunk or two.
+    const held = process.memoryUsage().arrayBuffers - buffersBefore;
+    assert.ok(held < 40 * MB, `${(held / MB).toFixed(0)} MB held for 40 unread answers`);
+    for (const socket of sockets) socket.destroy();
+    await waitFor('the image files of the abandoned answers to close', async () => (await openFiles()) <= filesBefore, 5_000);
+  });
+
   test('an unknown key is a 404 in the error shape', async () => {
     const key = `${b.project.id}/01900000-0000-7000-8000-000000000000.png`;
     const res = await server.api.get(`/uploads/${key}`);

@@ -61,7 +61,7 @@ export function uploadRoutes(app: FastifyInstance, ctx: AppContext): void {
         .header('cache-control', 'public, max-age=31536000, immutable')
         .header('x-content-type-options', 'nosniff')
         .header('content-security-policy', "default-src 'none'; sandbox")
-        .send(image.bytes);
+        .send(image.body);
     },
   );
 }

@@ -1,4 +1,5 @@
 import { createHash, createHmac } from 'node:crypto';
+import { Readable } from 'node:stream';
 import type { S3Config } from '../../config.ts';
 import type { UploadStorage } from './storage.ts';
 
@@ -91,14 +92,18 @@ export function createS3Storage(cfg: S3Config, now: () => Date = () => new Date(
     async get(key) {
       const url = objectUrl(cfg, key);
       const headers = signV4(cfg, { method: 'GET', url, headers: {}, payloadHash: sha256(''), now: now() });
-      const res = await fetch(url, { headers, signal: AbortSignal.timeout(TIMEOUT_MS) });
+      // The limit is on the bucket's answering; the body then goes to the client at the client's pace.
+      const answered = new AbortController();
+      const timer = setTimeout(() => answered.abort(new Error(`S3 GET ${key} timed out`)), TIMEOUT_MS);
+      const res = await fetch(url, { headers, signal: answered.signal }).finally(() => clearTimeout(timer));
       if (res.status === 404) {
         await res.arrayBuffer();
         return null;
       }
       if (!res.ok) throw await failure('GET', key, res);
-      const bytes = Buffer.from(await res.arrayBuffer());
-      return { bytes, contentType: res.headers.get('content-type') ?? 'application/octet-stream' };
+      const size = Number(res.headers.get('content-length'));
+      if (!res.body || !Number.isSafeInteger(size)) throw new Error(`S3 GET ${key} failed: no content-length`);
+      return { body: Readable.fromWeb(res.body), size, contentType: res.headers.get('content-type') ?? 'application/octet-stream' };
     },
   };
 }

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { AppContext } from '../../context.ts';
 import { uuidv7 } from '../../db/ids.ts';
 import { ApiError, notFound, validationError } from '../../http/errors.ts';
@@ -33,7 +34,7 @@ export async function storeImage(ctx: AppContext, projectId: string, bytes: Buff
   return { url: publicUrlFor(ctx, key), key, contentType: type.contentType, size: bytes.length };
 }
 
-export type StoredImage = { bytes: Buffer; contentType: string; size: number };
+export type StoredImage = { body: Readable; contentType: string; size: number };
 
 /** Reads an uploaded image by key; any key not of our own shape is simply not found. */
 export async function openImage(ctx: AppContext, key: string): Promise<StoredImage> {
@@ -41,5 +42,5 @@ export async function openImage(ctx: AppContext, key: string): Promise<StoredIma
   const stored = await storage(ctx).get(key);
   if (!stored) throw notFound('upload', key);
   // Served as the type the key says, whatever metadata the bucket holds: the key's type was checked on upload.
-  return { bytes: stored.bytes, contentType: typeOfKey(key), size: stored.bytes.length };
+  return { body: stored.body, contentType: typeOfKey(key), size: stored.size };
 }

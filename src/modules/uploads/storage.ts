@@ -1,10 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, open, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import type { Config } from '../../config.ts';
 import { createS3Storage } from './s3.ts';
 
-export type StoredObject = { bytes: Buffer; contentType: string };
+/**
+ * A stored image, read as a stream: the public GET sends it as the client reads it. Read whole,
+ * forty clients that never read their answer held 400 MB of one 10 MB image.
+ */
+export type StoredObject = { body: Readable; size: number; contentType: string };
 
 /** Where uploaded images live. Keys are already validated `<projectId>/<uuid>.<ext>` strings. */
 export type UploadStorage = {
@@ -25,7 +30,17 @@ export function createFileStorage(dir: string, typeOf: (key: string) => string):
     },
     async get(key) {
       try {
-        return { bytes: await readFile(path.join(dir, key)), contentType: typeOf(key) };
+        const file = await open(path.join(dir, key));
+        const stat = await file.stat().catch(async (err: unknown) => {
+          await file.close();
+          throw err;
+        });
+        if (!stat.isFile()) {
+          await file.close();
+          return null;
+        }
+        // The stream closes the file when it ends, fails or is destroyed (a client that went away).
+        return { body: file.createReadStream(), size: stat.size, contentType: typeOf(key) };
       } catch (err) {
         const code = (err as { code?: string }).code;
         if (code === 'ENOENT' || code === 'EISDIR') return null;
