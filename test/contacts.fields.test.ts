@@ -36,6 +36,27 @@ describe('contact fields', () => {
     });
   });
 
+  test('coverage counts a nested field where its path holds a value: not null, not a key named with its dots, not through a list', async () => {
+    const fresh = await bootstrap(server.api);
+    const writes = [
+      { email: 'g1@example.com', data: { profile: { tier: 'gold', since: 2020 } } },
+      { email: 'g2@example.com', data: { profile: { tier: null, since: 2021 } } },
+      { email: 'g3@example.com', data: { 'profile.tier': 'dotted' } },
+      { email: 'g4@example.com', data: { profile: [{ tier: 'listed' }] } },
+      { email: 'g5@example.com', data: { other: { profile: { tier: 'elsewhere' } } } },
+    ];
+    for (const body of writes) {
+      const res = await fresh.sk.post('/contacts', body);
+      assert.equal(res.status, 201, res.text);
+    }
+    const res = await fresh.sk.get('/contacts/fields');
+    const coverage = Object.fromEntries(
+      res.body.fields.filter((f: { isCustom: boolean }) => f.isCustom).map((f: { field: string; coverage: number }) => [f.field, f.coverage]),
+    );
+    assert.equal(coverage['data.profile.tier'], 0.2);
+    assert.equal(coverage['data.profile.since'], 0.4);
+  });
+
   test('a new project has only the standard fields', async () => {
     const fresh = await bootstrap(server.api);
     const res = await fresh.sk.get('/contacts/fields');

@@ -39,22 +39,39 @@ export async function customFieldTypes(db: Db, projectId: string): Promise<Map<s
   return new Map(rows.map((r) => [r.key, r.type]));
 }
 
-/** Standard fields first (coverage 1), then every typed custom field by name, with its coverage. */
+/**
+ * Standard fields first (coverage 1), then every typed custom field by name, with its coverage.
+ * One scan of the project's contacts reads each contact's data once, entry by entry, and matches
+ * the entries against the typed keys: looking each typed key up in each contact instead cost
+ * contacts × fields lookups (407,000 contacts and 499 fields: 46 s of PostgreSQL).
+ */
 export async function listFields(db: Db, projectId: string): Promise<{ fields: FieldItem[] }> {
   const { rows: typed } = await db.execute<{ key: string; type: FieldType }>(
     sql`SELECT key, type FROM contact_fields WHERE project_id = ${projectId} ORDER BY key`,
   );
   const standard = STANDARD_FIELDS.map((f) => ({ field: f.field, type: f.type, isCustom: false, coverage: 1 }));
   if (typed.length === 0) return { fields: standard };
-  // One scan of the project's contacts counts every field at once, one row per field (a column
-  // per field would stop at PostgreSQL's 1,664 target-list entries).
   const { rows: totals } = await db.execute<{ total: number }>(sql`SELECT count(*)::int AS total FROM contacts WHERE project_id = ${projectId}`);
   const { rows: counted } = await db.execute<{ key: string; n: number }>(sql`
-    SELECT k.key, count(*)::int AS n
-      FROM contacts AS c
-      CROSS JOIN unnest(${textArray(typed.map((f) => f.key))}) AS k(key)
-     WHERE c.project_id = ${projectId} AND jsonb_typeof(c.data #> string_to_array(k.key, '.')) <> 'null'
-     GROUP BY k.key`);
+    WITH RECURSIVE
+      typed AS (SELECT string_to_array(k, '.') AS path FROM unnest(${textArray(typed.map((f) => f.key))}) AS k),
+      -- The entries a typed key starts with, and the objects it goes through ('profile' for
+      -- 'profile.tier'): the only ones kept and walked into.
+      heads AS (SELECT DISTINCT path[1] AS key FROM typed),
+      parents AS (SELECT DISTINCT path[1:n] AS path FROM typed, generate_series(1, cardinality(path) - 1) AS n),
+      entries(path, value) AS (
+        SELECT ARRAY[e.key], e.value
+          FROM contacts AS c, jsonb_each(CASE WHEN jsonb_typeof(c.data) = 'object' THEN c.data ELSE '{}' END) AS e
+         WHERE c.project_id = ${projectId} AND e.key IN (SELECT key FROM heads)
+        UNION ALL
+        SELECT parent.path || e.key, e.value
+          FROM entries AS parent, jsonb_each(parent.value) AS e
+         WHERE jsonb_typeof(parent.value) = 'object' AND parent.path IN (SELECT path FROM parents)
+      )
+    SELECT array_to_string(entries.path, '.') AS key, count(*)::int AS n
+      FROM entries JOIN typed ON typed.path = entries.path
+     WHERE jsonb_typeof(entries.value) <> 'null'
+     GROUP BY entries.path`);
   const total = totals[0].total;
   const counts = new Map(counted.map((r) => [r.key, r.n]));
   const custom = typed.map((f) => ({
