@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import argon2 from 'argon2';
 import { eq } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { users } from '../../db/schema/users.ts';
@@ -7,6 +6,7 @@ import { ApiError } from '../../http/errors.ts';
 import { signJwt, verifyJwt } from '../../tokens/jwt.ts';
 import { endAllSessions } from '../../http/sessions.ts';
 import { withTransaction } from '../../db/client.ts';
+import { hashPassword } from './password.ts';
 import { mayMailReset } from './throttle.ts';
 import { escapeHtml } from '../../mail/locales.ts';
 import { SYSTEM_MAIL_QUEUE } from '../../mail/system-mail.ts';
@@ -71,7 +71,7 @@ export async function requestPasswordReset(ctx: AppContext, email: string): Prom
 export async function resetPassword(ctx: AppContext, token: string, password: string): Promise<void> {
   const user = await userFromToken(ctx, token, 'reset-password');
   if (!user) throw invalidToken();
-  const passwordHash = await argon2.hash(password, { type: argon2.argon2id });
+  const passwordHash = await hashPassword(password);
   // A reset is what someone does who fears their account is used by another: every session ends.
   await withTransaction(ctx.database, async ({ tx }) => {
     await tx.update(users).set({ passwordHash, updatedAt: ctx.clock.now() }).where(eq(users.id, user.id));

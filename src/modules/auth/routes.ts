@@ -10,12 +10,23 @@ import { requireUser, userOf } from '../../http/auth.ts';
 import { PAGE_HEADERS, page } from '../preferences/page.ts';
 import { queueVerificationEmail, requestPasswordReset, resetPassword, verifyEmail } from './account-mail.ts';
 import { changePasswordBody, emailOnlyBody, loginBody, resetPasswordBody, signupBody, tokenBody } from './schemas.ts';
+import { isHashingBusy } from './password.ts';
 import { changePassword, getUser, login, signup, toUserRecord } from './service.ts';
-import { RULES, byAccount, byIp, clear, count, guard, signupRule } from './throttle.ts';
+import { RULES, type Throttled, admit, byAccount, byIp, clear, signupRule, uncount } from './throttle.ts';
 
 const userSchema = z.object({ id: z.string(), email: z.string(), emailVerified: z.boolean(), createdAt: z.string(), updatedAt: z.string() });
 const okSchema = z.object({ success: z.literal(true) });
 const doc = describer('Auth', 'session');
+
+/** A `.catch` handler: gives the attempt back on the keys when the error is one `when` names, and rethrows. */
+const uncountIf =
+  (ctx: AppContext, when: (err: unknown) => boolean, keys: Throttled[]) =>
+  async (err: unknown): Promise<never> => {
+    if (when(err)) await uncount(ctx, keys);
+    throw err;
+  };
+
+const isNot = (status: number) => (err: unknown) => !(err instanceof ApiError && err.statusCode === status);
 
 export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
   // Returns nothing: a Fastify reply is thenable, and awaiting it would wait for the response itself.
@@ -43,9 +54,8 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     async (req, reply) => {
       const ip = [byIp(signupRule(ctx.config.signupsPerIpPerHour), req.ip)];
-      await guard(ctx, ip);
-      await count(ctx, ip);
-      const user = await signup(ctx, parse(signupBody, req.body));
+      await admit(ctx, ip);
+      const user = await signup(ctx, parse(signupBody, req.body)).catch(uncountIf(ctx, isHashingBusy, ip));
       await queueVerificationEmail(ctx, user);
       await setSession(reply, user.id);
       return reply.status(201).send(toUserRecord(user));
@@ -67,12 +77,11 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
     async (req, reply) => {
       const body = parse(loginBody, req.body);
       const keys = [byIp(RULES.loginIp, req.ip), byAccount(RULES.loginAccount, body.email)];
-      await guard(ctx, keys);
-      const user = await login(ctx, body).catch(async (err: unknown) => {
-        if (err instanceof ApiError && err.statusCode === 401) await count(ctx, keys);
-        throw err;
-      });
-      await clear(ctx, keys.slice(1));
+      // Counted as a failure before the password is checked; given back unless it is one.
+      await admit(ctx, keys);
+      const user = await login(ctx, body).catch(uncountIf(ctx, isNot(401), keys));
+      const [ipKey, accountKey] = keys;
+      await Promise.all([uncount(ctx, [ipKey]), clear(ctx, [accountKey])]);
       await setSession(reply, user.id);
       return toUserRecord(user);
     },
@@ -182,12 +191,12 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
         access: 'none',
         body: emailOnlyBody,
         responses: { 200: okSchema },
+        errors: [429],
       }),
     },
     async (req) => {
       const ip = [byIp(RULES.resetRequestIp, req.ip)];
-      await guard(ctx, ip);
-      await count(ctx, ip);
+      await admit(ctx, ip);
       await requestPasswordReset(ctx, parse(emailOnlyBody, req.body).email);
       return { success: true };
     },
@@ -202,17 +211,16 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
         access: 'none',
         body: resetPasswordBody,
         responses: { 200: okSchema },
-        errors: [400],
+        errors: [400, 429],
       }),
     },
     async (req) => {
       const body = parse(resetPasswordBody, req.body);
       const ip = [byIp(RULES.tokenIp, req.ip)];
-      await guard(ctx, ip);
-      await resetPassword(ctx, body.token, body.password).catch(async (err: unknown) => {
-        if (err instanceof ApiError && err.statusCode === 400) await count(ctx, ip);
-        throw err;
-      });
+      // Counted as a bad token before it is checked; given back unless it is one.
+      await admit(ctx, ip);
+      await resetPassword(ctx, body.token, body.password).catch(uncountIf(ctx, isNot(400), ip));
+      await uncount(ctx, ip);
       return { success: true };
     },
   );

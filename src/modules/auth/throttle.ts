@@ -50,9 +50,116 @@ export const byAccount = (rule: Rule, email: string): Throttled => ({ rule, key:
 const tooMany = (retryAfter: number) =>
   new ApiError(429, 'RATE_LIMIT_EXCEEDED', `Too many attempts; try again in ${retryAfter} seconds`, { details: { retryAfter } });
 
+type Counter = { key: string; count: number; age: number };
+
+/**
+ * Counts one attempt on each key BEFORE it is made. Refuses (429 with `retryAfter`) while any key is
+ * locked, counting nothing; otherwise counts the attempt on every key, locks the key that reaches its
+ * `lockAt` (this attempt still goes ahead: it is the last one allowed), and waits the slow-down the
+ * earlier counts call for. Reading and counting is one statement holding the rows' locks, so
+ * concurrent attempts are counted one after another: of N at once, at most `lockAt` get through.
+ *
+ * Where only failures count, give the attempt back with `uncount` when it succeeds or never happens.
+ */
+export async function admit(ctx: AppContext, keys: Throttled[]): Promise<void> {
+  // A locked key is refused by a plain read: a flood against it takes no row locks.
+  const lockedFor = await secondsLocked(ctx, keys);
+  if (lockedFor > 0) throw tooMany(lockedFor);
+  const byKey = [...keys].sort((a, b) => (a.key < b.key ? -1 : 1)); // one order of row locks: no deadlocks
+  const { retry, before } = await countAttempt(ctx, byKey);
+  if (retry !== null) throw tooMany(retry);
+  const delay = slowdownMs(keys, before);
+  if (delay > 0) await sleep(delay);
+  if (randomInt(100) === 0) await forgetOldCounters(ctx);
+}
+
+/** How long the most locked of the keys stays locked, in seconds (0: none is). */
+async function secondsLocked(ctx: AppContext, keys: Throttled[]): Promise<number> {
+  const { rows } = await ctx.database.db.execute<{ retry: number | null }>(sql`
+    SELECT MAX(CEIL(EXTRACT(EPOCH FROM locked_until - now())))::int AS retry
+      FROM auth_throttle WHERE key = ANY(${sql.param(keys.map((k) => k.key))}::text[]) AND locked_until > now()`);
+  return rows[0]?.retry ?? 0;
+}
+
+/**
+ * In one statement: locks the keys' rows, and unless one of them is locked (`retry`, seconds), counts
+ * one more attempt on each (1 when its window is over), locking the one that reaches `lockAt`.
+ * `before`: the counters as they were.
+ */
+async function countAttempt(ctx: AppContext, keys: Throttled[]): Promise<{ retry: number | null; before: Counter[] }> {
+  const list = (pick: (k: Throttled) => string | number) => sql.param(keys.map(pick));
+  await ctx.database.db.execute(sql`
+    INSERT INTO auth_throttle (key, count, window_start) SELECT key, 0, now() FROM unnest(${list((k) => k.key)}::text[]) AS key
+    ON CONFLICT (key) DO NOTHING`);
+  // FOR UPDATE waits for concurrent attempts and reads the rows as they left them; the UPDATE then
+  // works on those rows (PostgreSQL re-reads a row updated since the statement began). The time
+  // of a refusal is read after the wait: now() is when the statement began, maybe before the lock.
+  const { rows } = await ctx.database.db.execute<Counter & { retry: number | null }>(sql`
+    WITH rules (key, window_s, lock_at, lock_s) AS (
+      SELECT * FROM unnest(${list((k) => k.key)}::text[], ${list((k) => k.rule.windowSeconds)}::int[],
+                           ${list((k) => k.rule.lockAt)}::int[], ${list((k) => k.rule.lockSeconds)}::int[])
+    ), before AS (
+      SELECT key, count, window_start, locked_until FROM auth_throttle
+       WHERE key IN (SELECT key FROM rules) ORDER BY key FOR UPDATE
+    ), refused AS (
+      SELECT MAX(CEIL(EXTRACT(EPOCH FROM locked_until - clock_timestamp())))::int AS retry
+        FROM before WHERE locked_until > clock_timestamp()
+    ), fresh AS (
+      SELECT r.*, t.window_start < now() - make_interval(secs => r.window_s) AS window_over
+        FROM rules r JOIN before t USING (key)
+    ), counted AS (
+      UPDATE auth_throttle AS t SET
+        count = CASE WHEN f.window_over THEN 1 ELSE t.count + 1 END,
+        window_start = CASE WHEN f.window_over THEN now() ELSE t.window_start END,
+        locked_until = CASE WHEN (CASE WHEN f.window_over THEN 1 ELSE t.count + 1 END) >= f.lock_at
+                            THEN now() + make_interval(secs => f.lock_s) ELSE t.locked_until END
+        FROM fresh f
+       WHERE t.key = f.key AND (SELECT retry FROM refused) IS NULL
+       RETURNING t.key
+    )
+    SELECT b.key, b.count, EXTRACT(EPOCH FROM now() - b.window_start)::float8 AS age, (SELECT retry FROM refused) AS retry
+      FROM before b`);
+  return { retry: rows[0]?.retry ?? null, before: rows };
+}
+
+/** The delay past `slowAfter` for the counts before this attempt (within their window). */
+function slowdownMs(keys: Throttled[], before: Counter[]): number {
+  let delay = 0;
+  for (const counter of before) {
+    const rule = keys.find((k) => k.key === counter.key)!.rule;
+    if (counter.age > rule.windowSeconds) continue;
+    delay = Math.max(delay, Math.min(MAX_DELAY_MS, (counter.count - rule.slowAfter) * STEP_MS));
+  }
+  return delay;
+}
+
+/**
+ * Takes back an attempt `admit` counted on the keys (it succeeded where only failures count, or was
+ * never made); a lock it set is lifted when the count falls back under `lockAt`.
+ */
+export async function uncount(ctx: AppContext, keys: Throttled[]): Promise<void> {
+  for (const { rule, key } of keys) {
+    await ctx.database.db.execute(sql`
+      UPDATE auth_throttle SET
+        count = GREATEST(count - 1, 0),
+        locked_until = CASE WHEN count - 1 < ${rule.lockAt} THEN NULL ELSE locked_until END
+      WHERE key = ${key}`);
+  }
+}
+
+/** Now and then, forget counters whose window and lock are long over (bounds the table without a cron). */
+async function forgetOldCounters(ctx: AppContext): Promise<void> {
+  await ctx.database.db.execute(
+    sql`DELETE FROM auth_throttle WHERE window_start < now() - interval '1 day' AND (locked_until IS NULL OR locked_until < now())`,
+  );
+}
+
 /**
  * Refuses (429 with `retryAfter`) while any of the keys is locked; otherwise waits the slow-down
  * their current counts call for. Call before the attempt.
+ *
+ * With `count` after it, concurrent requests all read the count before any adds to it and can pass
+ * the limit together: use `admit`. Kept for src/modules/preferences until it moves to `admit`.
  */
 export async function guard(ctx: AppContext, keys: Throttled[]): Promise<void> {
   const { rows } = await ctx.database.db.execute<{ key: string; count: number; retry: number | null; age: number }>(sql`
@@ -80,12 +187,7 @@ export async function count(ctx: AppContext, keys: Throttled[]): Promise<void> {
         locked_until = CASE WHEN t.window_start >= ${windowStart} AND t.count + 1 >= ${rule.lockAt}
                             THEN now() + make_interval(secs => ${rule.lockSeconds}) ELSE t.locked_until END`);
   }
-  // Now and then, forget counters whose window and lock are long over (bounds the table without a cron).
-  if (randomInt(100) === 0) {
-    await ctx.database.db.execute(
-      sql`DELETE FROM auth_throttle WHERE window_start < now() - interval '1 day' AND (locked_until IS NULL OR locked_until < now())`,
-    );
-  }
+  if (randomInt(100) === 0) await forgetOldCounters(ctx);
 }
 
 /** Forgets the keys' counts (a successful login clears its account's failures, not its IP's). */
