@@ -153,6 +153,33 @@ describe('invitations', () => {
     assert.equal(twice.body.error.code, 'BAD_REQUEST');
   });
 
+  test('a project sends at most 20 invitation emails an hour, and keeps at most 50 pending invitations', async () => {
+    const team = await bootstrap(server.api, 'Bounded team');
+    const invite = (email: string) => server.api.as({ cookie: team.cookie }).post(`/projects/${team.project.id}/members`, { email });
+    const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => invite(`bounded-${i}@example.test`)));
+    assert.deepEqual(answers.map((r) => r.status).sort(), [...Array(20).fill(201), ...Array(4).fill(429)]);
+    const refused = answers.find((r) => r.status === 429)!;
+    assert.equal(refused.body.error.code, 'RATE_LIMIT_EXCEEDED');
+    assert.ok(Number(refused.headers.get('retry-after')) > 3000, refused.headers.get('retry-after') ?? 'no Retry-After');
+    const listed = await server.api.as({ cookie: team.cookie }).get(`/projects/${team.project.id}/members`);
+    assert.equal(listed.body.invitations.length, 20, 'a refused invitation is not stored');
+    await waitForMail(sink, 'bounded-0@example.test', 'invited to Bounded team');
+
+    // The pending cap, with the hourly budget left aside: 50 pending rows in another project.
+    const full = await bootstrap(server.api, 'Full team');
+    await server.sql(
+      `INSERT INTO project_invitations (id, project_id, email, role, created_at, expires_at)
+       SELECT gen_random_uuid(), $1, 'pending-' || g || '@example.test', 'MEMBER', now(), now() + interval '7 days' FROM generate_series(1, 50) AS g`,
+      [full.project.id],
+    );
+    const fullApi = server.api.as({ cookie: full.cookie });
+    const over = await fullApi.post(`/projects/${full.project.id}/members`, { email: 'one-more@example.test' });
+    assert.equal(over.status, 403, over.text);
+    assert.deepEqual(over.body.error.details, { limit: 50 });
+    const again = await fullApi.post(`/projects/${full.project.id}/members`, { email: 'pending-7@example.test' });
+    assert.equal(again.status, 201, 'inviting a pending address again replaces its invitation');
+  });
+
   test('a link used by another account is refused and stays usable by the invitee', async () => {
     const email = `second-${Date.now()}@example.test`;
     await ownerApi().post(membersPath(), { email });

@@ -1,4 +1,4 @@
-import { and, eq, gt, isNull } from 'drizzle-orm';
+import { and, count, eq, gt, isNull, ne } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { withTransaction } from '../../db/client.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
@@ -9,6 +9,7 @@ import { ApiError } from '../../http/errors.ts';
 import { signJwt, verifyJwt } from '../../tokens/jwt.ts';
 import { escapeHtml } from '../../mail/locales.ts';
 import { SYSTEM_MAIL_QUEUE } from '../../mail/system-mail.ts';
+import { type Rule, admit } from '../auth/throttle.ts';
 
 /**
  * Invitations by email: a signed token (purpose `invitation`, the invitation id, the invited
@@ -17,6 +18,15 @@ import { SYSTEM_MAIL_QUEUE } from '../../mail/system-mail.ts';
 
 export const INVITATION_TTL_SECONDS = 7 * 24 * 3600;
 const PURPOSE = 'invitation';
+
+/**
+ * Invitation emails go out from the installation's own address to any address a project names, with
+ * the project's name in them: without bounds, one sign-up could send thousands (a spam and phishing
+ * relay on the operator's reputation). A project keeps at most 50 pending invitations and sends at
+ * most 20 invitation emails an hour (re-inviting an address sends another).
+ */
+export const MAX_PENDING_INVITATIONS = 50;
+const INVITATION_EMAILS: Rule = { name: 'invitation-emails', windowSeconds: 3600, slowAfter: 20, lockAt: 20, lockSeconds: 3600 };
 
 type Invitation = typeof invitations.$inferSelect;
 
@@ -39,7 +49,19 @@ export async function createInvitation(
   input: { email: string; role: 'ADMIN' | 'MEMBER' },
 ): Promise<Invitation> {
   const now = ctx.clock.now();
+  await admit(ctx, [{ rule: INVITATION_EMAILS, key: `${INVITATION_EMAILS.name}:${projectId}` }]);
   return withTransaction(ctx.database, async ({ tx, client }) => {
+    // The project's row lock serialises its invitations, so concurrent ones cannot pass the cap together.
+    const [project] = await tx.select({ name: projects.name }).from(projects).where(eq(projects.id, projectId)).for('update');
+    const [{ pending }] = await tx
+      .select({ pending: count() })
+      .from(invitations)
+      .where(and(eq(invitations.projectId, projectId), isNull(invitations.acceptedAt), gt(invitations.expiresAt, now), ne(invitations.email, input.email)));
+    if (pending >= MAX_PENDING_INVITATIONS) {
+      throw new ApiError(403, 'FORBIDDEN', `A project can have at most ${MAX_PENDING_INVITATIONS} pending invitations; revoke one first`, {
+        details: { limit: MAX_PENDING_INVITATIONS },
+      });
+    }
     await tx.delete(invitations).where(and(eq(invitations.projectId, projectId), eq(invitations.email, input.email), isNull(invitations.acceptedAt)));
     const [row] = await tx
       .insert(invitations)
@@ -53,7 +75,6 @@ export async function createInvitation(
         expiresAt: new Date(now.getTime() + INVITATION_TTL_SECONDS * 1000),
       })
       .returning();
-    const [project] = await tx.select({ name: projects.name }).from(projects).where(eq(projects.id, projectId));
     const link = invitationLink(ctx, row);
     await ctx.jobs.send(
       SYSTEM_MAIL_QUEUE,

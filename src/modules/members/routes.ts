@@ -47,7 +47,7 @@ export function memberRoutes(app: FastifyInstance, ctx: AppContext): void {
         params: projectIdParams,
         body: addMemberBody,
         responses: { 201: addMemberResultSchema },
-        errors: [409],
+        errors: [403, 409, 429],
       }),
       onRequest,
     },
