@@ -154,42 +154,6 @@ async function forgetOldCounters(ctx: AppContext): Promise<void> {
   );
 }
 
-/**
- * Refuses (429 with `retryAfter`) while any of the keys is locked; otherwise waits the slow-down
- * their current counts call for. Call before the attempt.
- *
- * With `count` after it, concurrent requests all read the count before any adds to it and can pass
- * the limit together: use `admit`. Kept for src/modules/preferences until it moves to `admit`.
- */
-export async function guard(ctx: AppContext, keys: Throttled[]): Promise<void> {
-  const { rows } = await ctx.database.db.execute<{ key: string; count: number; retry: number | null; age: number }>(sql`
-    SELECT key, count, CEIL(EXTRACT(EPOCH FROM locked_until - now()))::int AS retry, EXTRACT(EPOCH FROM now() - window_start)::float8 AS age
-      FROM auth_throttle WHERE key = ANY(${sql.param(keys.map((k) => k.key))}::text[])`);
-  let delay = 0;
-  for (const row of rows) {
-    if (row.retry !== null && row.retry > 0) throw tooMany(row.retry);
-    const rule = keys.find((k) => k.key === row.key)!.rule;
-    if (row.age > rule.windowSeconds) continue;
-    delay = Math.max(delay, Math.min(MAX_DELAY_MS, (row.count - rule.slowAfter) * STEP_MS));
-  }
-  if (delay > 0) await sleep(delay);
-}
-
-/** Counts one attempt (or failure) on each key; the one that reaches its lock threshold is locked. */
-export async function count(ctx: AppContext, keys: Throttled[]): Promise<void> {
-  for (const { rule, key } of keys) {
-    const windowStart = sql`now() - make_interval(secs => ${rule.windowSeconds})`;
-    await ctx.database.db.execute(sql`
-      INSERT INTO auth_throttle AS t (key, count, window_start) VALUES (${key}, 1, now())
-      ON CONFLICT (key) DO UPDATE SET
-        count = CASE WHEN t.window_start < ${windowStart} THEN 1 ELSE t.count + 1 END,
-        window_start = CASE WHEN t.window_start < ${windowStart} THEN now() ELSE t.window_start END,
-        locked_until = CASE WHEN t.window_start >= ${windowStart} AND t.count + 1 >= ${rule.lockAt}
-                            THEN now() + make_interval(secs => ${rule.lockSeconds}) ELSE t.locked_until END`);
-  }
-  if (randomInt(100) === 0) await forgetOldCounters(ctx);
-}
-
 /** Forgets the keys' counts (a successful login clears its account's failures, not its IP's). */
 export async function clear(ctx: AppContext, keys: Throttled[]): Promise<void> {
   await ctx.database.db.execute(sql`DELETE FROM auth_throttle WHERE key = ANY(${sql.param(keys.map((k) => k.key))}::text[])`);

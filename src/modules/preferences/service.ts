@@ -5,7 +5,7 @@ import { ApiError } from '../../http/errors.ts';
 import { escapeHtml, stringsFor } from '../../mail/locales.ts';
 import { SYSTEM_MAIL_QUEUE } from '../../mail/system-mail.ts';
 import { type LinkAction, type LinkToken, projectOfSignedLinkToken, signLinkToken, verifyLinkToken } from '../../render/link-tokens.ts';
-import { type Rule, byAccount, byIp, count, firstInWindow, guard } from '../auth/throttle.ts';
+import { type Rule, admit, byAccount, byIp, firstInWindow } from '../auth/throttle.ts';
 import { emailSchema } from '../contacts/schemas.ts';
 import { type ContactRecord, getContact, setSubscribed } from '../contacts/service.ts';
 import { projectName } from '../projects/name.ts';
@@ -69,12 +69,11 @@ export async function requestFreshLink(ctx: AppContext, input: { token: string; 
   const address = email.success ? email.data : input.email.trim().toLowerCase();
   const keys = [byIp(FRESH_LINK_IP, input.ip), byAccount(FRESH_LINK_ADDRESS, address)];
   try {
-    await guard(ctx, keys);
+    await admit(ctx, keys);
   } catch (err) {
     if (!(err instanceof ApiError) || err.statusCode !== 429) throw err;
     return { kind: 'limited', retryAfter: Number(err.details?.retryAfter ?? 60), sender, language };
   }
-  await count(ctx, keys);
   // The same queries for every address (the interval is counted for strangers too), so the
   // answer's timing differs only by queueing the email.
   if (email.success && (await firstInWindow(ctx, `fresh-link-mail:${projectId}:${email.data}`, FRESH_LINK_MAIL_INTERVAL_SECONDS))) {
