@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
@@ -498,5 +499,105 @@ describe('large files and failures', () => {
       await server.sql('DROP TRIGGER refuse_boom ON contacts');
       await server.sql('DROP FUNCTION refuse_boom()');
     }
+  });
+});
+
+describe('hostile files: the API process stays responsive and answers stay small', () => {
+  test('250,000 rows import without holding the event loop, with exact counts (the last row of each email wins)', async () => {
+    const p = await bootstrap(server.api, 'many-rows');
+    const rows = 250_000;
+    const emails = 2_000; // row i has email `${i % emails}@x.co`: only the last 2,000 rows are imported
+    const lines = ['email,n'];
+    for (let i = 0; i < rows; i++) lines.push(`${i % emails}@x.co,${i}`);
+    const csv = lines.join('\n') + '\n';
+    assert.ok(csv.length < 5 * MB);
+
+    // The test server runs in this process: its event loop is this one.
+    const delay = monitorEventLoopDelay({ resolution: 10 });
+    delay.enable();
+    const job = await importCsv(p.sk, csv);
+    await sleep(30); // one more sample after the last stretch of work
+    delay.disable();
+    const maxDelayMs = delay.max / 1e6;
+    assert.ok(maxDelayMs < 1000, `the event loop was held for ${Math.round(maxDelayMs)} ms`);
+
+    assert.equal(job.status, 'completed', job.failureReason);
+    assert.equal(job.totalRows, rows);
+    assert.equal(job.processedRows, rows);
+    assert.equal(job.imported, emails);
+    assert.equal(job.updated, 0);
+    assert.equal(job.skipped, rows - emails);
+    assert.equal(job.errorCount, rows - emails);
+    assert.equal(job.errors.length, 1000);
+    assert.deepEqual(job.errors[0], { row: 2, email: '0@x.co', reason: 'duplicate_email' });
+    assert.deepEqual(job.errors[999], { row: 1001, email: '999@x.co', reason: 'duplicate_email' });
+    const wrong = await server.sql<{ n: number; wrong: number }>(
+      `SELECT count(*)::int AS n,
+              count(*) FILTER (WHERE (data->>'n')::int <> $2::int - $3::int + split_part(email, '@', 1)::int OR NOT subscribed)::int AS wrong
+         FROM contacts WHERE project_id = $1`,
+      [p.project.id, rows, emails],
+    );
+    assert.deepEqual(wrong, [{ n: emails, wrong: 0 }], 'one contact per email, each from its last row');
+    assert.deepEqual((await contactByEmail(p.sk, '1999@x.co')).data, { n: rows - 1 });
+  });
+
+  test('a header longer than 64 KB or wider than 1,000 columns is 400 before it is parsed; header errors echo a few names', async () => {
+    const p = await bootstrap(server.api, 'wide-header');
+    const refuse = async (content: string, message: RegExp) => {
+      const res = await upload(p.sk, content);
+      assert.equal(res.status, 400, res.text.slice(0, 300));
+      assert.equal(res.body.error.code, 'BAD_REQUEST');
+      assert.match(res.body.error.message, message);
+      assert.ok(res.text.length < 4096, `a ${res.text.length}-character answer`);
+      return res.body.error;
+    };
+    // 4 MB of header (600,000 columns) without an email column.
+    const columns = Array.from({ length: 600_000 }, (_, i) => `c${i}`);
+    const huge = await refuse(`name,${columns.join(',')}\n`, /^The header row of the CSV file is longer than 65536 characters$/);
+    assert.deepEqual(huge.details, { maxCharacters: 65536 });
+    const long = await refuse(`email,${'n'.repeat(65_531)}\na@example.com,x\n`, /longer than 65536 characters/);
+    assert.deepEqual(long.details, { maxCharacters: 65536 });
+    const wide = await refuse(`email,${columns.slice(0, 1000).join(',')}\na@example.com\n`, /^The CSV file has 1001 columns; at most 1000 can be imported$/);
+    assert.deepEqual(wide.details, { columns: 1001, maxColumns: 1000 });
+    const noEmail = await refuse(`${columns.slice(0, 900).join(';')};${'x'.repeat(500)}\n`, /no 'email' column/);
+    assert.deepEqual(noEmail.details, { columns: columns.slice(0, 20), columnCount: 901 });
+    const twice = await refuse(`email,${'n'.repeat(500)},${'n'.repeat(500)}\n`, /two columns named/);
+    assert.deepEqual(twice.details, { column: 'n'.repeat(100) });
+    assert.equal(await jobCount(p.project.id), 0);
+
+    // At the bounds the file imports.
+    const widest = ['email', ...columns.slice(0, 999)].join(',');
+    const job = await importCsv(p.sk, `${widest}\nwide@example.com,${Array(999).fill('').join(',')}v\n`);
+    assert.equal(job.status, 'completed', job.failureReason);
+    assert.equal(job.imported, 1);
+    assert.deepEqual((await contactByEmail(p.sk, 'wide@example.com')).data, { c998: 'v' });
+  });
+
+  test("a refused row's error keeps at most 254 characters of its email cell, without splitting a character", async () => {
+    const p = await bootstrap(server.api, 'huge-cells');
+    const cell = 'y'.repeat(MB);
+    const csv = [
+      'email,plan',
+      ...Array.from({ length: 3 }, () => `${cell},x`),
+      `${'a'.repeat(253)}${'😀'.repeat(10)},x`,
+      `${cell}@example.com,x,extra`,
+      'ok@example.com,x',
+    ].join('\n');
+    const job = await importCsv(p.sk, csv);
+    assert.equal(job.status, 'completed', job.failureReason);
+    assert.equal(job.imported, 1);
+    assert.equal(job.errorCount, 5);
+    const lengths = job.errors.map((e) => [e.row, e.email.length, e.reason]);
+    assert.deepEqual(
+      lengths,
+      [2, 3, 4, 5, 6].map((row) => [row, row === 5 ? 253 : 254, row === 6 ? 'too_many_columns' : 'invalid_email']),
+    );
+    assert.deepEqual(job.errors, [
+      ...[2, 3, 4].map((row) => ({ row, email: 'y'.repeat(254), reason: 'invalid_email' })),
+      { row: 5, email: 'a'.repeat(253), reason: 'invalid_email' },
+      { row: 6, email: 'y'.repeat(254), reason: 'too_many_columns' },
+    ]);
+    const res = await p.sk.get(`/contacts/import/${job.jobId}`);
+    assert.ok(res.text.length < 4096, `a ${res.text.length}-character answer`);
   });
 });

@@ -7,14 +7,15 @@ import { ApiError } from '../../../http/errors.ts';
 import type { QueueDef } from '../../../jobs/boss.ts';
 import { splitCustomData } from '../custom-data.ts';
 import { type BatchRow, upsertBatch } from './batch.ts';
-import { type Layout, type RowCheck, checkRow, csvRecords, describeCsvError, layoutOfBytes, rowData } from './csv.ts';
+import { type CsvRecord, type Layout, type RowCheck, checkRow, csvRecordBatches, describeCsvError, layoutOfBytes, rowData } from './csv.ts';
 import { type ImportPayload, MAX_STORED_ERRORS, importPayload } from './schemas.ts';
 import { IMPORT_QUEUE } from './service.ts';
 
 /**
- * The import engine. Pass 1 parses the whole file once to count its rows and decide each row's
- * fate (so a duplicated email is imported from its last row only); pass 2 streams it again and
- * writes batches. Each batch commits its contacts together with the job's counters and
+ * The import engine. Pass 1 parses the whole file once to count its rows and find each email's
+ * last row (so a duplicated email is imported from its last row only); pass 2 streams it again
+ * and writes batches. Both read the file 16 KB at a time, letting the event loop run in between
+ * (csvRecordBatches). Each batch commits its contacts together with the job's counters and
  * `processed_rows`, so a retried job resumes after the last committed batch with exact counts.
  */
 
@@ -64,30 +65,59 @@ async function claim(ctx: AppContext, jobId: string): Promise<ClaimedJob | null>
   };
 }
 
-/** Pass 1: every data row's verdict, in file order. Of rows sharing an email, only the last is imported. */
-async function planRows(file: Buffer, layout: Layout): Promise<RowCheck[]> {
-  const verdicts: RowCheck[] = [];
+/**
+ * Pass 1, kept compact (one map entry per distinct valid email, nothing per refused row): the
+ * number of data rows and, for each valid email, the index of its last row, the only one of its
+ * rows imported. Pass 2 checks each row again and compares.
+ */
+type Plan = { total: number; lastIndexOf: Map<string, number> };
+
+async function planRows(file: Buffer, layout: Layout): Promise<Plan> {
   const lastIndexOf = new Map<string, number>();
-  for await (const { cells } of csvRecords(file, layout.delimiter)) {
-    const verdict = checkRow(layout, cells);
-    if (verdict.ok) {
-      const earlier = lastIndexOf.get(verdict.email);
-      if (earlier !== undefined) verdicts[earlier] = { ok: false, email: verdict.email, reason: 'duplicate_email' };
-      lastIndexOf.set(verdict.email, verdicts.length);
+  let total = 0;
+  for await (const records of csvRecordBatches(file, layout.delimiter)) {
+    for (const { cells } of records) {
+      const verdict = checkRow(layout, cells);
+      if (verdict.ok) lastIndexOf.set(verdict.email, total);
+      total++;
     }
-    verdicts.push(verdict);
   }
-  return verdicts;
+  return { total, lastIndexOf };
+}
+
+/** The verdict on the data row at `index`: checkRow's, or a duplicate when a later row has its email. */
+function verdictOf(plan: Plan, layout: Layout, cells: string[], index: number): RowCheck {
+  const verdict = checkRow(layout, cells);
+  if (verdict.ok && plan.lastIndexOf.get(verdict.email) !== index) return { ok: false, email: verdict.email, reason: 'duplicate_email' };
+  return verdict;
 }
 
 type Pending = { size: number; rows: BatchRow[]; firstValues: Record<string, unknown>; errors: ImportError[] };
 
 const emptyBatch = (): Pending => ({ size: 0, rows: [], firstValues: Object.create(null), errors: [] });
 
+/** Adds the data row at `index` to the batch: a contact to write or a reported error. */
+function addRow(batch: Pending, typed: Set<string>, plan: Plan, layout: Layout, { row, cells }: CsvRecord, index: number): void {
+  const verdict = verdictOf(plan, layout, cells, index);
+  batch.size++;
+  if (!verdict.ok) {
+    batch.errors.push({ row, email: verdict.email, reason: verdict.reason });
+    return;
+  }
+  const data = splitCustomData(rowData(layout, cells)).set;
+  for (const key in data) {
+    if (!typed.has(key)) {
+      typed.add(key); // the first value of a column this run writes types it
+      batch.firstValues[key] = data[key];
+    }
+  }
+  batch.rows.push({ id: prefixedId('cnt'), email: verdict.email, data });
+}
+
 async function importFile(ctx: AppContext, jobId: string, job: ClaimedJob): Promise<void> {
   const layout = layoutOfBytes(job.file);
-  const verdicts = await planRows(job.file, layout);
-  await ctx.database.db.execute(sql`UPDATE import_jobs SET total_rows = ${verdicts.length} WHERE id = ${jobId}`);
+  const plan = await planRows(job.file, layout);
+  await ctx.database.db.execute(sql`UPDATE import_jobs SET total_rows = ${plan.total} WHERE id = ${jobId}`);
 
   const progress = { processed: job.processedRows, errorCount: job.errorCount };
   const typed = new Set<string>(); // columns whose first value a batch of this run already carries
@@ -97,28 +127,18 @@ async function importFile(ctx: AppContext, jobId: string, job: ClaimedJob): Prom
   // The next batch is parsed while the previous one commits; commits stay strictly in order.
   let committing: Promise<void> = Promise.resolve();
   try {
-    for await (const { row, cells } of csvRecords(job.file, layout.delimiter)) {
-      const verdict = verdicts[index++];
-      if (index <= job.processedRows) continue; // committed by an earlier attempt
-      batch.size++;
-      if (!verdict.ok) {
-        batch.errors.push({ row, email: verdict.email, reason: verdict.reason });
-      } else {
-        const data = splitCustomData(rowData(layout, cells)).set;
-        for (const key in data) {
-          if (!typed.has(key)) {
-            typed.add(key);
-            batch.firstValues[key] = data[key];
-          }
+    for await (const records of csvRecordBatches(job.file, layout.delimiter)) {
+      for (const record of records) {
+        const at = index++;
+        if (at < job.processedRows) continue; // committed by an earlier attempt
+        addRow(batch, typed, plan, layout, record, at);
+        if (batch.size >= BATCH_ROWS) {
+          await committing;
+          done = index === plan.total;
+          committing = commitBatch(ctx, jobId, job.projectId, batch, progress, done);
+          committing.catch(() => {}); // awaited before the next batch or after the loop
+          batch = emptyBatch();
         }
-        batch.rows.push({ id: prefixedId('cnt'), email: verdict.email, data });
-      }
-      if (batch.size >= BATCH_ROWS) {
-        await committing;
-        done = index === verdicts.length;
-        committing = commitBatch(ctx, jobId, job.projectId, batch, progress, done);
-        committing.catch(() => {}); // awaited before the next batch or after the loop
-        batch = emptyBatch();
       }
     }
   } catch (err) {
@@ -155,7 +175,7 @@ async function commitBatch(
         imported = imported + ${counts.imported},
         updated = updated + ${counts.updated},
         skipped = skipped + ${batch.size - counts.imported - counts.updated},
-        errors = errors || ${JSON.stringify(kept)}::jsonb,
+        ${kept.length > 0 ? sql`errors = errors || ${JSON.stringify(kept)}::jsonb,` : sql``}
         error_count = error_count + ${batch.errors.length}
         ${last ? sql`, status = 'completed', file = NULL, completed_at = ${now.toISOString()}::timestamptz` : sql``}
        WHERE id = ${jobId}`);
