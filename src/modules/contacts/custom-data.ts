@@ -22,49 +22,113 @@ export const RESERVED_DATA_KEYS: ReadonlySet<string> = new Set([
   '__proto__',
 ]);
 
-/** Text PostgreSQL can store: no NUL character and no unpaired UTF-16 surrogate. */
+/** Why a value cannot be stored as sent: text PostgreSQL refuses, a number JSON.parse made infinite (1e400), or nesting. */
+type Unstorable = { problem: 'text' | 'number' | 'depth'; path: (string | number)[] };
 
-function isStorable(value: unknown, depth = 0): boolean {
-  if (typeof value === 'string') return isStorableText(value);
-  if (typeof value !== 'object' || value === null) return true;
-  if (depth > 64) return false;
-  if (Array.isArray(value)) return value.every((v) => isStorable(v, depth + 1));
-  return Object.entries(value).every(([k, v]) => isStorableText(k) && isStorable(v, depth + 1));
+const UNSTORABLE_MESSAGES: Record<Unstorable['problem'], string> = {
+  text: 'data must not contain NUL characters or unpaired surrogates',
+  number: 'data must not contain numbers out of range (at most ±1.7976931348623157e308)',
+  depth: 'data must not nest deeper than 64 levels',
+};
+
+function findUnstorable(data: Record<string, unknown>): Unstorable | null {
+  const path: (string | number)[] = []; // where the walk is; copied only for the answer
+  const found = (problem: Unstorable['problem']): Unstorable => ({ problem, path: problem === 'number' ? [...path] : [] });
+  const walk = (value: unknown): Unstorable | null => {
+    if (typeof value === 'string') return isStorableText(value) ? null : found('text');
+    if (typeof value === 'number') return Number.isFinite(value) ? null : found('number');
+    if (typeof value !== 'object' || value === null) return null;
+    if (path.length > 64) return found('depth');
+    if (Array.isArray(value)) {
+      for (let i = 0; i < value.length; i++) {
+        const problem = walkAt(i, value[i]);
+        if (problem) return problem;
+      }
+      return null;
+    }
+    for (const [k, v] of Object.entries(value)) {
+      if (!isStorableText(k)) return found('text');
+      const problem = walkAt(k, v);
+      if (problem) return problem;
+    }
+    return null;
+  };
+  const walkAt = (key: string | number, value: unknown): Unstorable | null => {
+    path.push(key);
+    const problem = walk(value);
+    path.pop();
+    return problem;
+  };
+  return walk(data);
 }
 
 /** Bounds of one request's `data`: its JSON size and its keys, counted at every level of nesting. */
 export const DATA_LIMITS = { maxBytes: 256 * 1024, maxKeys: 1000 } as const;
 
+const NEEDS_ESCAPE = /[\u0000-\u001f"\\]/;
+
 /**
- * The keys (at every level, arrays' objects included) and the approximate JSON bytes of `value`;
- * stops walking as soon as either passes its limit, so an oversized value costs little.
+ * UTF-8 bytes of `s` as a JSON string, quotes and escapes included: U+0001 is 6 bytes (`\u0001`)
+ * in every answer that carries it, and in PostgreSQL's text of it.
+ */
+function jsonStringBytes(s: string): number {
+  return NEEDS_ESCAPE.test(s) ? Buffer.byteLength(JSON.stringify(s)) : Buffer.byteLength(s) + 2;
+}
+
+/**
+ * Characters of a finite number as PostgreSQL prints it from jsonb: in plain notation, so `1e300`
+ * is 301 digits and `1e-300` 302 characters (JavaScript's own form is never longer).
+ */
+export function storedNumberLength(n: number): number {
+  const s = String(n);
+  const e = s.indexOf('e');
+  if (e < 0) return s.length;
+  const exponent = Number(s.slice(e + 1));
+  const digits = s.slice(0, e).replace(/[-.]/g, '').length;
+  const sign = n < 0 ? 1 : 0;
+  if (exponent < 0) return sign + 1 + 1 + (-exponent - 1) + digits; // 0.00ddd
+  return sign + Math.max(digits, exponent + 1) + (digits > exponent + 1 ? 1 : 0); // ddd000 or dd.d
+}
+
+/**
+ * The keys (at every level, arrays' objects included) and the JSON bytes of `value`: compact JSON
+ * (what a reader is served), numbers counted as PostgreSQL prints them. Stops walking as soon as
+ * either passes its limit, so an oversized value costs little.
  */
 function measure(value: unknown): { keys: number; bytes: number } {
   const m = { keys: 0, bytes: 0 };
   const over = () => m.keys > DATA_LIMITS.maxKeys || m.bytes > DATA_LIMITS.maxBytes;
   const walk = (v: unknown, depth: number): void => {
-    if (typeof v === 'string') m.bytes += Buffer.byteLength(v) + 2;
+    if (typeof v === 'string') m.bytes += jsonStringBytes(v);
+    else if (typeof v === 'number') m.bytes += storedNumberLength(v);
     else if (typeof v !== 'object' || v === null) m.bytes += String(v).length;
     else if (depth <= 64) {
       const array = Array.isArray(v);
-      for (const [k, item] of Object.entries(v)) {
+      const entries = Object.entries(v);
+      // The opening bracket, then each entry with the comma or closing bracket after it.
+      m.bytes += entries.length === 0 ? 2 : 1;
+      for (const [k, item] of entries) {
         if (over()) return;
         if (!array) {
           m.keys += 1;
-          m.bytes += Buffer.byteLength(k) + 3;
+          m.bytes += jsonStringBytes(k) + 1;
         }
+        m.bytes += 1;
         walk(item, depth + 1);
       }
-      m.bytes += 2;
     }
   };
   walk(value, 0);
   return m;
 }
 
+/** The locale a `data.locale` value sets: through the `{ value, persistent }` wrapper. */
+const localeValue = (v: unknown): unknown => (isOneOff(v) ? v.value : v);
+
 /**
  * `data` as accepted at every edge: a JSON object whose text PostgreSQL can store, at most
- * DATA_LIMITS in size and keys; `locale`, when given, is a string (or null to delete it).
+ * DATA_LIMITS in size and keys, with finite numbers; `locale`, when given, is a string (or null
+ * to delete it), wrapped in `{ value, persistent }` or not.
  */
 export const customDataSchema = z.record(z.string(), z.unknown()).superRefine((data, ctx) => {
   const size = measure(data);
@@ -88,17 +152,24 @@ export const customDataSchema = z.record(z.string(), z.unknown()).superRefine((d
     });
     return;
   }
-  if (!isStorable(data)) {
+  const unstorable = findUnstorable(data);
+  if (unstorable?.problem === 'number') {
     ctx.addIssue({
-      code: z.ZodIssueCode.custom,
-      message: 'data must not contain NUL characters or unpaired surrogates, nor nest deeper than 64 levels',
+      code: z.ZodIssueCode.too_big,
+      type: 'number',
+      maximum: Number.MAX_VALUE,
+      inclusive: true,
+      path: unstorable.path,
+      message: UNSTORABLE_MESSAGES.number,
     });
+  } else if (unstorable) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, message: UNSTORABLE_MESSAGES[unstorable.problem] });
   }
-  const locale = data.locale;
-  if (locale !== undefined && locale !== null && typeof locale !== 'string' && !isOneOff(locale)) {
+  const locale = localeValue(data.locale);
+  if (locale !== undefined && locale !== null && typeof locale !== 'string') {
     ctx.addIssue({
       code: z.ZodIssueCode.invalid_type,
-      path: ['locale'],
+      path: isOneOff(data.locale) ? ['locale', 'value'] : ['locale'],
       expected: 'string',
       received: Array.isArray(locale) ? 'array' : (typeof locale as z.ZodParsedType),
       message: 'locale must be a string',

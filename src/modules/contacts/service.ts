@@ -11,7 +11,7 @@ import { type ContactRow, contactColumns, textArray, toContactRecord } from './s
 import { upsertContactQuery } from './upsert-sql.ts';
 import { pgErrorCode } from '../../db/pg-error.ts';
 import { checkFieldCapacity } from './field-cap.ts';
-import { mergedData, recordFieldTypesOf } from './data-sql.ts';
+import { contactDataTooBig, dataBoundCte, mergedData, recordFieldTypesOf } from './data-sql.ts';
 import { forgetContactsEvents } from '../analytics/rollups.ts';
 
 export { upsertContactQuery } from './upsert-sql.ts';
@@ -21,12 +21,13 @@ export type { ContactRecord } from './schemas.ts';
 export type UpsertInput = { email: string; subscribed?: boolean; data?: Record<string, unknown> };
 export type UpsertResult = { contact: ContactRecord; isNew: boolean; isUpdate: boolean; oneOff: Record<string, unknown> };
 
-type UpsertRow = ContactRow & { inserted: boolean; existed: boolean; old_subscribed: boolean | null; data_same: boolean };
+type UpsertRow = ContactRow & { inserted: boolean; existed: boolean; old_subscribed: boolean | null; data_same: boolean; data_refused: boolean };
 
 /**
  * Creates the contact or merges into the existing one (by email, case-insensitive), in one
  * statement, safe under concurrency. A new contact emits no subscription event; an existing one
- * emits `contact.subscribed`/`contact.unsubscribed` when its state changes. Pass a transaction's
+ * emits `contact.subscribed`/`contact.unsubscribed` when its state changes. A write that would take
+ * the contact's data over MAX_CONTACT_DATA_BYTES is a 422 and changes nothing. Pass a transaction's
  * `tx` to keep the event in the caller's transaction.
  */
 export async function upsertContact(db: Db, projectId: string, input: UpsertInput, opts: { defaultSubscribed: boolean; now?: Date }): Promise<UpsertResult> {
@@ -43,6 +44,7 @@ export async function upsertContact(db: Db, projectId: string, input: UpsertInpu
   }
   const row = rows[0];
   if (!row) throw new Error('the contact upsert wrote nothing twice');
+  if (row.data_refused) throw contactDataTooBig();
   const contact = toContactRecord(row);
   if (row.inserted) return { contact, isNew: true, isUpdate: false, oneOff: changes.oneOff };
   // `existed` is false only when another transaction created the contact during this statement:
@@ -133,31 +135,34 @@ export async function updateContact(
   const iso = now.toISOString();
   const changes = splitCustomData(input.data);
   await checkFieldCapacity(db, projectId, fieldTypesOf(changes.set).keys);
-  const data = mergedData(sql`c.data`, textArray(changes.unset), sql`${JSON.stringify(changes.set)}::jsonb`);
+  const unset = textArray(changes.unset);
+  const set = sql`${JSON.stringify(changes.set)}::jsonb`;
+  const data = mergedData(sql`c.data`, unset, set);
   const email = input.email ?? null;
   const sub = input.subscribed ?? null;
-  let rows: (ContactRow & { old_subscribed: boolean })[];
+  let rows: (ContactRow & { old_subscribed: boolean; data_refused: boolean })[];
   try {
-    ({ rows } = await executePrepared<ContactRow & { old_subscribed: boolean }>(
+    ({ rows } = await executePrepared<ContactRow & { old_subscribed: boolean; data_refused: boolean }>(
       db,
       'contacts_patch',
       sql`
       WITH old AS MATERIALIZED (
         SELECT ${contactColumns('c')} FROM contacts AS c WHERE c.id = ${contactId} AND c.project_id = ${projectId} FOR UPDATE
-      )${recordFieldTypesOf(projectId, changes.set, iso, sql`EXISTS (SELECT 1 FROM old)`)}, changed AS (
+      )${dataBoundCte(unset, set)}${recordFieldTypesOf(projectId, changes.set, iso, sql`EXISTS (SELECT 1 FROM bound WHERE NOT refused)`)}, changed AS (
         UPDATE contacts AS c SET
           email = COALESCE(${email}::text, c.email),
           subscribed = COALESCE(${sub}::boolean, c.subscribed),
           data = ${data},
           updated_at = ${iso}::timestamptz
-          FROM old
-         WHERE c.id = old.id
+          FROM old JOIN bound ON bound.id = old.id
+         WHERE c.id = old.id AND NOT bound.refused
            AND (COALESCE(${email}::text, c.email) <> c.email OR COALESCE(${sub}::boolean, c.subscribed) <> c.subscribed OR ${data} <> c.data)
-        RETURNING ${contactColumns('c')}, old.subscribed AS old_subscribed
+        RETURNING ${contactColumns('c')}, old.subscribed AS old_subscribed, false AS data_refused
       )
-      -- A contact the change leaves as it was is not written (no new row version): it is answered as locked.
+      -- A contact the change leaves as it was is not written (no new row version): it is answered as
+      -- locked, as is one the data bound refused (flagged: the 422).
       SELECT * FROM changed
-      UNION ALL SELECT o.*, o.subscribed FROM old AS o WHERE NOT EXISTS (SELECT 1 FROM changed)`,
+      UNION ALL SELECT o.*, o.subscribed, b.refused FROM old AS o JOIN bound AS b ON b.id = o.id WHERE NOT EXISTS (SELECT 1 FROM changed)`,
     ));
   } catch (err) {
     if (pgErrorCode(err) === '23505') {
@@ -166,6 +171,7 @@ export async function updateContact(
     throw err;
   }
   if (rows.length === 0) throw notFound('contact', contactId);
+  if (rows[0].data_refused) throw contactDataTooBig();
   const contact = toContactRecord(rows[0]);
   if (rows[0].old_subscribed !== contact.subscribed) await recordSubscriptionEvent(db, projectId, contact, now);
   return contact;
@@ -174,7 +180,8 @@ export async function updateContact(
 /**
  * The same `data` change applied to many contacts of a project in one statement (a workflow batch's
  * UPDATE_CONTACT step): updateContact's merge and field-type rules, without email or subscription
- * changes (so no event). Throws CONTACT_NOT_FOUND when one of them no longer exists.
+ * changes (so no event). Throws CONTACT_NOT_FOUND when one of them no longer exists, and the data
+ * bound's 422 (writing nothing) when the change would take one of them over it.
  */
 export async function updateContactsData(
   db: Db,
@@ -186,23 +193,27 @@ export async function updateContactsData(
   const iso = opts.now.toISOString();
   const changes = splitCustomData(input);
   await checkFieldCapacity(db, projectId, fieldTypesOf(changes.set).keys);
-  const data = mergedData(sql`c.data`, textArray(changes.unset), sql`${JSON.stringify(changes.set)}::jsonb`);
+  const unset = textArray(changes.unset);
+  const set = sql`${JSON.stringify(changes.set)}::jsonb`;
+  const data = mergedData(sql`c.data`, unset, set);
+  const noneRefused = sql`NOT EXISTS (SELECT 1 FROM bound WHERE refused)`;
   // Only a contact whose data changes is written; one that already holds the values is answered
   // as `old` locked it (no new row version), as the upserts do (upsert-sql.ts). The locks are
   // taken in email order, the order of the grouped upsert (upsert-many.ts), so the two cannot
   // deadlock; NO KEY, as the update leaves the key alone: an event or email naming the contact
-  // meanwhile need not wait.
-  const { rows } = await db.execute<ContactRow>(sql`
+  // meanwhile need not wait. When the data bound refuses one contact's change, none is written.
+  const { rows } = await db.execute<ContactRow & { data_refused: boolean }>(sql`
     WITH old AS MATERIALIZED (
       SELECT ${contactColumns('c')} FROM contacts AS c
        WHERE c.id = ANY(${textArray(contactIds)}) AND c.project_id = ${projectId} ORDER BY c.email FOR NO KEY UPDATE
-    )${recordFieldTypesOf(projectId, changes.set, iso, sql`EXISTS (SELECT 1 FROM old)`)}, changed AS (
+    )${dataBoundCte(unset, set)}${recordFieldTypesOf(projectId, changes.set, iso, sql`EXISTS (SELECT 1 FROM old) AND ${noneRefused}`)}, changed AS (
       UPDATE contacts AS c SET data = ${data}, updated_at = ${iso}::timestamptz
-        FROM old WHERE c.id = old.id AND ${data} <> c.data
-      RETURNING ${contactColumns('c')}
+        FROM old WHERE c.id = old.id AND ${data} <> c.data AND ${noneRefused}
+      RETURNING ${contactColumns('c')}, false AS data_refused
     )
     SELECT * FROM changed
-    UNION ALL SELECT o.* FROM old AS o WHERE o.id NOT IN (SELECT id FROM changed)`);
+    UNION ALL SELECT o.*, b.refused FROM old AS o JOIN bound AS b ON b.id = o.id WHERE o.id NOT IN (SELECT id FROM changed)`);
+  if (rows.some((r) => r.data_refused)) throw contactDataTooBig();
   const updated = new Map(rows.map((r) => [r.id, toContactRecord(r)]));
   const missing = contactIds.find((id) => !updated.has(id));
   if (missing) throw notFound('contact', missing);

@@ -6,7 +6,7 @@ import { prefixedId } from '../../db/ids.ts';
 import { type NewEvent, recordEvents } from '../events/record.ts';
 import { fieldTypesOf, splitCustomData } from './custom-data.ts';
 import { checkFieldCapacity, fieldCapacityGuard } from './field-cap.ts';
-import { mergedData, placeholder as $, recordFieldTypes } from './data-sql.ts';
+import { mergedData, passesDataBound, placeholder as $, recordFieldTypes } from './data-sql.ts';
 import { normaliseEmail } from './schemas.ts';
 import { type ContactRow, contactColumns, toContactRecord } from './sql.ts';
 import { type UpsertInput, type UpsertResult, subscriptionEvent, upsertContact } from './service.ts';
@@ -19,7 +19,10 @@ type PreparedInput = { ord: number; email: string; changes: ReturnType<typeof sp
 // Placeholders of the CTEs: $1 project, $2 the inputs (jsonb), $3 default subscribed; with new
 // fields also $4 keys, $5 types, $6 the time they are recorded with.
 const capacity = fieldCapacityGuard({ project: $(1), keys: $(4, '::text[]') });
-const fields = sql`${capacity.cte}${recordFieldTypes({ project: $(1), keys: $(4, '::text[]'), types: $(5, '::text[]'), now: $(6, '::timestamptz'), guard: capacity.guard })}`;
+// The data bound (data-sql.ts): when it refuses one input, the statement writes nothing, and the
+// callers run each input alone (upsertContact), which gives that one its 422.
+const noneRefused = sql`NOT EXISTS (SELECT 1 FROM target WHERE refused)`;
+const fields = sql`${capacity.cte}${recordFieldTypes({ project: $(1), keys: $(4, '::text[]'), types: $(5, '::text[]'), now: $(6, '::timestamptz'), guard: sql`${capacity.guard} AND ${noneRefused}` })}`;
 const merged = mergedData(sql`o.data`, sql`i.unset_keys`, sql`i.set_data`);
 
 // `old` locks the existing contacts in email order, then `created` inserts the new ones in email
@@ -34,8 +37,10 @@ const merged = mergedData(sql`o.data`, sql`i.unset_keys`, sql`i.set_data`);
 // (`changed`): one that stays as it was (a known contact tracked with nothing new, the common
 // case) gets no new row version, WAL or dead tuple. A contact another transaction created since
 // the statement began is left out (`created` does nothing): the caller upserts it one by one.
+// `target`'s inner query has OFFSET 0 so it stays a subquery: each row's merge is computed once,
+// not once per use of `t.data` (the data bound reads it up to four times).
 const upsertCtesText = (withFields: boolean): string => {
-  const guard = withFields ? sql` AND ${capacity.guard}` : sql``;
+  const guard = withFields ? sql` AND ${capacity.guard} AND ${noneRefused}` : sql` AND ${noneRefused}`;
   return new PgDialect().sqlToQuery(sql`
     input AS (
       SELECT * FROM jsonb_to_recordset($2::jsonb)
@@ -46,12 +51,16 @@ const upsertCtesText = (withFields: boolean): string => {
        CROSS JOIN LATERAL (
          SELECT ${contactColumns('c')} FROM contacts AS c WHERE c.project_id = $1 AND c.email = i.email FOR NO KEY UPDATE
        ) AS c
-    )${withFields ? fields : sql``}, target AS (
-      SELECT i.ord, i.email, i.new_id, i.at, o.id AS old_id, o.subscribed AS old_subscribed, o.data AS old_data,
-             COALESCE(i.subscribed, o.subscribed, $3::boolean) AS subscribed,
-             CASE WHEN o.id IS NULL THEN i.set_data ELSE ${merged} END AS data
-        FROM input AS i LEFT JOIN old AS o ON o.email = i.email
-    ), created AS (
+    ), target AS (
+      SELECT t.*, t.old_id IS NOT NULL AND ${passesDataBound(sql`t.data`, sql`t.old_data`)} AS refused
+        FROM (
+          SELECT i.ord, i.email, i.new_id, i.at, o.id AS old_id, o.subscribed AS old_subscribed, o.data AS old_data,
+                 COALESCE(i.subscribed, o.subscribed, $3::boolean) AS subscribed,
+                 CASE WHEN o.id IS NULL THEN i.set_data ELSE ${merged} END AS data
+            FROM input AS i LEFT JOIN old AS o ON o.email = i.email
+          OFFSET 0
+        ) AS t
+    )${withFields ? fields : sql``}, created AS (
       INSERT INTO contacts AS c (id, project_id, email, subscribed, data, created_at, updated_at)
       SELECT t.new_id, $1, t.email, t.subscribed, t.data, t.at, t.at FROM target AS t WHERE t.old_id IS NULL${guard} ORDER BY t.email
       ON CONFLICT (project_id, email) DO NOTHING
@@ -119,8 +128,8 @@ export function upsertedResult(row: UpsertedRow, p: PreparedInput): { result: Up
 }
 
 const UPSERT_MANY = {
-  plain: { name: 'herald_contacts_upsert_many_v3', text: `WITH ${CONTACTS_UPSERT_CTES.plain} SELECT * FROM upserted` },
-  withFields: { name: 'herald_contacts_upsert_many_fields_v3', text: `WITH ${CONTACTS_UPSERT_CTES.withFields} SELECT * FROM upserted` },
+  plain: { name: 'herald_contacts_upsert_many_v4', text: `WITH ${CONTACTS_UPSERT_CTES.plain} SELECT * FROM upserted` },
+  withFields: { name: 'herald_contacts_upsert_many_fields_v4', text: `WITH ${CONTACTS_UPSERT_CTES.withFields} SELECT * FROM upserted` },
 };
 
 /**
@@ -152,7 +161,8 @@ export async function upsertContacts(
     db,
     subscriptionEvents.map((s) => s.event),
   );
-  // Left out above: created by another transaction since the statement began (rare).
+  // Left out above: created by another transaction since the statement began (rare), or all of
+  // them when the data bound refused one (which throws its 422 here).
   for (const p of prepared) {
     if (!results[p.ord]) results[p.ord] = await upsertContact(db, projectId, p.input, { defaultSubscribed: opts.defaultSubscribed, now: p.input.now });
   }
