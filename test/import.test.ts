@@ -292,6 +292,33 @@ describe('POST /contacts/import: rows reported in errors', () => {
     assert.equal(await contactCount(p.project.id), 2);
   });
 
+  test("a row over 256 KB of data, a locale that is not text, and a row that would take a contact's data past 1 MB are errors; the rest import", async () => {
+    const p = await bootstrap(server.api, 'data-bounds');
+    const value = (c: string) => c.repeat(250_000); // about 250 KB of JSON: within one row's 256 KB
+    // Four columns of 250 KB fit a contact's 1 MB; the fifth would pass it.
+    for (const column of ['a', 'b', 'c', 'd']) {
+      const job = await importCsv(p.sk, `email,${column}\ngrow@example.com,${value(column)}\n`);
+      assert.deepEqual([job.imported + job.updated, job.errorCount], [1, 0], column);
+    }
+    const job = await importCsv(
+      p.sk,
+      ['email,e', `grow@example.com,${value('e')}`, `huge@example.com,${'h'.repeat(300_000)}`, 'fine@example.com,1'].join('\n'),
+    );
+    assert.deepEqual([job.imported, job.updated, job.skipped, job.errorCount], [1, 0, 2, 2]);
+    assert.deepEqual(job.errors, [
+      { row: 2, email: 'grow@example.com', reason: 'data_too_big' },
+      { row: 3, email: 'huge@example.com', reason: 'data_too_big' },
+    ]);
+    const grown = await contactByEmail(p.sk, 'grow@example.com');
+    assert.deepEqual(Object.keys(grown.data).sort(), ['a', 'b', 'c', 'd']);
+    const lookup = await p.sk.post('/contacts/lookup', { emails: ['huge@example.com', 'fine@example.com'] });
+    assert.deepEqual(lookup.body.notFound, ['huge@example.com']);
+    // `yes` is a boolean, and a locale must be text, as through the API.
+    const locale = await importCsv(p.sk, 'email,locale\nloc@example.com,yes\nde@example.com,de\n');
+    assert.deepEqual(locale.errors, [{ row: 2, email: 'loc@example.com', reason: 'invalid_data' }]);
+    assert.equal(locale.imported, 1);
+  });
+
   test('stored errors are capped at 1,000 while errorCount counts them all', async () => {
     const p = await bootstrap(server.api, 'many-errors');
     const rows = Array.from({ length: 1205 }, (_, i) => `bad-${i},x`);

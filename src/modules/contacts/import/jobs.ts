@@ -5,7 +5,7 @@ import { prefixedId } from '../../../db/ids.ts';
 import type { ImportError } from '../../../db/schema/jobs.ts';
 import { ApiError } from '../../../http/errors.ts';
 import type { QueueDef } from '../../../jobs/boss.ts';
-import { splitCustomData } from '../custom-data.ts';
+import { customDataSchema, splitCustomData } from '../custom-data.ts';
 import { type BatchRow, upsertBatch } from './batch.ts';
 import { type CsvRecord, type Layout, type RowCheck, checkRow, csvRecordBatches, describeCsvError, layoutOfBytes, rowData } from './csv.ts';
 import { type ImportPayload, MAX_STORED_ERRORS, importPayload } from './schemas.ts';
@@ -92,9 +92,9 @@ function verdictOf(plan: Plan, layout: Layout, cells: string[], index: number): 
   return verdict;
 }
 
-type Pending = { size: number; rows: BatchRow[]; firstValues: Record<string, unknown>; errors: ImportError[] };
+type Pending = { size: number; rows: BatchRow[]; rowOf: Map<string, number>; firstValues: Record<string, unknown>; errors: ImportError[] };
 
-const emptyBatch = (): Pending => ({ size: 0, rows: [], firstValues: Object.create(null), errors: [] });
+const emptyBatch = (): Pending => ({ size: 0, rows: [], rowOf: new Map(), firstValues: Object.create(null), errors: [] });
 
 /** Adds the data row at `index` to the batch: a contact to write or a reported error. */
 function addRow(batch: Pending, typed: Set<string>, plan: Plan, layout: Layout, { row, cells }: CsvRecord, index: number): void {
@@ -105,6 +105,13 @@ function addRow(batch: Pending, typed: Set<string>, plan: Plan, layout: Layout, 
     return;
   }
   const data = splitCustomData(rowData(layout, cells)).set;
+  // The bounds of one request's `data` hold for a row too (its size, storable text).
+  const checked = customDataSchema.safeParse(data);
+  if (!checked.success) {
+    const reason = checked.error.issues.some((i) => i.code === 'too_big') ? 'data_too_big' : 'invalid_data';
+    batch.errors.push({ row, email: verdict.email, reason });
+    return;
+  }
   for (const key in data) {
     if (!typed.has(key)) {
       typed.add(key); // the first value of a column this run writes types it
@@ -112,6 +119,7 @@ function addRow(batch: Pending, typed: Set<string>, plan: Plan, layout: Layout, 
     }
   }
   batch.rows.push({ id: prefixedId('cnt'), email: verdict.email, data });
+  batch.rowOf.set(verdict.email, row);
 }
 
 async function importFile(ctx: AppContext, jobId: string, job: ClaimedJob): Promise<void> {
@@ -159,6 +167,7 @@ async function commitBatch(
   last: boolean,
 ): Promise<void> {
   const now = ctx.clock.now();
+  let errors: ImportError[] = [];
   await withTransaction(ctx.database, async ({ tx }) => {
     // Not waiting for the WAL flush is safe here: a batch lost in a crash loses its checkpoint with
     // it (same transaction, WAL order), so the retried job redoes exactly that batch.
@@ -167,8 +176,10 @@ async function commitBatch(
       sql`SELECT processed_rows FROM import_jobs WHERE id = ${jobId} AND status = 'processing' FOR UPDATE`,
     );
     if (rows[0]?.processed_rows !== progress.processed) throw new Superseded();
-    const counts = batch.rows.length > 0 ? await upsertBatch(tx, projectId, batch.rows, batch.firstValues, now) : { imported: 0, updated: 0 };
-    const kept = batch.errors.slice(0, Math.max(0, MAX_STORED_ERRORS - progress.errorCount));
+    const counts = batch.rows.length > 0 ? await upsertBatch(tx, projectId, batch.rows, batch.firstValues, now) : { imported: 0, updated: 0, refused: [] };
+    const refused = counts.refused.map((email): ImportError => ({ row: batch.rowOf.get(email) ?? 0, email, reason: 'data_too_big' }));
+    errors = [...batch.errors, ...refused].sort((a, b) => a.row - b.row);
+    const kept = errors.slice(0, Math.max(0, MAX_STORED_ERRORS - progress.errorCount));
     await tx.execute(sql`
       UPDATE import_jobs SET
         processed_rows = processed_rows + ${batch.size},
@@ -176,12 +187,12 @@ async function commitBatch(
         updated = updated + ${counts.updated},
         skipped = skipped + ${batch.size - counts.imported - counts.updated},
         ${kept.length > 0 ? sql`errors = errors || ${JSON.stringify(kept)}::jsonb,` : sql``}
-        error_count = error_count + ${batch.errors.length}
+        error_count = error_count + ${errors.length}
         ${last ? sql`, status = 'completed', file = NULL, completed_at = ${now.toISOString()}::timestamptz` : sql``}
        WHERE id = ${jobId}`);
   });
   progress.processed += batch.size;
-  progress.errorCount += batch.errors.length;
+  progress.errorCount += errors.length;
 }
 
 /** Marks the job failed; committed batches stay, and the counters describe exactly them. */

@@ -12,7 +12,12 @@ export const IMPORT_JOB_ID = PREFIXED_ID('imp');
 
 export const importJobParams = z.object({ jobId: z.string() });
 
-export type ImportReason = 'missing_email' | 'invalid_email' | 'duplicate_email' | 'too_many_columns';
+/**
+ * Why a row was not imported. `data_too_big`: its values are more than 256 KB of JSON (as one
+ * request's `data`), or would take the contact's data past 1 MB; `invalid_data`: a value that
+ * cannot be stored (a NUL character).
+ */
+export type ImportReason = 'missing_email' | 'invalid_email' | 'duplicate_email' | 'too_many_columns' | 'data_too_big' | 'invalid_data';
 
 export type ImportJobRecord = {
   jobId: string;
