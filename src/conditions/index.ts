@@ -4,7 +4,16 @@ import { compileNode } from './compile.ts';
 import { conditionError } from './errors.ts';
 import { type ContactFacts, type EvalContact, evaluateNode } from './evaluate.ts';
 import { planCondition } from './plan.ts';
-import { MAX_REFERENCE_DEPTH, type ReferencedSegment, checkReferences, loadReferences, segmentReferences } from './references.ts';
+import {
+  MAX_REFERENCE_DEPTH,
+  type ReferencedSegment,
+  checkExpandedSize,
+  checkReferences,
+  checkReferrersWithinBound,
+  loadReferences,
+  loadReferrers,
+  segmentReferences,
+} from './references.ts';
 import type { Condition, FieldType } from './types.ts';
 
 /**
@@ -15,12 +24,14 @@ import type { Condition, FieldType } from './types.ts';
 export type { Condition, EmailActivity, FieldType, Filter, Group, Logic, Unit } from './types.ts';
 export type { ContactFacts, EvalContact } from './evaluate.ts';
 export { parseCondition } from './parse.ts';
-export { forEachFilter, segmentReferences } from './references.ts';
+export { MAX_EXPANDED_FILTERS, forEachFilter, segmentReferences } from './references.ts';
 
 /**
  * Checks a parsed condition against the project: `data.*` operators and values against the
- * fields' types, `segment.<id>` references (they exist, no self-reference, no cycle). 400
- * BAD_REQUEST naming the place, field and operator.
+ * fields' types, `segment.<id>` references (they exist, no self-reference, no cycle) and what the
+ * condition expands to through them (MAX_EXPANDED_FILTERS). With `selfSegmentId` (saving that
+ * segment) the segments that reference it must stay within that bound too. 400 BAD_REQUEST
+ * naming the place, field and operator.
  */
 export async function validateCondition(
   db: Db,
@@ -29,10 +40,14 @@ export async function validateCondition(
   opts: { types: ReadonlyMap<string, FieldType>; selfSegmentId?: string },
 ): Promise<void> {
   planCondition(c, { types: opts.types, now: Date.now(), strict: true });
+  const self = opts.selfSegmentId?.toLowerCase();
   const direct = segmentReferences(c).map((r) => r.segmentId);
-  if (direct.length === 0) return;
-  const refs = await loadReferences(db, projectId, direct);
-  checkReferences(c, refs, opts.selfSegmentId?.toLowerCase());
+  const referrers = self ? await loadReferrers(db, projectId, self) : [];
+  if (direct.length === 0 && referrers.length === 0) return;
+  const refs = await loadReferences(db, projectId, [...direct, ...referrers]);
+  checkReferences(c, refs, self);
+  checkExpandedSize(c, refs);
+  if (self) checkReferrersWithinBound(self, c, referrers, refs);
 }
 
 type Env = { types: ReadonlyMap<string, FieldType>; refs: ReadonlyMap<string, ReferencedSegment>; now: number };
@@ -58,7 +73,8 @@ function membershipOf(id: string, env: Env, visiting: string[]): SQL {
  * A SQL boolean expression over the `contacts` table aliased `c` (columns c.id, c.email, c.data,
  * c.subscribed, c.created_at, c.updated_at), for WHERE clauses. Never NULL. Field types are the
  * project's current ones; `now` anchors `within`/`olderThan`. `selfSegmentId` names the segment the
- * condition belongs to, so a reference cycle through it is caught.
+ * condition belongs to, so a reference cycle through it is caught. 400 (nothing built) when the
+ * condition expands to more than MAX_EXPANDED_FILTERS filters through its references.
  */
 export async function compileCondition(
   db: Db,
@@ -68,6 +84,7 @@ export async function compileCondition(
 ): Promise<SQL> {
   const direct = segmentReferences(c).map((r) => r.segmentId);
   const refs = direct.length > 0 ? await loadReferences(db, projectId, direct) : new Map<string, ReferencedSegment>();
+  checkExpandedSize(c, refs); // before inlining anything: a segment stored before the bound may pass it
   return compileWith(c, { types: opts.types, refs, now: opts.now.getTime() }, opts.selfSegmentId ? [opts.selfSegmentId.toLowerCase()] : []);
 }
 

@@ -58,25 +58,138 @@ function storedCondition(raw: unknown): Condition | null {
 /**
  * Every referenced segment exists in the project, none is the segment itself, no chain of
  * references comes back to it (or loops anywhere), and chains stay within MAX_REFERENCE_DEPTH.
+ * Each segment's references are walked once: a segment whose chains were walked without a cycle
+ * remembers how deep they go (`height`), so a segment reached again is only checked against that.
  */
 export function checkReferences(c: Condition, refs: ReadonlyMap<string, ReferencedSegment>, selfId: string | undefined): void {
+  const height = new Map<string, number>();
   for (const { segmentId, filter, path } of segmentReferences(c)) {
     const place = { path, field: filter.field, operator: filter.operator };
     if (segmentId === selfId) throw conditionError(`A segment cannot reference itself (field '${filter.field}' at ${path})`, place);
     if (!refs.has(segmentId)) {
       throw conditionError(`Segment ${segmentId} referenced by field '${filter.field}' at ${path} does not exist in this project`, place);
     }
-    const walk = (id: string, chain: string[]): void => {
+    const tooDeep = () => conditionError(`Segment references are nested deeper than ${MAX_REFERENCE_DEPTH} levels (field '${filter.field}' at ${path})`, place);
+    /** How many references deep the chains below `id` go (0: none); throws on a cycle or a chain too deep. */
+    const walk = (id: string, chain: string[]): number => {
       if (id === selfId || chain.includes(id)) {
         const names = [...chain, id].map((x) => (x === selfId ? 'this segment' : `'${refs.get(x)?.name ?? x}'`));
         throw conditionError(`Segment references form a cycle: ${selfId ? 'this segment → ' : ''}${names.join(' → ')}`, place);
       }
-      if (chain.length >= MAX_REFERENCE_DEPTH) {
-        throw conditionError(`Segment references are nested deeper than ${MAX_REFERENCE_DEPTH} levels (field '${filter.field}' at ${path})`, place);
+      if (chain.length >= MAX_REFERENCE_DEPTH) throw tooDeep();
+      const known = height.get(id);
+      if (known !== undefined) {
+        if (chain.length + known >= MAX_REFERENCE_DEPTH) throw tooDeep();
+        return known;
       }
+      let below = 0;
       const seg = refs.get(id);
-      if (seg?.condition) for (const r of segmentReferences(seg.condition)) walk(r.segmentId, [...chain, id]);
+      if (seg?.condition) for (const r of segmentReferences(seg.condition)) below = Math.max(below, 1 + walk(r.segmentId, [...chain, id]));
+      height.set(id, below);
+      return below;
     };
     walk(segmentId, []);
+  }
+}
+
+/**
+ * How many filters a condition may hold once its `segment.<id>` references are expanded: the SQL
+ * compiler inlines a referenced DYNAMIC segment's condition at every reference, so without this
+ * bound 500 filters per condition, chained 5 deep, would build 500^5 (decisions.md § 4).
+ */
+export const MAX_EXPANDED_FILTERS = 1000;
+
+/**
+ * The filters of a condition counted through every reference: a reference to a DYNAMIC segment
+ * counts as that segment's own expanded count, anything else as 1. Each referenced segment is
+ * counted once (`memo`), so this is linear in the segments and filters loaded. A reference back to
+ * a segment being counted (a stored cycle, which compiling refuses anyway) counts as 1.
+ */
+export function expandedFilterCount(c: Condition, refs: ReadonlyMap<string, ReferencedSegment>, memo: Map<string, number> = new Map()): number {
+  let total = 0;
+  forEachFilter(c, (f) => {
+    total += f.field.startsWith('segment.') ? referenceWeight(f.field.slice(8).toLowerCase(), refs, memo) : 1;
+  });
+  return total;
+}
+
+const COUNTING = -1;
+
+function referenceWeight(id: string, refs: ReadonlyMap<string, ReferencedSegment>, memo: Map<string, number>): number {
+  const known = memo.get(id);
+  if (known !== undefined) return known === COUNTING ? 1 : known;
+  const condition = refs.get(id)?.condition;
+  if (!condition) return 1;
+  memo.set(id, COUNTING);
+  const weight = Math.max(1, expandedFilterCount(condition, refs, memo));
+  memo.set(id, weight);
+  return weight;
+}
+
+/**
+ * 400 when `c`, expanded through its references, holds more than MAX_EXPANDED_FILTERS filters;
+ * the place is the reference that expands the most.
+ */
+export function checkExpandedSize(c: Condition, refs: ReadonlyMap<string, ReferencedSegment>, memo: Map<string, number> = new Map()): void {
+  const total = expandedFilterCount(c, refs, memo);
+  if (total <= MAX_EXPANDED_FILTERS) return;
+  const weighed = segmentReferences(c).map((r) => ({ ...r, weight: referenceWeight(r.segmentId, refs, memo) }));
+  if (weighed.length === 0) throw conditionError(`Condition has ${total} filters, more than ${MAX_EXPANDED_FILTERS}`, { path: 'condition' });
+  const largest = weighed.reduce((a, b) => (b.weight > a.weight ? b : a));
+  throw conditionError(
+    `Condition expands to ${total} filters through its segment references, more than ${MAX_EXPANDED_FILTERS}` +
+      ` (field '${largest.filter.field}' at ${largest.path} alone expands to ${largest.weight})`,
+    { path: largest.path, field: largest.filter.field, operator: largest.filter.operator },
+  );
+}
+
+/**
+ * The DYNAMIC segments of the project that reference `segmentId`, directly or through others
+ * (as many levels as a chain may have, and one more), nearest first. One query: the references
+ * of the project's segments are listed once and followed upwards.
+ */
+export async function loadReferrers(db: Db, projectId: string, segmentId: string): Promise<string[]> {
+  const { rows } = await db.execute<{ id: string }>(sql`
+    WITH RECURSIVE edges AS MATERIALIZED (
+      SELECT s.id::text AS referrer, substr(f.field #>> '{}', 9) AS referenced
+        FROM segments AS s, jsonb_path_query(s.condition, 'strict $.**.field') AS f(field)
+       WHERE s.project_id = ${projectId} AND s.type = 'DYNAMIC' AND s.condition IS NOT NULL
+         AND jsonb_typeof(f.field) = 'string' AND (f.field #>> '{}') LIKE 'segment.%'
+    ), up(id, level) AS (
+      SELECT ${segmentId}::text, 0
+      UNION
+      SELECT e.referrer, up.level + 1 FROM up JOIN edges AS e ON e.referenced = up.id WHERE up.level <= ${MAX_REFERENCE_DEPTH}
+    )
+    SELECT id FROM up WHERE id <> ${segmentId}::text GROUP BY id ORDER BY min(level), id`);
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Saving `condition` as segment `selfId` changes what every segment referencing it expands to:
+ * 400 naming the first of `referrers` that would pass MAX_EXPANDED_FILTERS by this change. One
+ * already past it (stored before the bound) does not block a change that does not make it larger.
+ * `refs` holds the referrers, the segment and what they reference, as stored.
+ */
+export function checkReferrersWithinBound(
+  selfId: string,
+  condition: Condition,
+  referrers: readonly string[],
+  refs: ReadonlyMap<string, ReferencedSegment>,
+): void {
+  const stored = refs.get(selfId);
+  if (!stored) return;
+  const changed = new Map(refs).set(selfId, { ...stored, condition });
+  const before = new Map<string, number>();
+  const after = new Map<string, number>();
+  for (const id of referrers) {
+    const seg = refs.get(id);
+    if (!seg?.condition) continue;
+    const total = referenceWeight(id, changed, after);
+    if (total > MAX_EXPANDED_FILTERS && total > referenceWeight(id, refs, before)) {
+      throw conditionError(
+        `Segment '${seg.name}' (${id}) references this segment and would expand to ${total} filters through its segment references, more than ${MAX_EXPANDED_FILTERS}`,
+        { path: 'condition' },
+      );
+    }
   }
 }

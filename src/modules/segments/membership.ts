@@ -4,7 +4,8 @@ import type pg from 'pg';
 import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
 import type { segments } from '../../db/schema/segments.ts';
-import { badRequest, notFound } from '../../http/errors.ts';
+import { ApiError, badRequest, notFound } from '../../http/errors.ts';
+import { loggableError } from '../../loggable-error.ts';
 import { recordEvents } from '../events/record.ts';
 import { countMembers, findSegmentRow, membershipSqlOf, storeMemberCount } from './service.ts';
 
@@ -119,9 +120,16 @@ export async function reevaluateContact(ctx: AppContext, projectId: string, cont
       const changes = await syncMembers(tx, row, contactId, now);
       const delta = changes.entered.length - changes.exited.length;
       if (delta !== 0) await tx.execute(sql`UPDATE segments SET member_count = GREATEST(member_count + ${delta}, 0) WHERE id = ${row.id}::uuid`);
+    }).catch((err: unknown) => {
+      // A stored condition the engine refuses (one past a bound added since it was saved) fails the
+      // same way every time: skip that segment, keep the others (retrying would not help).
+      if (!isConditionError(err)) throw err;
+      ctx.log.warn({ error: loggableError(err), projectId, segmentId: id }, 'segment skipped: its condition cannot be evaluated');
     });
   }
 }
+
+const isConditionError = (err: unknown): err is ApiError => err instanceof ApiError && err.statusCode === 400;
 
 export const REEVALUATE_QUEUE = 'segments-reevaluate-contact';
 
@@ -169,7 +177,11 @@ export async function scheduleSegmentReevaluation(ctx: AppContext, projectId: st
   );
 }
 
-/** The 5-minute job: recompute every tracked segment (time-based filters move on their own) and recount all others. */
+/**
+ * The 5-minute job: recompute every tracked segment (time-based filters move on their own) and
+ * recount all others. A segment that fails (a stored condition past the engine's bounds answers
+ * 400 before anything is built) is logged by id, without its condition or data, and skipped.
+ */
 export async function recomputeAllSegments(ctx: AppContext): Promise<void> {
   const { rows } = await ctx.database.db.execute<{ id: string; project_id: string; tracked: boolean }>(sql`
     SELECT id, project_id, track_membership AS tracked FROM segments ORDER BY project_id, created_at, id`);
@@ -182,7 +194,7 @@ export async function recomputeAllSegments(ctx: AppContext): Promise<void> {
         if (row) await storeMemberCount(ctx.database.db, row.id, await countMembers(ctx.database.db, row, ctx.clock.now()), ctx.clock.now());
       }
     } catch (err) {
-      ctx.log.warn({ err, segmentId: s.id }, 'segment recompute failed');
+      ctx.log.warn({ error: loggableError(err), projectId: s.project_id, segmentId: s.id }, 'segment recompute failed');
     }
   }
 }

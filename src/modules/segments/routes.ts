@@ -125,7 +125,7 @@ export function segmentRoutes(app: FastifyInstance, ctx: AppContext): void {
         params: segmentIdParams,
         query: segmentContactsQuery,
         responses: { 200: segmentContactsSchema },
-        errors: [404],
+        errors: [400, 404],
       }),
       onRequest,
     },
@@ -182,7 +182,13 @@ export function segmentRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.post(
     '/segments/:id/refresh',
     {
-      schema: doc({ operationId: 'segments.refresh', summary: 'Recount members', params: segmentIdParams, responses: { 200: refreshedSchema }, errors: [404] }),
+      schema: doc({
+        operationId: 'segments.refresh',
+        summary: 'Recount members',
+        params: segmentIdParams,
+        responses: { 200: refreshedSchema },
+        errors: [400, 404],
+      }),
       onRequest,
     },
     async (req) => refreshSegment(ctx, projectOf(req).projectId, idOf(req.params)),
