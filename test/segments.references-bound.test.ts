@@ -225,4 +225,28 @@ describe('the expanded size of segment references', () => {
       message: `Segment references form a cycle: this segment → 's4' → 's3' → 's2' → this segment`,
     });
   });
+  test('at most 20 event.* and email.* filters, counted through references too (each is a subquery PostgreSQL plans)', async () => {
+    const b = await bootstrap(server.api);
+    const events = (n: number): Condition => ({
+      logic: 'AND',
+      groups: [{ filters: Array.from({ length: n }, (_, i) => ({ field: `event.e${i}`, operator: 'triggeredOlderThan', value: 1, unit: 'days' })) }],
+    });
+    const direct = await b.sk.post('/segments/count', { condition: events(21) });
+    assert.equal(direct.status, 400, direct.text);
+    assert.match(direct.body.error.message, /more than 20 event\.\* and email\.\* filters/);
+    assert.equal((await b.sk.post('/segments/count', { condition: events(20) })).status, 200);
+
+    const ten = await created(b, 'ten events', events(10));
+    const through = await b.sk.post('/segments/count', { condition: refsTo(ten, 3) });
+    assert.equal(through.status, 400, through.text);
+    assert.equal(
+      through.body.error.message,
+      `Condition expands to 30 event.* and email.* filters through its segment references, more than 20 (field 'segment.${ten}' at groups[0].filters[0] alone expands to 10)`,
+    );
+    // Widening a referenced segment is refused for the segments that reference it.
+    const top = await created(b, 'two of them', refsTo(ten, 2));
+    const widened = await b.sk.patch(`/segments/${ten}`, { condition: events(11) });
+    assert.equal(widened.status, 400, widened.text);
+    assert.match(widened.body.error.message, new RegExp(`Segment 'two of them' \\(${top}\\) references this segment and would expand to 22 event`));
+  });
 });

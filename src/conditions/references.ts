@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import type { SegmentType } from '../db/schema/segments.ts';
 import { conditionError } from './errors.ts';
-import { parseCondition } from './parse.ts';
+import { MAX_ACTIVITY_FILTERS, isActivityFilter, parseCondition } from './parse.ts';
 import type { Condition, Filter } from './types.ts';
 
 /** How many segments deep `segment.<id>` references may chain (A uses B uses C …). */
@@ -99,48 +99,65 @@ export function checkReferences(c: Condition, refs: ReadonlyMap<string, Referenc
  */
 export const MAX_EXPANDED_FILTERS = 1000;
 
+/** A condition's filters, and its `event.*`/`email.*` filters among them, counted through its references. */
+export type ExpandedSize = { filters: number; activity: number };
+
 /**
  * The filters of a condition counted through every reference: a reference to a DYNAMIC segment
- * counts as that segment's own expanded count, anything else as 1. Each referenced segment is
- * counted once (`memo`), so this is linear in the segments and filters loaded. A reference back to
- * a segment being counted (a stored cycle, which compiling refuses anyway) counts as 1.
+ * counts as that segment's own expanded size, anything else as 1 filter (and 1 activity filter for
+ * `event.*`/`email.*`). Each referenced segment is counted once (`memo`), so this is linear in the
+ * segments and filters loaded. A reference back to a segment being counted (a stored cycle, which
+ * compiling refuses anyway) counts as 1.
  */
-export function expandedFilterCount(c: Condition, refs: ReadonlyMap<string, ReferencedSegment>, memo: Map<string, number> = new Map()): number {
-  let total = 0;
+export function expandedSize(c: Condition, refs: ReadonlyMap<string, ReferencedSegment>, memo: Map<string, ExpandedSize> = new Map()): ExpandedSize {
+  const total = { filters: 0, activity: 0 };
   forEachFilter(c, (f) => {
-    total += f.field.startsWith('segment.') ? referenceWeight(f.field.slice(8).toLowerCase(), refs, memo) : 1;
+    const size = f.field.startsWith('segment.') ? referenceSize(f.field.slice(8).toLowerCase(), refs, memo) : isActivityFilter(f) ? ACTIVITY : ONE;
+    total.filters += size.filters;
+    total.activity += size.activity;
   });
   return total;
 }
 
-const COUNTING = -1;
+const ONE: ExpandedSize = { filters: 1, activity: 0 };
+const ACTIVITY: ExpandedSize = { filters: 1, activity: 1 };
+const COUNTING: ExpandedSize = { filters: 1, activity: 0 };
 
-function referenceWeight(id: string, refs: ReadonlyMap<string, ReferencedSegment>, memo: Map<string, number>): number {
+function referenceSize(id: string, refs: ReadonlyMap<string, ReferencedSegment>, memo: Map<string, ExpandedSize>): ExpandedSize {
   const known = memo.get(id);
-  if (known !== undefined) return known === COUNTING ? 1 : known;
+  if (known !== undefined) return known;
   const condition = refs.get(id)?.condition;
-  if (!condition) return 1;
+  if (!condition) return ONE;
   memo.set(id, COUNTING);
-  const weight = Math.max(1, expandedFilterCount(condition, refs, memo));
-  memo.set(id, weight);
-  return weight;
+  const counted = expandedSize(condition, refs, memo);
+  const size = { filters: Math.max(1, counted.filters), activity: counted.activity };
+  memo.set(id, size);
+  return size;
 }
 
+/** What a condition may hold once expanded, and how each bound is named in its 400. */
+const BOUNDS = [
+  { of: 'filters', max: MAX_EXPANDED_FILTERS, what: 'filters' },
+  { of: 'activity', max: MAX_ACTIVITY_FILTERS, what: 'event.* and email.* filters' },
+] as const;
+
 /**
- * 400 when `c`, expanded through its references, holds more than MAX_EXPANDED_FILTERS filters;
- * the place is the reference that expands the most.
+ * 400 when `c`, expanded through its references, holds more than MAX_EXPANDED_FILTERS filters or
+ * more than MAX_ACTIVITY_FILTERS activity filters; the place is the reference that adds the most.
  */
-export function checkExpandedSize(c: Condition, refs: ReadonlyMap<string, ReferencedSegment>, memo: Map<string, number> = new Map()): void {
-  const total = expandedFilterCount(c, refs, memo);
-  if (total <= MAX_EXPANDED_FILTERS) return;
-  const weighed = segmentReferences(c).map((r) => ({ ...r, weight: referenceWeight(r.segmentId, refs, memo) }));
-  if (weighed.length === 0) throw conditionError(`Condition has ${total} filters, more than ${MAX_EXPANDED_FILTERS}`, { path: 'condition' });
-  const largest = weighed.reduce((a, b) => (b.weight > a.weight ? b : a));
-  throw conditionError(
-    `Condition expands to ${total} filters through its segment references, more than ${MAX_EXPANDED_FILTERS}` +
-      ` (field '${largest.filter.field}' at ${largest.path} alone expands to ${largest.weight})`,
-    { path: largest.path, field: largest.filter.field, operator: largest.filter.operator },
-  );
+export function checkExpandedSize(c: Condition, refs: ReadonlyMap<string, ReferencedSegment>, memo: Map<string, ExpandedSize> = new Map()): void {
+  const total = expandedSize(c, refs, memo);
+  for (const bound of BOUNDS) {
+    if (total[bound.of] <= bound.max) continue;
+    const weighed = segmentReferences(c).map((r) => ({ ...r, weight: referenceSize(r.segmentId, refs, memo)[bound.of] }));
+    if (weighed.length === 0) throw conditionError(`Condition has ${total[bound.of]} ${bound.what}, more than ${bound.max}`, { path: 'condition' });
+    const largest = weighed.reduce((a, b) => (b.weight > a.weight ? b : a));
+    throw conditionError(
+      `Condition expands to ${total[bound.of]} ${bound.what} through its segment references, more than ${bound.max}` +
+        ` (field '${largest.filter.field}' at ${largest.path} alone expands to ${largest.weight})`,
+      { path: largest.path, field: largest.filter.field, operator: largest.filter.operator },
+    );
+  }
 }
 
 /**
@@ -179,17 +196,20 @@ export function checkReferrersWithinBound(
   const stored = refs.get(selfId);
   if (!stored) return;
   const changed = new Map(refs).set(selfId, { ...stored, condition });
-  const before = new Map<string, number>();
-  const after = new Map<string, number>();
+  const before = new Map<string, ExpandedSize>();
+  const after = new Map<string, ExpandedSize>();
   for (const id of referrers) {
     const seg = refs.get(id);
     if (!seg?.condition) continue;
-    const total = referenceWeight(id, changed, after);
-    if (total > MAX_EXPANDED_FILTERS && total > referenceWeight(id, refs, before)) {
-      throw conditionError(
-        `Segment '${seg.name}' (${id}) references this segment and would expand to ${total} filters through its segment references, more than ${MAX_EXPANDED_FILTERS}`,
-        { path: 'condition' },
-      );
+    const total = referenceSize(id, changed, after);
+    const was = referenceSize(id, refs, before);
+    for (const bound of BOUNDS) {
+      if (total[bound.of] > bound.max && total[bound.of] > was[bound.of]) {
+        throw conditionError(
+          `Segment '${seg.name}' (${id}) references this segment and would expand to ${total[bound.of]} ${bound.what} through its segment references, more than ${bound.max}`,
+          { path: 'condition' },
+        );
+      }
     }
   }
 }
