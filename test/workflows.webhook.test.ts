@@ -183,6 +183,99 @@ describe('WEBHOOK steps with private networks allowed', () => {
     assert.equal(sent.contact.email, 'doomed@shop.test');
     assert.deepEqual(sent.event, { n: 1 });
   });
+
+  describe('rendering {{variables}} is bounded', () => {
+    // The audit's setup: contact data of 250 KB (under the 256 KB request limit) named by many tags.
+    const BLOB = 'x'.repeat(250_000);
+    const DATA_JSON_LENGTH = JSON.stringify({ blob: BLOB }).length; // 250,011
+    /** Far below what the unbounded renderer took (+3.3 GB for these headers, +1.85 GB for this body). */
+    const RSS_GROWTH_LIMIT_MB = 50;
+
+    /** Starts one execution of a TRIGGER → WEBHOOK workflow for a contact holding BLOB; waits for the step's first outcome. */
+    async function runHook(name: string, config: Record<string, unknown>) {
+      const wf = await buildWorkflow(p.sk, { eventName: `render_${name}`, steps: [{ key: 'hook', type: 'WEBHOOK', config }], edges: [['trigger', 'hook']] });
+      const contact = await p.sk.post('/contacts', { email: `${name}@render.test`, data: { blob: BLOB } });
+      assert.equal(contact.status, 201, contact.text);
+      const usage = await measure(async () => {
+        const started = await p.sk.post(`/workflows/${wf.id}/executions`, { contactId: contact.body.id });
+        assert.equal(started.status, 201, started.text);
+        return waitFor(`the ${name} step's first outcome`, async () => {
+          const x = await execution(wf.id);
+          const row = x && (await hookRow(x.id, wf.steps.hook));
+          return row && (row.status !== 'WAITING' || row.attempt > 1) ? { execution: x, row } : null;
+        });
+      });
+      return { ...usage.result, rssGrowthMb: usage.rssGrowthMb, stallMs: usage.stallMs };
+    }
+
+    /** Peak RSS growth (the server runs in this process) and the longest event-loop stall while `work` runs. */
+    async function measure<T>(work: () => Promise<T>): Promise<{ result: T; rssGrowthMb: number; stallMs: number }> {
+      const rss0 = process.memoryUsage().rss;
+      let peak = rss0;
+      let last = performance.now();
+      let stallMs = 0;
+      const ticker = setInterval(() => {
+        const now = performance.now();
+        stallMs = Math.max(stallMs, now - last - 10);
+        last = now;
+        peak = Math.max(peak, process.memoryUsage().rss);
+      }, 10);
+      try {
+        const result = await work();
+        peak = Math.max(peak, process.memoryUsage().rss);
+        return { result, rssGrowthMb: Math.round((peak - rss0) / 1e6), stallMs: Math.round(stallMs) };
+      } finally {
+        clearInterval(ticker);
+      }
+    }
+
+    const sentTo = (path: string) => receiver.requests.filter((r) => r.path === path);
+
+    test('50 headers of 124 × {{data}} fail the step with a clear error, without a call and without growing the process', async () => {
+      const headers = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`x-h${i}`, '{{data}}'.repeat(124)]));
+      const { execution: x, row, rssGrowthMb, stallMs } = await runHook('headers', { url: `http://127.0.0.1:${receiver.port}/big-headers`, headers });
+      assert.equal(row.status, 'FAILED');
+      assert.equal(row.error, 'webhook failed after 1 attempt: request too large: the rendered header values are over 64 KB');
+      assert.deepEqual(row.output, {
+        status: null,
+        body: '',
+        attempts: 1,
+        durationMs: 0,
+        error: 'request too large: the rendered header values are over 64 KB',
+      });
+      assert.equal(x.status, 'FAILED');
+      assert.equal(x.error, row.error);
+      assert.equal(sentTo('/big-headers').length, 0, 'no request was made');
+      assert.ok(rssGrowthMb < RSS_GROWTH_LIMIT_MB, `RSS grew by ${rssGrowthMb} MB (event loop stalled up to ${stallMs} ms)`);
+    });
+
+    test('a body of 1,787 × {{data}} fails the step at the 1 MB limit, without a call and without growing the process', async () => {
+      const body = Array.from({ length: 1787 }, () => '{{data}}');
+      const { execution: x, row, rssGrowthMb, stallMs } = await runHook('body', { url: `http://127.0.0.1:${receiver.port}/big-body`, body });
+      assert.equal(row.status, 'FAILED');
+      assert.equal(row.error, 'webhook failed after 1 attempt: request too large: the rendered body is over 1 MB');
+      assert.equal(row.output.error, 'request too large: the rendered body is over 1 MB');
+      assert.equal(x.status, 'FAILED');
+      assert.equal(sentTo('/big-body').length, 0, 'no request was made');
+      assert.ok(rssGrowthMb < RSS_GROWTH_LIMIT_MB, `RSS grew by ${rssGrowthMb} MB (event loop stalled up to ${stallMs} ms)`);
+    });
+
+    test('a body under the limit is sent whole: 4 × {{data}} and a string', async () => {
+      const body = ['{{data}}', '{{data}}', '{{data}}', '{{data}}', 'for {{email}}'];
+      const { execution: x, row } = await runHook('fits', { url: `http://127.0.0.1:${receiver.port}/fits`, headers: { 'X-Id': '{{email}}' }, body });
+      assert.equal(row.status, 'COMPLETED', row.error ?? '');
+      assert.equal(x.status, 'COMPLETED');
+      const [sent] = sentTo('/fits');
+      const tail = JSON.stringify('for fits@render.test');
+      assert.equal(sent.body.length, 1 + 4 * (DATA_JSON_LENGTH + 1) + tail.length + 1, 'just under 1 MB');
+      assert.equal(sent.body.length, 1_000_072);
+      assert.ok(sent.body.startsWith(`[{"blob":"xxxxxxxx`));
+      assert.ok(sent.body.endsWith(`"},${tail}]`));
+      assert.deepEqual(JSON.parse(sent.body), [{ blob: BLOB }, { blob: BLOB }, { blob: BLOB }, { blob: BLOB }, 'for fits@render.test']);
+      assert.equal(sent.headers['x-id'], 'fits@render.test');
+      assert.ok(sent.signatureOk, 'the body as sent is the body signed');
+    });
+  });
 });
 
 describe('WEBHOOK steps without WEBHOOK_ALLOW_PRIVATE_NETWORKS', () => {

@@ -7,8 +7,8 @@ import type { WebhookConfig } from '../step-config.ts';
 import type { ClaimedExecution, ContactRow } from './advance.ts';
 import { type BatchState, readOnce } from './batch.ts';
 import type { RunStep } from './graph.ts';
-import { renderJson, renderString } from './variables.ts';
-import { type WebhookRequest, callWebhook } from './webhook.ts';
+import { RenderLimitError, Renderer } from './variables.ts';
+import { type WebhookAttempt, type WebhookRequest, callWebhook } from './webhook.ts';
 
 /**
  * A WEBHOOK step's attempts. The advance transaction renders the request and leases the execution;
@@ -17,6 +17,11 @@ import { type WebhookRequest, callWebhook } from './webhook.ts';
  * on its `due_at` like a DELAY, holding no worker); a final failure → the execution ends FAILED.
  * The step row id is the Idempotency-Key, the same for every attempt.
  */
+
+/** The rendered body's limit in UTF-8 bytes: past it the step fails without a call. */
+export const MAX_RENDERED_BODY_BYTES = 1024 * 1024;
+/** The rendered header values' limit, all together, in characters: past it the step fails without a call. */
+export const MAX_RENDERED_HEADERS_CHARS = 64 * 1024;
 
 export const MAX_WEBHOOK_ATTEMPTS = 3;
 /** Backoff before attempt n+1: 10 s, then 30 s (or a longer Retry-After, up to an hour). */
@@ -30,7 +35,8 @@ export type WebhookJob = {
   attempt: number;
   lease: Date;
   projectId: string;
-  request: WebhookRequest;
+  /** The rendered request, or why it was not rendered (the attempt then fails without a call). */
+  request: WebhookRequest | { refused: string };
   secret: string;
 };
 
@@ -63,17 +69,6 @@ export async function prepareWebhook(
   lease: Date,
 ): Promise<WebhookJob> {
   const c = step.config as WebhookConfig;
-  const vars = variablesOf(e, contact);
-  const method = c.method ?? 'POST';
-  const body =
-    method === 'GET'
-      ? null
-      : JSON.stringify(
-          c.body !== undefined
-            ? renderJson(c.body, vars)
-            : { workflowId: e.workflow_id, executionId: e.id, stepId: step.id, contact: { id: contact.id, email: contact.email }, event: e.context ?? {} },
-        );
-  const headers = Object.fromEntries(Object.entries(c.headers ?? {}).map(([k, v]) => [k, renderString(v, vars).replace(/[\r\n]+/g, ' ')]));
   return {
     executionId: e.id,
     stepId: step.id,
@@ -81,19 +76,79 @@ export async function prepareWebhook(
     attempt: waiting.attempt,
     lease,
     projectId: e.project_id,
-    request: { url: renderString(c.url, vars, encodeURIComponent), method, headers, body },
+    request: renderRequest(c, new Renderer(variablesOf(e, contact)), () => defaultBody(e, step, contact)),
     secret: await secretFor(b, e.project_id),
   };
 }
 
+const HEADERS_TOO_LARGE = `request too large: the rendered header values are over ${MAX_RENDERED_HEADERS_CHARS / 1024} KB`;
+const BODY_TOO_LARGE = `request too large: the rendered body is over ${MAX_RENDERED_BODY_BYTES / (1024 * 1024)} MB`;
+
+class HeadersTooLargeError extends Error {}
+
+/** Renders url, headers and body within their limits; a request over a limit is refused, not cut. */
+function renderRequest(c: WebhookConfig, render: Renderer, defaultBodyText: () => string): WebhookRequest | { refused: string } {
+  const method = c.method ?? 'POST';
+  try {
+    const headers = renderHeaders(c.headers ?? {}, render);
+    // A character is at least one UTF-8 byte, so the character limit stops rendering early.
+    const text = method === 'GET' ? null : c.body !== undefined ? render.jsonBody(c.body, MAX_RENDERED_BODY_BYTES) : defaultBodyText();
+    if (text !== null && (text.length > MAX_RENDERED_BODY_BYTES || Buffer.byteLength(text) > MAX_RENDERED_BODY_BYTES)) return { refused: BODY_TOO_LARGE };
+    return { url: render.string(c.url, encodeURIComponent), method, headers, body: text };
+  } catch (err) {
+    if (err instanceof RenderLimitError) return { refused: BODY_TOO_LARGE };
+    if (err instanceof HeadersTooLargeError) return { refused: HEADERS_TOO_LARGE };
+    throw err;
+  }
+}
+
+/** Header values, rendered while their total stays within MAX_RENDERED_HEADERS_CHARS. */
+function renderHeaders(source: Record<string, string>, render: Renderer): Record<string, string> {
+  const headers: Record<string, string> = {};
+  let room = MAX_RENDERED_HEADERS_CHARS;
+  for (const [name, template] of Object.entries(source)) {
+    // One character more than the room shows the value does not fit, without rendering the rest.
+    const value = render.string(template, undefined, room + 1);
+    if (value.length > room) throw new HeadersTooLargeError();
+    room -= value.length;
+    headers[name] = value.replace(/[\r\n]+/g, ' ');
+  }
+  return headers;
+}
+
+/** Without a configured body: who, where, and the execution context. */
+function defaultBody(e: ClaimedExecution, step: RunStep, contact: ContactRow): string {
+  return JSON.stringify({
+    workflowId: e.workflow_id,
+    executionId: e.id,
+    stepId: step.id,
+    contact: { id: contact.id, email: contact.email },
+    event: e.context ?? {},
+  });
+}
+
+/** The outcome of an attempt whose request was refused before any call. */
+const refusedAttempt = (error: string): WebhookAttempt => ({
+  ok: false,
+  retryable: false,
+  status: null,
+  body: '',
+  error,
+  retryAfterSeconds: null,
+  durationMs: 0,
+});
+
 /** Makes the attempt and records it (only while the lease is still this attempt's). */
 export async function attemptWebhook(ctx: AppContext, job: WebhookJob): Promise<void> {
-  const res = await callWebhook(job.request, {
-    secret: job.secret,
-    idempotencyKey: job.stepRowId,
-    allowPrivate: ctx.config.webhookAllowPrivateNetworks,
-    resolver: ctx.dns,
-  });
+  const res =
+    'refused' in job.request
+      ? refusedAttempt(job.request.refused)
+      : await callWebhook(job.request, {
+          secret: job.secret,
+          idempotencyKey: job.stepRowId,
+          allowPrivate: ctx.config.webhookAllowPrivateNetworks,
+          resolver: ctx.dns,
+        });
   const now = ctx.clock.now();
   const output = { status: res.status, body: res.body, attempts: job.attempt, durationMs: res.durationMs, ...(res.error ? { error: res.error } : {}) };
   await withTransaction(ctx.database, async ({ tx }) => {
