@@ -4,6 +4,7 @@ import { type ReferencedSegment, checkReferences } from '../src/conditions/refer
 import type { Condition } from '../src/conditions/types.ts';
 import { recomputeAllSegments, reevaluateContact } from '../src/modules/segments/membership.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { watchProcess as watched } from './helpers/process-watch.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 /**
@@ -43,29 +44,6 @@ async function chain(b: Bootstrapped, domain: string): Promise<string[]> {
 /** Writes a condition as an older version would have stored it, past today's checks. */
 async function storeCondition(segmentId: string, condition: Condition): Promise<void> {
   await server.sql('UPDATE segments SET condition = $2::jsonb WHERE id = $1', [segmentId, JSON.stringify(condition)]);
-}
-
-/** Runs `work` while watching the process: the longest event-loop stall and the peak RSS growth. */
-async function watched<T>(work: () => Promise<T>): Promise<{ result: T; ms: number; stallMs: number; rssMB: number }> {
-  const rss0 = process.memoryUsage().rss;
-  let peak = rss0;
-  let last = performance.now();
-  let stallMs = 0;
-  const tick = setInterval(() => {
-    const now = performance.now();
-    stallMs = Math.max(stallMs, now - last - 10);
-    last = now;
-    peak = Math.max(peak, process.memoryUsage().rss);
-  }, 10);
-  const t0 = performance.now();
-  try {
-    const result = await work();
-    const ms = performance.now() - t0;
-    peak = Math.max(peak, process.memoryUsage().rss);
-    return { result, ms, stallMs, rssMB: (peak - rss0) / 1e6 };
-  } finally {
-    clearInterval(tick);
-  }
 }
 
 /** The parts of an error body this file asserts (it also carries statusCode and requestId). */

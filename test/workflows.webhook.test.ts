@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestDns, startTestDns } from './helpers/dns-server.ts';
+import { watchProcess } from './helpers/process-watch.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { buildWorkflow, testClock, waitFor } from './helpers/workflows.ts';
 
@@ -210,23 +211,8 @@ describe('WEBHOOK steps with private networks allowed', () => {
 
     /** Peak RSS growth (the server runs in this process) and the longest event-loop stall while `work` runs. */
     async function measure<T>(work: () => Promise<T>): Promise<{ result: T; rssGrowthMb: number; stallMs: number }> {
-      const rss0 = process.memoryUsage().rss;
-      let peak = rss0;
-      let last = performance.now();
-      let stallMs = 0;
-      const ticker = setInterval(() => {
-        const now = performance.now();
-        stallMs = Math.max(stallMs, now - last - 10);
-        last = now;
-        peak = Math.max(peak, process.memoryUsage().rss);
-      }, 10);
-      try {
-        const result = await work();
-        peak = Math.max(peak, process.memoryUsage().rss);
-        return { result, rssGrowthMb: Math.round((peak - rss0) / 1e6), stallMs: Math.round(stallMs) };
-      } finally {
-        clearInterval(ticker);
-      }
+      const watched = await watchProcess(work);
+      return { result: watched.result, rssGrowthMb: Math.round(watched.rssMB), stallMs: Math.round(watched.stallMs) };
     }
 
     const sentTo = (path: string) => receiver.requests.filter((r) => r.path === path);
