@@ -1,4 +1,5 @@
-import { integer, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { sql } from 'drizzle-orm';
+import { integer, pgTable, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
 import { projects } from './users.ts';
 
 /**
@@ -58,4 +59,30 @@ export const billingUsageCarry = pgTable(
     count: integer('count').notNull(),
   },
   (t) => [primaryKey({ columns: [t.projectId, t.period, t.category] })],
+);
+
+/**
+ * The month's counted emails per category created before `counted_before`, so that a capped send
+ * counts only the emails since then (billing/usage.ts). `waiting` holds the emails created before
+ * `counted_before` that were still waiting for delivery when it last moved: they are not in the
+ * counts (delivery may still refuse them) and are looked up by id until they settle.
+ */
+export const billingUsageSnapshots = pgTable(
+  'billing_usage_snapshots',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    /** `YYYY-MM` (UTC). */
+    period: text('period').notNull(),
+    countedBefore: timestamp('counted_before', { withTimezone: true, mode: 'date' }).notNull(),
+    transactional: integer('transactional').notNull().default(0),
+    campaigns: integer('campaigns').notNull().default(0),
+    workflows: integer('workflows').notNull().default(0),
+    waiting: uuid('waiting')
+      .array()
+      .notNull()
+      .default(sql`'{}'::uuid[]`),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.period] })],
 );

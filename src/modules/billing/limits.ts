@@ -1,10 +1,11 @@
 import { eq, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
-import type { Db, Tx } from '../../db/client.ts';
+import { type Db, type Tx, withTransaction } from '../../db/client.ts';
 import { projectBilling } from '../../db/schema/billing.ts';
 import { ApiError } from '../../http/errors.ts';
+import { loggableError } from '../../loggable-error.ts';
 import { queueLimitWarnings } from './warnings.ts';
-import { type Category, monthUsage, periodOf } from './usage.ts';
+import { type Category, foldUsageSnapshot, monthUsage, periodOf, usageForCap } from './usage.ts';
 
 /**
  * Monthly billing caps (decisions.md § 10). Every path that writes project mail calls
@@ -54,6 +55,8 @@ export const limitExceeded = (category: Category, limit: number, usage: number, 
  * usage reaches (once per category per month). Call it first in the transaction that writes the
  * emails: it serialises writers of the same project and category (a transaction-scoped advisory
  * lock), so two concurrent sends cannot both take the last slot. No cap: one primary-key read.
+ * With a cap, the usage is read from the month's snapshot plus the emails since it (usage.ts), and
+ * the snapshot is folded forward here once enough emails lie behind it.
  */
 export async function assertWithinBillingLimit(ctx: AppContext, t: Tx, projectId: string, category: Category, count: number): Promise<void> {
   if (count <= 0) return;
@@ -61,9 +64,31 @@ export async function assertWithinBillingLimit(ctx: AppContext, t: Tx, projectId
   if (limit === null) return;
   await t.tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`billing:${projectId}:${category}`}, 0))`);
   const now = ctx.clock.now();
-  const usage = (await monthUsage(t.tx, projectId, now, category))[category];
-  if (usage + count > limit) throw limitExceeded(category, limit, usage, count);
+  const { usage, foldDue } = await usageForCap(t.tx, projectId, now, category);
+  if (usage + count > limit) {
+    // The caller's transaction rolls back: a fold in it would be lost, and refused sends would keep counting.
+    if (foldDue) foldSoon(ctx, projectId, now);
+    throw limitExceeded(category, limit, usage, count);
+  }
+  // Under the lock, so the next check of this category counts only the emails since the fold.
+  if (foldDue) await foldUsageSnapshot(t.tx, projectId, now);
   await queueLimitWarnings(ctx, t, { projectId, category, limit, usage: usage + count, period: periodOf(now) });
+}
+
+const foldsInFlight = new WeakMap<AppContext, Set<string>>();
+
+/**
+ * Folds the project's usage snapshot in a transaction of its own, not awaited: the caller holds a
+ * pool connection, and waiting for a second one could exhaust the pool. One at a time per project.
+ */
+function foldSoon(ctx: AppContext, projectId: string, now: Date): void {
+  let inFlight = foldsInFlight.get(ctx);
+  if (!inFlight) foldsInFlight.set(ctx, (inFlight = new Set()));
+  if (inFlight.has(projectId)) return;
+  const running = inFlight.add(projectId);
+  withTransaction(ctx.database, (t) => foldUsageSnapshot(t.tx, projectId, now))
+    .catch((err: unknown) => ctx.log.warn({ error: loggableError(err), projectId }, 'folding the billing usage snapshot failed'))
+    .finally(() => running.delete(projectId));
 }
 
 /** As assertWithinBillingLimit, answering false instead of throwing (for engines that stop rather than fail). */
