@@ -3,6 +3,8 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { advanceBatch } from '../src/modules/workflows/engine/advance.ts';
+import { webhookJobSize } from '../src/modules/workflows/engine/webhook-step.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestDns, startTestDns } from './helpers/dns-server.ts';
 import { watchProcess } from './helpers/process-watch.ts';
@@ -303,5 +305,49 @@ describe('WEBHOOK steps without WEBHOOK_ALLOW_PRIVATE_NETWORKS', () => {
     });
     assert.match(failed.error ?? '', /refused: hooks\.example\.test resolves to a private or reserved address \(127\.0\.0\.1\)/);
     assert.equal(receiver.requests.length, 0, 'nothing reached the loopback receiver');
+  });
+});
+
+describe('webhook requests waiting for their call are bounded in size', () => {
+  let server: TestServer;
+  let p: Bootstrapped;
+
+  before(async () => {
+    // No runner here: the test advances the batches itself.
+    server = await startTestServer({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', PROCESS_ROLE: 'api' });
+    p = await bootstrap(server.api, 'Room');
+  });
+  after(async () => server?.stop());
+
+  test('a batch prepares webhook requests until its room is used up; the others stay due, unleased, for the next batch', async () => {
+    const wf = await buildWorkflow(p.sk, {
+      eventName: 'room',
+      steps: [{ key: 'hook', type: 'WEBHOOK', config: { url: 'http://127.0.0.1:9/hook', body: { blob: '{{data.blob}}' } } }],
+      edges: [['trigger', 'hook']],
+    });
+    for (const n of [1, 2, 3]) {
+      const contact = await p.sk.post('/contacts', { email: `room${n}@hooks.test`, data: { blob: 'x'.repeat(200_000) } });
+      assert.equal(contact.status, 201, contact.text);
+      const started = await p.sk.post(`/workflows/${wf.id}/executions`, { contactId: contact.body.id });
+      assert.equal(started.status, 201, started.text);
+    }
+    const waiting = async () =>
+      server.sql<{ leased: boolean }>("SELECT lease_until IS NOT NULL AS leased FROM workflow_executions WHERE workflow_id = $1 AND status = 'WAITING'", [
+        wf.id,
+      ]);
+    // The first batch walks each execution to its webhook step.
+    await advanceBatch(server.ctx, { batchSize: 10 });
+    assert.equal((await waiting()).length, 3);
+    // Room for 300,000 characters: the first request (about 200,000) leaves room, the second passes it.
+    const first = await advanceBatch(server.ctx, { batchSize: 10, webhookRoom: 300_000 });
+    assert.equal(first.webhooks.length, 2);
+    assert.ok(first.webhooks.every((job) => webhookJobSize(job) > 200_000 && webhookJobSize(job) < 201_000));
+    assert.deepEqual((await waiting()).map((x) => x.leased).sort(), [false, true, true]);
+    const second = await advanceBatch(server.ctx, { batchSize: 10, webhookRoom: 300_000 });
+    assert.equal(second.webhooks.length, 1);
+    assert.deepEqual(
+      (await waiting()).map((x) => x.leased),
+      [true, true, true],
+    );
   });
 });

@@ -4,7 +4,7 @@ import { workflowExecutions } from '../../db/schema/workflows.ts';
 import { pgErrorCode } from '../../db/pg-error.ts';
 import { advanceBatch } from './engine/advance.ts';
 import { isActiveExecution } from './engine/index.ts';
-import { type WebhookJob, attemptWebhook } from './engine/webhook-step.ts';
+import { type WebhookJob, attemptWebhook, webhookJobSize } from './engine/webhook-step.ts';
 
 /**
  * The workflow runner of a worker process: up to RUNNER_LOOPS loops that advance due executions in
@@ -22,6 +22,11 @@ const RUNNER_LOOPS = 3;
 /** An extra loop with nothing to claim sleeps until loop 0 finds a full batch (or this long). */
 const IDLE_HELPER_MS = 60_000;
 const MAX_WEBHOOKS_IN_FLIGHT = 100;
+/**
+ * Characters of webhook requests prepared and not yet sent, in all: a rendered body may be 1 MB,
+ * and a batch of 500 such (three loops of them, started at once) would hold 1.5 GB.
+ */
+const MAX_WEBHOOK_CHARS_IN_FLIGHT = 64 * 1024 * 1024;
 const RETRYABLE_SQLSTATES = new Set(['40001', '40P01', '55P03', '57P01', '08006', '08003']);
 
 export type WorkflowRunner = { stop: () => Promise<void>; wake: () => void };
@@ -35,6 +40,7 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
   let stopped = false;
   const sleepers = new Set<() => void>();
   const inFlight = new Set<Promise<void>>();
+  let charsInFlight = 0;
 
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -51,9 +57,14 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
   };
 
   const startWebhook = (job: WebhookJob) => {
+    const size = webhookJobSize(job);
+    charsInFlight += size;
     const p = attemptWebhook(ctx, job)
       .catch((err) => ctx.log.error({ err, executionId: job.executionId }, 'workflow webhook attempt could not be recorded'))
-      .finally(() => inFlight.delete(p));
+      .finally(() => {
+        inFlight.delete(p);
+        charsInFlight -= size;
+      });
     inFlight.add(p);
   };
 
@@ -61,13 +72,15 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
   // worker costs one claim per POLL_MS, not one per loop.
   const loop = async (index: number) => {
     while (!stopped) {
-      if (inFlight.size >= MAX_WEBHOOKS_IN_FLIGHT) {
+      if (inFlight.size >= MAX_WEBHOOKS_IN_FLIGHT || charsInFlight >= MAX_WEBHOOK_CHARS_IN_FLIGHT) {
         await Promise.race(inFlight);
         continue;
       }
       let claimed = 0;
       try {
-        const r = await advanceBatch(ctx, { batchSize, onFullClaim: index === 0 ? wakeAll : undefined });
+        // The loops share the room left; each takes its part of it.
+        const webhookRoom = (MAX_WEBHOOK_CHARS_IN_FLIGHT - charsInFlight) / loops;
+        const r = await advanceBatch(ctx, { batchSize, onFullClaim: index === 0 ? wakeAll : undefined, webhookRoom });
         claimed = r.claimed;
         for (const job of r.webhooks) startWebhook(job);
       } catch (err) {

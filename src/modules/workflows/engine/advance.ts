@@ -8,7 +8,7 @@ import { queueEmailsWithStatus } from '../../emails/queue.ts';
 import type { BatchState } from './batch.ts';
 import { type RunGraph, type RunStep, loadGraphs } from './graph.ts';
 import { type PausedWalk, type StepEffects, runStep, updateContactsTogether, updatesTogether } from './steps.ts';
-import { type WebhookJob, prepareWebhook } from './webhook-step.ts';
+import { type WebhookJob, prepareWebhook, webhookJobSize } from './webhook-step.ts';
 
 /**
  * The advance part of the engine: one transaction claims up to `batchSize` due executions
@@ -81,6 +81,11 @@ type AdvanceOptions = {
   ids?: string[];
   /** Called as soon as the claim took a full batch (more is probably due): the runner starts its other loops. */
   onFullClaim?: () => void;
+  /**
+   * Characters of webhook requests this batch may prepare (webhookJobSize); the webhook steps past
+   * it stay due, for a later batch. At least one is prepared.
+   */
+  webhookRoom?: number;
 };
 
 /** Claims and advances one batch. */
@@ -128,6 +133,7 @@ async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptio
   const updates: StepRowUpdate[] = [];
   const execs: ExecUpdate[] = [];
   const webhooks: WebhookJob[] = [];
+  let webhookRoom = opts.webhookRoom ?? Number.POSITIVE_INFINITY;
   const lease = new Date(realNow + WEBHOOK_LEASE_MS + Math.floor(Math.random() * 1000));
 
   // A contact with one execution in the batch has its UPDATE_CONTACT data changes made together:
@@ -145,7 +151,10 @@ async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptio
     const step = e.current_step_id ? graph.steps.get(e.current_step_id) : undefined;
     const waiting = waitingRows.get(e.id);
     if (e.status === 'WAITING' && step?.type === 'WEBHOOK' && waiting) {
-      webhooks.push(await prepareWebhook(batch, e, step, contacts.get(e.contact_id)!, waiting, lease));
+      if (webhookRoom <= 0) continue; // not leased, so still due: a later batch prepares it
+      const job = await prepareWebhook(batch, e, step, contacts.get(e.contact_id)!, waiting, lease);
+      webhookRoom -= webhookJobSize(job);
+      webhooks.push(job);
       continue;
     }
     settle(await walk(batch, e, graph, contacts, waiting, inserts, updates));

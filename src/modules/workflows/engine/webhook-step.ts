@@ -40,6 +40,13 @@ export type WebhookJob = {
   secret: string;
 };
 
+/** Characters a prepared job holds until its call is made: its url, header values and body. */
+export function webhookJobSize(job: WebhookJob): number {
+  if ('refused' in job.request) return 0;
+  const { url, headers, body } = job.request;
+  return url.length + (body?.length ?? 0) + Object.values(headers).reduce((n, v) => n + v.length, 0);
+}
+
 const secretFor = (b: BatchState, projectId: string): Promise<string> =>
   readOnce(b.webhookSecrets, projectId, async () => {
     const [project] = await b.tx.select({ webhookSecret: projects.webhookSecret }).from(projects).where(eq(projects.id, projectId));
