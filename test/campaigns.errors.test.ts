@@ -216,3 +216,26 @@ describe('list query', () => {
     assertError(await p.pk.get('/campaigns'), 401, 'INVALID_API_KEY');
   });
 });
+
+describe('an audience PostgreSQL would take long over', () => {
+  test('is cancelled after 10 s: 400 on the audience, nothing created', async () => {
+    const slow = await bootstrap(server.api, 'slow audience');
+    await verifyDomain(slow.sk, dns, 'slow.example.test');
+    // 480 date filters on 20,000 contacts: about 10 µs each per contact, some 90 s of PostgreSQL.
+    await server.sql(
+      `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
+       SELECT 'cnt_' || md5('slow' || g), $1, 'slow' || g || '@example.com', true, '{"d": "2024-05-01T10:00:00Z"}', now(), now()
+         FROM generate_series(1, 20000) AS g`,
+      [slow.project.id],
+    );
+    const audienceCondition = {
+      logic: 'AND',
+      groups: [{ filters: Array.from({ length: 480 }, (_, i) => ({ field: 'data.d', operator: 'olderThan', value: i + 1, unit: 'minutes' })) }],
+    };
+    const res = await slow.sk.post('/campaigns', valid({ from: 'news@slow.example.test', audienceType: 'FILTERED', audienceCondition }));
+    assert.equal(res.status, 400, res.text);
+    assert.equal(res.body.error.message, "Evaluating the condition over this project's contacts took longer than 10 s: use fewer or simpler filters");
+    assert.deepEqual(res.body.error.details, { path: 'audience' });
+    assert.equal((await slow.sk.get('/campaigns')).body.total, 0);
+  });
+});

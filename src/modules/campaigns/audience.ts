@@ -1,8 +1,9 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { Db } from '../../db/client.ts';
+import type { Database, Db } from '../../db/client.ts';
 import type { AudienceType } from '../../db/schema/campaigns.ts';
 import type { EmailType } from '../../db/schema/emails.ts';
 import { compileCondition, parseCondition, validateCondition } from '../../conditions/index.ts';
+import { withConditionTimeout } from '../../conditions/time-bound.ts';
 import { validationError } from '../../http/errors.ts';
 import { getSegment, segmentMembershipSql } from '../segments/service.ts';
 import { customFieldTypes } from '../contacts/fields.ts';
@@ -89,6 +90,10 @@ export async function countRecipients(db: Db, projectId: string, a: Audience, no
   const { rows } = await db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM contacts AS c WHERE ${where}`);
   return rows[0].n;
 }
+
+/** countRecipients for a request that waits for it: its statements bounded in time (a 400 on the audience past it). */
+export const countRecipientsInTime = (database: Database, projectId: string, a: Audience, now: Date): Promise<number> =>
+  withConditionTimeout(database, (db) => countRecipients(db, projectId, a, now), 'audience');
 
 export type Recipient = { id: string; email: string };
 

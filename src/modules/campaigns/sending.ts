@@ -6,7 +6,7 @@ import { badRequest, conflict } from '../../http/errors.ts';
 import { assertAllowance } from '../billing/limits.ts';
 import { senderDomainFor } from '../domains/sender.ts';
 import { skipQueuedOfCampaign } from '../emails/lifecycle.ts';
-import { countRecipients } from './audience.ts';
+import { countRecipientsInTime } from './audience.ts';
 import { dropJob, handOver, sendingState } from './chain.ts';
 import type { CampaignRecord } from './schemas.ts';
 import { campaignRow, getCampaign } from './service.ts';
@@ -39,7 +39,7 @@ export async function sendCampaign(ctx: AppContext, projectId: string, id: strin
   assertSendable(current.status);
   const scheduledFor = parseScheduledFor(body.scheduledFor, now);
   await senderDomainFor(ctx, projectId, current.fromEmail);
-  const total = await countRecipients(ctx.database.db, projectId, current, now);
+  const total = await countRecipientsInTime(ctx.database, projectId, current, now);
   if (total === 0) throw badRequest('The campaign has no recipients: its audience has no contact it can be sent to');
   await assertAllowance(ctx, ctx.database.db, projectId, 'campaigns', total);
 

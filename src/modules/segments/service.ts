@@ -1,10 +1,9 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { type Condition, compileCondition, parseCondition, validateCondition } from '../../conditions/index.ts';
-import { conditionError } from '../../conditions/errors.ts';
+import { boundConditionStatements, timedCondition, withConditionTimeout } from '../../conditions/time-bound.ts';
 import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
-import { isStatementTimeout, setStatementTimeout, withStatementTimeout } from '../../db/statement-timeout.ts';
 import { type SegmentType, segments } from '../../db/schema/segments.ts';
 import { badRequest, conflict, notFound } from '../../http/errors.ts';
 import type { ContactRecord } from '../contacts/service.ts';
@@ -94,29 +93,7 @@ export async function segmentMembershipSql(db: Db, projectId: string, segmentId:
   return membershipSqlOf(db, await getSegmentRow(db, projectId, segmentId), now);
 }
 
-/**
- * How long PostgreSQL may spend on one statement over a condition when a request waits for it (a
- * count, a page of members). Conditions are bounded in size, but not every cost is: 50 date
- * filters on a data field cost about 10 µs each per contact (10,000 contacts: 2.4–3.1 s, and ten
- * times that with ten times the contacts).
- */
-const CONDITION_STATEMENT_MS = 10_000;
-
-/** `work` with its statements over a condition bounded in time: past it, a 400 on the condition. */
-async function timedCondition<T>(work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (err) {
-    if (!isStatementTimeout(err)) throw err;
-    throw conditionError(
-      `Evaluating the condition over this project's contacts took longer than ${CONDITION_STATEMENT_MS / 1000} s: use fewer or simpler filters`,
-      { path: 'condition' },
-    );
-  }
-}
-
-const countWithin = (ctx: AppContext, row: SegmentRow, now: Date) =>
-  timedCondition(() => withStatementTimeout(ctx.database, CONDITION_STATEMENT_MS, (db) => countMembers(db, row, now)));
+const countWithin = (ctx: AppContext, row: SegmentRow, now: Date) => withConditionTimeout(ctx.database, (db) => countMembers(db, row, now));
 
 /** How many contacts of the project are in the segment now. */
 export async function countMembers(db: Db, row: SegmentRow, now: Date): Promise<number> {
@@ -150,7 +127,7 @@ export async function countCondition(ctx: AppContext, projectId: string, raw: un
   const types = await customFieldTypes(db, projectId); // read once, for the check and the compile
   await validateCondition(db, projectId, condition, { types });
   const where = await compileCondition(db, projectId, condition, { types, now: ctx.clock.now() });
-  const count = await timedCondition(() => withStatementTimeout(ctx.database, CONDITION_STATEMENT_MS, (tx) => countContactsWhere(tx, projectId, where)));
+  const count = await withConditionTimeout(ctx.database, (tx) => countContactsWhere(tx, projectId, where));
   return { count };
 }
 
@@ -191,7 +168,7 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
   const now = ctx.clock.now();
   return timedCondition(() =>
     withTransaction(ctx.database, async ({ tx }) => {
-      await setStatementTimeout(tx, CONDITION_STATEMENT_MS);
+      await boundConditionStatements(tx);
       const row = await getSegmentRow(tx, projectId, id, { lock: true });
       const next: SegmentRow = {
         ...row,
@@ -238,15 +215,13 @@ export async function listSegmentContacts(ctx: AppContext, projectId: string, id
   const db = ctx.database.db;
   const row = await getSegmentRow(db, projectId, id);
   const where = sql`c.project_id = ${projectId} AND ${await membershipSqlOf(db, row, ctx.clock.now())}`;
-  const [page, counted] = await timedCondition(() =>
-    withStatementTimeout(ctx.database, CONDITION_STATEMENT_MS, (tx) =>
-      Promise.all([
-        tx.execute<ContactRow>(sql`
+  const [page, counted] = await withConditionTimeout(ctx.database, (tx) =>
+    Promise.all([
+      tx.execute<ContactRow>(sql`
           SELECT ${contactColumns('c')} FROM contacts AS c WHERE ${where}
            ORDER BY c.created_at DESC, c.id DESC LIMIT ${q.pageSize} OFFSET ${(q.page - 1) * q.pageSize}`),
-        tx.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM contacts AS c WHERE ${where}`),
-      ]),
-    ),
+      tx.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM contacts AS c WHERE ${where}`),
+    ]),
   );
   return { data: page.rows.map(toContactRecord), total: counted.rows[0].n, page: q.page, pageSize: q.pageSize };
 }
