@@ -339,3 +339,32 @@ describe('usage and deletion', () => {
     assert.equal(res.body.error.errors[0].field, 'eventName');
   });
 });
+
+describe('a project with more than 1,000 event names', () => {
+  test('/events/names lists the first 1,000 and says so; /events/stats the 1,000 most frequent, with every event in total', async () => {
+    const b = await bootstrap(server.api);
+    const [contact] = await server.sql<{ id: string }>(
+      `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
+       VALUES ('cnt_many_names', $1, 'names@example.com', true, '{}', now(), now()) RETURNING id`,
+      [b.project.id],
+    );
+    // 1,200 names, each once, and `popular` three times.
+    await server.sql(
+      `INSERT INTO events (id, project_id, contact_id, name, data, created_at)
+       SELECT gen_random_uuid(), $1, $2, name, '{}', now()
+         FROM (SELECT 'name-' || lpad(g::text, 4, '0') AS name FROM generate_series(1, 1200) AS g UNION ALL SELECT 'popular' FROM generate_series(1, 3)) AS n`,
+      [b.project.id, contact.id],
+    );
+    const names = await b.sk.get('/events/names');
+    assert.equal(names.status, 200, names.text);
+    assert.equal(names.body.truncated, true);
+    assert.equal(names.body.names.length, 1000);
+    assert.equal(names.body.names[0].name, 'name-0001');
+    assert.equal(names.body.names[999].name, 'name-1000');
+    const stats = await b.sk.get('/events/stats');
+    assert.equal(stats.status, 200, stats.text);
+    assert.equal(stats.body.total, 1203);
+    assert.equal(stats.body.events.length, 1000);
+    assert.deepEqual(stats.body.events[0], { name: 'popular', count: 3, uniqueContacts: 1 });
+  });
+});

@@ -7,7 +7,7 @@ import { cursorList, describe } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { trackCors, trackPreflight } from './cors.ts';
 import { WRITE_GROUP_LIMITS, logGroupFailure, writeGroups } from '../../db/write-groups.ts';
-import { distinctEventNames, eventStats, listContactEvents, listEvents } from './list.ts';
+import { MAX_LISTED_EVENT_NAMES, distinctEventNames, eventStats, listContactEvents, listEvents } from './list.ts';
 import { rangeQuery, toTimeRange } from './range.ts';
 import {
   contactEventsQuery,
@@ -137,7 +137,10 @@ export function eventRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get(
     '/events/names',
     { onRequest, schema: doc({ operationId: 'events.names', summary: 'Distinct event names', responses: { 200: eventNamesSchema } }) },
-    async (req) => ({ names: await distinctEventNames(db, projectOf(req).projectId) }),
+    async (req) => {
+      const names = await distinctEventNames(db, projectOf(req).projectId, MAX_LISTED_EVENT_NAMES + 1);
+      return names.length > MAX_LISTED_EVENT_NAMES ? { names: names.slice(0, MAX_LISTED_EVENT_NAMES), truncated: true } : { names };
+    },
   );
 
   app.get(

@@ -108,6 +108,8 @@ export const eventStatsSchema = z.object({
 
 export const eventNamesSchema = z.object({
   names: z.array(z.object({ name: z.string(), reserved: z.boolean(), lastSeenAt: z.string() })),
+  /** Present (true) when the project has more names than the first 1,000 listed. */
+  truncated: z.literal(true).optional(),
 });
 
 export const eventUsageSchema = eventNameUsersSchema.extend({ eventCount: z.number().int(), canDelete: z.boolean() });
