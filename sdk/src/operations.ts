@@ -1380,6 +1380,7 @@ export interface Operations {
         reserved: boolean;
         lastSeenAt: string;
       }>;
+      truncated?: true;
     };
   };
   /** GET /events/stats: Event counts per name over a time range */
