@@ -594,5 +594,25 @@ describe('a condition PostgreSQL would take long over', () => {
     assert.ok(Date.now() - started < 20_000, `answered after ${Date.now() - started} ms`);
     const quick = await b.sk.post('/segments/count', { condition: { ...condition, groups: [{ filters: condition.groups[0].filters.slice(0, 1) }] } });
     assert.deepEqual([quick.status, quick.body], [200, { count: 20_000 }]);
+
+    // The 5-minute job: a slow segment (stored as before these bounds) is cancelled and skipped, the others recomputed.
+    const slowOne = await b.sk.post('/segments', {
+      name: 'slow',
+      trackMembership: true,
+      condition: { ...condition, groups: [{ filters: condition.groups[0].filters.slice(0, 1) }] },
+    });
+    assert.equal(slowOne.status, 201, slowOne.text);
+    await server.sql('UPDATE segments SET condition = $2::jsonb WHERE id = $1', [slowOne.body.id, JSON.stringify(condition)]);
+    const other = await b.sk.post('/segments', {
+      name: 'other',
+      condition: { logic: 'AND', groups: [{ filters: [{ field: 'email', operator: 'startsWith', value: 'slow1' }] }] },
+    });
+    assert.equal(other.status, 201, other.text);
+    await server.sql('UPDATE segments SET member_count = 0 WHERE id = $1', [other.body.id]);
+    const job = Date.now();
+    await recomputeAllSegments(server.ctx);
+    assert.ok(Date.now() - job < 30_000, `the job took ${Date.now() - job} ms`);
+    const [recounted] = await server.sql<{ member_count: number }>('SELECT member_count FROM segments WHERE id = $1', [other.body.id]);
+    assert.equal(recounted.member_count, 11_111);
   });
 });

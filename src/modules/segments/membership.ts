@@ -8,6 +8,7 @@ import { ApiError, badRequest, notFound } from '../../http/errors.ts';
 import { loggableError } from '../../loggable-error.ts';
 import { recordEvents } from '../events/record.ts';
 import { countMembers, findSegmentRow, membershipSqlOf, storeMemberCount } from './service.ts';
+import { boundConditionStatements, timedCondition, withConditionTimeout } from '../../conditions/time-bound.ts';
 
 /**
  * Tracked membership (`trackMembership`): the computed members of a DYNAMIC segment are kept in
@@ -94,15 +95,18 @@ async function syncMembers(tx: Db, row: SegmentRow, contactId: string | null, no
  */
 export async function computeSegment(ctx: AppContext, projectId: string, id: string): Promise<{ added: number; removed: number; total: number }> {
   const now = ctx.clock.now();
-  return withTransaction(ctx.database, async ({ tx }) => {
-    const row = await findSegmentRow(tx, projectId, id, { lock: true });
-    if (!row) throw notFound('segment', id);
-    if (!row.trackMembership) throw badRequest('compute needs a segment with trackMembership enabled; use refresh to recount', { segmentId: id });
-    const changes = row.type === 'DYNAMIC' ? await syncMembers(tx, row, null, now) : { entered: [] as string[], exited: [] as string[] };
-    const total = await countMembers(tx, row, now);
-    await storeMemberCount(tx, row.id, total, now);
-    return { added: changes.entered.length, removed: changes.exited.length, total };
-  });
+  return timedCondition(() =>
+    withTransaction(ctx.database, async ({ tx }) => {
+      await boundConditionStatements(tx);
+      const row = await findSegmentRow(tx, projectId, id, { lock: true });
+      if (!row) throw notFound('segment', id);
+      if (!row.trackMembership) throw badRequest('compute needs a segment with trackMembership enabled; use refresh to recount', { segmentId: id });
+      const changes = row.type === 'DYNAMIC' ? await syncMembers(tx, row, null, now) : { entered: [] as string[], exited: [] as string[] };
+      const total = await countMembers(tx, row, now);
+      await storeMemberCount(tx, row.id, total, now);
+      return { added: changes.entered.length, removed: changes.exited.length, total };
+    }),
+  );
 }
 
 /**
@@ -180,7 +184,9 @@ export async function scheduleSegmentReevaluation(ctx: AppContext, projectId: st
 /**
  * The 5-minute job: recompute every tracked segment (time-based filters move on their own) and
  * recount all others. A segment that fails (a stored condition past the engine's bounds answers
- * 400 before anything is built) is logged by id, without its condition or data, and skipped.
+ * 400 before anything is built; one whose statements pass CONDITION_STATEMENT_MS is cancelled) is
+ * logged by id, without its condition or data, and skipped: one tenant's slow segments cannot hold
+ * the job for everyone.
  */
 export async function recomputeAllSegments(ctx: AppContext): Promise<void> {
   const { rows } = await ctx.database.db.execute<{ id: string; project_id: string; tracked: boolean }>(sql`
@@ -191,7 +197,8 @@ export async function recomputeAllSegments(ctx: AppContext): Promise<void> {
         await computeSegment(ctx, s.project_id, s.id);
       } else {
         const row = await findSegmentRow(ctx.database.db, s.project_id, s.id);
-        if (row) await storeMemberCount(ctx.database.db, row.id, await countMembers(ctx.database.db, row, ctx.clock.now()), ctx.clock.now());
+        const now = ctx.clock.now();
+        if (row) await storeMemberCount(ctx.database.db, row.id, await withConditionTimeout(ctx.database, (db) => countMembers(db, row, now)), now);
       }
     } catch (err) {
       ctx.log.warn({ error: loggableError(err), projectId: s.project_id, segmentId: s.id }, 'segment recompute failed');
