@@ -389,3 +389,19 @@ describe('listing and deleting', () => {
     assert.equal((await a.sk.delete(`/domains/${d.id}`)).status, 204);
   });
 });
+
+describe('domains per project', () => {
+  test('at most 50: concurrent adds stop exactly there (403 with details.limit), and deleting one makes room', async () => {
+    const p = await bootstrap(server.api, 'Many domains');
+    const answers = await Promise.all(Array.from({ length: 55 }, (_, i) => p.sk.post('/domains', { domain: `d${i}.many.test` })));
+    assert.deepEqual(answers.map((r) => r.status).sort(), [...Array(50).fill(201), ...Array(5).fill(403)]);
+    const refused = answers.find((r) => r.status === 403)!;
+    assert.equal(refused.body.error.code, 'FORBIDDEN');
+    assert.deepEqual(refused.body.error.details, { limit: 50 });
+    const [{ n }] = await server.sql<{ n: number }>('SELECT count(*)::int AS n FROM domains WHERE project_id = $1', [p.project.id]);
+    assert.equal(n, 50);
+    const added = answers.find((r) => r.status === 201)!;
+    assert.equal((await p.sk.delete(`/domains/${added.body.id}`)).status, 204);
+    assert.equal((await p.sk.post('/domains', { domain: 'one-more.many.test' })).status, 201);
+  });
+});

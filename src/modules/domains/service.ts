@@ -2,7 +2,8 @@ import { and, asc, desc, eq, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
 import { type DomainStatus, domains } from '../../db/schema/domains.ts';
-import { conflict, notFound } from '../../http/errors.ts';
+import { withTransaction } from '../../db/client.ts';
+import { ApiError, conflict, notFound } from '../../http/errors.ts';
 import { DKIM_SELECTOR, encryptPrivateKey, generateDkimKey } from './dkim-keys.ts';
 import { recordsFor } from './records.ts';
 import { SANDBOX_DOMAIN, sandboxReserved } from './sandbox.ts';
@@ -38,6 +39,26 @@ async function findDomain(ctx: AppContext, projectId: string, id: string): Promi
 
 const alreadyAdded = (domain: string) => conflict(`Domain ${domain} is already added to this project`, { domain });
 
+/**
+ * Domains a project may have. Each one costs an RSA key generation when added, and DNS lookups
+ * every 5 minutes while it is pending (the job checks at most 5,000 of all projects' a run): one
+ * project with thousands of made-up domains would take every other project's turn.
+ */
+export const MAX_DOMAINS_PER_PROJECT = 50;
+
+const tooManyDomains = () =>
+  new ApiError(403, 'FORBIDDEN', `A project can have at most ${MAX_DOMAINS_PER_PROJECT} domains; delete one first`, {
+    details: { limit: MAX_DOMAINS_PER_PROJECT },
+  });
+
+const domainCount = async (db: AppContext['database']['db'], projectId: string): Promise<number> =>
+  (
+    await db
+      .select({ n: sql<number>`count(*)::int` })
+      .from(domains)
+      .where(eq(domains.projectId, projectId))
+  )[0].n;
+
 export async function addDomain(ctx: AppContext, projectId: string, domain: string): Promise<DomainRecord> {
   if (domain === SANDBOX_DOMAIN || domain.endsWith(`.${SANDBOX_DOMAIN}`)) throw sandboxReserved();
   const exists = await ctx.database.db
@@ -45,23 +66,30 @@ export async function addDomain(ctx: AppContext, projectId: string, domain: stri
     .from(domains)
     .where(and(eq(domains.projectId, projectId), eq(domains.domain, domain)));
   if (exists.length > 0) throw alreadyAdded(domain);
+  if ((await domainCount(ctx.database.db, projectId)) >= MAX_DOMAINS_PER_PROJECT) throw tooManyDomains();
   const key = await generateDkimKey();
   const now = ctx.clock.now();
-  const [row] = await ctx.database.db
-    .insert(domains)
-    .values({
-      id: uuidv7(now.getTime()),
-      projectId,
-      domain,
-      status: 'pending',
-      dkimSelector: DKIM_SELECTOR,
-      dkimPublicKey: key.publicKey,
-      dkimPrivateKeyEnc: encryptPrivateKey(key.privateKeyPem, ctx.config.jwtSecret),
-      records: recordsFor(domain, key.publicKey, ctx.config),
-      createdAt: now,
-    })
-    .onConflictDoNothing()
-    .returning();
+  const row = await withTransaction(ctx.database, async ({ tx }) => {
+    // Counted again under a lock of the project's domains: concurrent adds cannot pass the cap together.
+    await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`domains:${projectId}`}, 0))`);
+    if ((await domainCount(tx, projectId)) >= MAX_DOMAINS_PER_PROJECT) throw tooManyDomains();
+    const [inserted] = await tx
+      .insert(domains)
+      .values({
+        id: uuidv7(now.getTime()),
+        projectId,
+        domain,
+        status: 'pending',
+        dkimSelector: DKIM_SELECTOR,
+        dkimPublicKey: key.publicKey,
+        dkimPrivateKeyEnc: encryptPrivateKey(key.privateKeyPem, ctx.config.jwtSecret),
+        records: recordsFor(domain, key.publicKey, ctx.config),
+        createdAt: now,
+      })
+      .onConflictDoNothing()
+      .returning();
+    return inserted;
+  });
   if (!row) throw alreadyAdded(domain); // added concurrently
   return toDomainRecord(row);
 }
