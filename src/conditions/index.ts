@@ -43,7 +43,7 @@ export async function validateCondition(
   const self = opts.selfSegmentId?.toLowerCase();
   const direct = segmentReferences(c).map((r) => r.segmentId);
   const referrers = self ? await loadReferrers(db, projectId, self) : [];
-  if (direct.length === 0 && referrers.length === 0) return;
+  if (direct.length === 0 && referrers.length === 0) return checkExpandedSize(c, new Map());
   const refs = await loadReferences(db, projectId, [...direct, ...referrers]);
   checkReferences(c, refs, self);
   checkExpandedSize(c, refs);

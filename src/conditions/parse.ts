@@ -7,12 +7,15 @@ export const MAX_DEPTH = 10;
 export const MAX_GROUPS = 100;
 export const MAX_FILTERS = 500;
 /**
- * `event.*` and `email.*` filters: each is a subquery PostgreSQL joins, and planning grows faster
- * than their number (100 `triggeredOlderThan` filters: 2.2 s of planning; 250: 113 s).
+ * `event.*` and `email.*` filters a condition may hold, counted through its segment references
+ * (references.ts checks it when a condition is validated or compiled, not here: a condition
+ * stored before the bound still parses, so a reference to it is refused rather than read as
+ * matching nobody). Each is a subquery PostgreSQL joins, and planning grows faster than their
+ * number (100 `triggeredOlderThan` filters: 2.2 s of planning; 250: 113 s).
  */
 export const MAX_ACTIVITY_FILTERS = 20;
 
-type Seen = { filters: number; activity: number };
+type Seen = { filters: number };
 export const isActivityFilter = (f: Filter) => f.field.startsWith('event.') || f.field.startsWith('email.');
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -26,7 +29,7 @@ const NO_TYPES = new Map();
  * operator otherwise. `validateCondition` adds the project's field types and segment references.
  */
 export function parseCondition(input: unknown): Condition {
-  return parseTree(input, '', 1, { filters: 0, activity: 0 });
+  return parseTree(input, '', 1, { filters: 0 });
 }
 
 function parseTree(input: unknown, path: string, depth: number, seen: Seen): Condition {
@@ -56,10 +59,6 @@ function parseGroup(input: unknown, path: string, depth: number, seen: Seen): Gr
   seen.filters += rawFilters.length;
   if (seen.filters > MAX_FILTERS) throw conditionError(`Condition has more than ${MAX_FILTERS} filters`, { path });
   const filters = rawFilters.map((f, i) => parseFilter(f, `${path}.filters[${i}]`));
-  seen.activity += filters.filter(isActivityFilter).length;
-  if (seen.activity > MAX_ACTIVITY_FILTERS) {
-    throw conditionError(`Condition has more than ${MAX_ACTIVITY_FILTERS} event.* and email.* filters`, { path });
-  }
   const group: Group = { filters };
   if (nested !== undefined) group.conditions = parseTree(nested, `${path}.conditions.`, depth + 1, seen);
   return group;
