@@ -15,7 +15,6 @@ export const MAX_FILTERS = 500;
  */
 export const MAX_ACTIVITY_FILTERS = 20;
 
-type Seen = { filters: number };
 export const isActivityFilter = (f: Filter) => f.field.startsWith('event.') || f.field.startsWith('email.');
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -32,7 +31,7 @@ export function parseCondition(input: unknown): Condition {
   return parseTree(input, '', 1, { filters: 0 });
 }
 
-function parseTree(input: unknown, path: string, depth: number, seen: Seen): Condition {
+function parseTree(input: unknown, path: string, depth: number, seen: { filters: number }): Condition {
   const where = path === '' ? 'condition' : path.slice(0, -1);
   if (depth > MAX_DEPTH) throw conditionError(`Condition is nested deeper than ${MAX_DEPTH} levels (at ${where})`, { path: where });
   if (!isPlainObject(input)) throw conditionError(`${where} must be an object { logic, groups }`, { path: where });
@@ -48,7 +47,7 @@ function parseTree(input: unknown, path: string, depth: number, seen: Seen): Con
   return { logic, groups: groups.map((g, i) => parseGroup(g, `${path}groups[${i}]`, depth, seen)) };
 }
 
-function parseGroup(input: unknown, path: string, depth: number, seen: Seen): Group {
+function parseGroup(input: unknown, path: string, depth: number, seen: { filters: number }): Group {
   if (!isPlainObject(input)) throw conditionError(`${path} must be an object { filters, conditions? }`, { path });
   const rawFilters = input.filters ?? [];
   if (!Array.isArray(rawFilters)) throw conditionError(`${path}.filters must be an array`, { path: `${path}.filters` });

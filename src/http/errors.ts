@@ -42,6 +42,9 @@ export const badRequest = (message: string, details?: Record<string, unknown>) =
 
 export const conflict = (message: string, details?: Record<string, unknown>) => new ApiError(409, 'CONFLICT', message, { details });
 
+/** A count cap reached (projects per user, domains or pending invitations per project): 403 with `details.limit`. */
+export const limitReached = (message: string, limit: number) => new ApiError(403, 'FORBIDDEN', message, { details: { limit } });
+
 export const forbidden = (message: string) => new ApiError(403, 'FORBIDDEN', message);
 
 export const validationError = (errors: FieldError[]) => new ApiError(422, 'VALIDATION_ERROR', 'Request validation failed', { errors });

@@ -2,8 +2,8 @@ import { and, asc, desc, eq, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
 import { type DomainStatus, domains } from '../../db/schema/domains.ts';
-import { withTransaction } from '../../db/client.ts';
-import { ApiError, conflict, notFound } from '../../http/errors.ts';
+import { type Db, withTransaction } from '../../db/client.ts';
+import { conflict, limitReached, notFound } from '../../http/errors.ts';
 import { DKIM_SELECTOR, encryptPrivateKey, generateDkimKey } from './dkim-keys.ts';
 import { recordsFor } from './records.ts';
 import { SANDBOX_DOMAIN, sandboxReserved } from './sandbox.ts';
@@ -46,12 +46,9 @@ const alreadyAdded = (domain: string) => conflict(`Domain ${domain} is already a
  */
 export const MAX_DOMAINS_PER_PROJECT = 50;
 
-const tooManyDomains = () =>
-  new ApiError(403, 'FORBIDDEN', `A project can have at most ${MAX_DOMAINS_PER_PROJECT} domains; delete one first`, {
-    details: { limit: MAX_DOMAINS_PER_PROJECT },
-  });
+const tooManyDomains = () => limitReached(`A project can have at most ${MAX_DOMAINS_PER_PROJECT} domains; delete one first`, MAX_DOMAINS_PER_PROJECT);
 
-const domainCount = async (db: AppContext['database']['db'], projectId: string): Promise<number> =>
+const domainCount = async (db: Db, projectId: string): Promise<number> =>
   (
     await db
       .select({ n: sql<number>`count(*)::int` })

@@ -5,7 +5,7 @@ import { UUID, uuidv7 } from '../../db/ids.ts';
 import { invitations } from '../../db/schema/members.ts';
 import { memberships, projects, users } from '../../db/schema/users.ts';
 import { membershipRole } from '../../http/auth.ts';
-import { ApiError } from '../../http/errors.ts';
+import { ApiError, limitReached } from '../../http/errors.ts';
 import { signJwt, verifyJwt } from '../../tokens/jwt.ts';
 import { escapeHtml } from '../../mail/locales.ts';
 import { SYSTEM_MAIL_QUEUE } from '../../mail/system-mail.ts';
@@ -58,9 +58,7 @@ export async function createInvitation(
       .from(invitations)
       .where(and(eq(invitations.projectId, projectId), isNull(invitations.acceptedAt), gt(invitations.expiresAt, now), ne(invitations.email, input.email)));
     if (pending >= MAX_PENDING_INVITATIONS) {
-      throw new ApiError(403, 'FORBIDDEN', `A project can have at most ${MAX_PENDING_INVITATIONS} pending invitations; revoke one first`, {
-        details: { limit: MAX_PENDING_INVITATIONS },
-      });
+      throw limitReached(`A project can have at most ${MAX_PENDING_INVITATIONS} pending invitations; revoke one first`, MAX_PENDING_INVITATIONS);
     }
     await tx.delete(invitations).where(and(eq(invitations.projectId, projectId), eq(invitations.email, input.email), isNull(invitations.acceptedAt)));
     const [row] = await tx

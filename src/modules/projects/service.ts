@@ -6,7 +6,7 @@ import { prefixedId } from '../../db/ids.ts';
 import { newProjectKeys } from '../../http/api-keys.ts';
 import { memberships, projects } from '../../db/schema/users.ts';
 import type { Role } from '../../db/schema/users.ts';
-import { ApiError, notFound } from '../../http/errors.ts';
+import { limitReached, notFound } from '../../http/errors.ts';
 import { lockProject, stopPendingSends } from './lifecycle.ts';
 import type { ProjectRecord } from './schemas.ts';
 
@@ -57,7 +57,7 @@ async function assertUnderProjectCap(ctx: AppContext, tx: Db, userId: string): P
     .where(and(eq(memberships.userId, userId), eq(memberships.role, 'OWNER')));
   const limit = ctx.config.maxProjectsPerUser;
   if (owned >= limit) {
-    throw new ApiError(403, 'FORBIDDEN', `A user can own at most ${limit} projects; delete one first`, { details: { limit } });
+    throw limitReached(`A user can own at most ${limit} projects; delete one first`, limit);
   }
 }
 
