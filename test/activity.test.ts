@@ -270,6 +270,77 @@ describe('activity over time', () => {
   });
 });
 
+describe('counts over a range (whole days from the day counters, partial days from the events)', () => {
+  test('agree with the events listed, at and around midnights, for every kind of range', async () => {
+    const b = await bootstrap(server.api);
+    const contact = (await b.pk.post('/v1/track', { email: 'mid@example.org', event: 'signup' })).body.data.contact as string;
+    const instants = [
+      '2024-07-01T00:00:00Z',
+      '2024-07-01T23:59:59.999999Z',
+      '2024-07-02T00:00:00Z',
+      '2024-07-02T00:00:00.000400Z',
+      '2024-07-02T12:00:00Z',
+      '2024-07-03T00:00:00Z',
+      '2024-07-04T18:30:00.250Z',
+      '2024-07-06T00:00:00Z',
+    ];
+    for (const [i, at] of instants.entries()) {
+      const name = i % 3 === 0 ? 'email.opened' : i % 3 === 1 ? 'purchase' : 'segment.vip.entry';
+      await server.sql(`INSERT INTO events (id, project_id, contact_id, name, created_at) VALUES ($1, $2, $3, $4, $5)`, [
+        `evt_mid${i}`,
+        b.project.id,
+        contact,
+        name,
+        at,
+      ]);
+    }
+    const ends = [
+      '2024-07-01',
+      '2024-07-02',
+      '2024-07-01T00:00:00Z',
+      '2024-07-01T23:59:59.999Z',
+      '2024-07-02T00:00:00Z',
+      '2024-07-02T06:00:00Z',
+      '2024-07-03T00:00:00Z',
+      '2024-07-03',
+      '2024-07-06T00:00:00Z',
+      '2024-07-05',
+    ];
+    let compared = 0;
+    for (const from of ends) {
+      for (const to of ends) {
+        if (Date.parse(from) > Date.parse(to.length === 10 ? `${to}T23:59:59.999Z` : to)) continue;
+        const range = `from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`;
+        const listed = await b.sk.get(`/activity?limit=100&${range}`);
+        const stats = await b.sk.get(`/activity/stats?${range}`);
+        const events = await b.sk.get(`/activity?limit=100&types=event&${range}`);
+        assert.equal(listed.status, 200, listed.text);
+        const n = listed.body.data.length;
+        assert.deepEqual([listed.body.total, stats.body.total], [n, n], range);
+        const byType = (t: string) => listed.body.data.filter((i: Item) => i.type === t).length;
+        assert.deepEqual(
+          [stats.body.counts['email.opened'], stats.body.counts.event, stats.body.counts['segment.entry']],
+          [byType('email.opened'), byType('event'), byType('segment.entry')],
+          range,
+        );
+        assert.deepEqual([events.body.total, events.body.data.length], [byType('event'), byType('event')], range);
+        compared++;
+      }
+    }
+    assert.ok(compared > 40, `${compared} ranges`);
+    // Open ends: only one bound given.
+    assert.equal((await b.sk.get('/activity?from=2024-07-02')).body.total, 7, 'six, and the signup tracked today');
+    assert.equal((await b.sk.get('/activity?to=2024-07-01T23:59:59.999Z')).body.total, 1);
+    fixed = new Date('2024-07-06T00:00:00Z');
+    try {
+      assert.equal((await b.sk.get('/activity/recent-count?minutes=43200')).body.count, 8);
+      assert.equal((await b.sk.get('/activity/recent-count?minutes=5760')).body.count, 6, 'since 2024-07-02T00:00Z, both ends included');
+    } finally {
+      fixed = null;
+    }
+  });
+});
+
 describe('GET /activity/upcoming', () => {
   test('is an empty list until campaigns and workflows register, then soonest first, limited', async () => {
     const b = await bootstrap(server.api);

@@ -163,6 +163,12 @@ describe('EVENT_RETENTION_DAYS', () => {
       ]);
     }
     assert.deepEqual(await partitionsOf(server, 'june'), ['events_default']);
+    const counted = async () => {
+      const stats = await sk.get('/activity/stats?from=2030-03-01&to=2030-06-30');
+      const feed = await sk.get('/activity?from=2030-01-01&to=2030-12-31');
+      return [stats.body.total, stats.body.counts.event, feed.body.total];
+    };
+    assert.deepEqual(await counted(), [4, 4, 4]);
 
     // On 20 June 2030 the cutoff is 21 May: February to April go whole, 10 May is deleted from May.
     fixed = new Date('2030-06-20T00:00:00Z');
@@ -186,6 +192,8 @@ describe('EVENT_RETENTION_DAYS', () => {
       ],
     );
     assert.deepEqual(await partitionsOf(server, 'june'), ['events_2030_06']);
+    // The day counters of the dropped months went with them (whole days of the range are read there).
+    assert.deepEqual(await counted(), [2, 2, 2]);
   });
 });
 

@@ -16,12 +16,19 @@ export async function migrationsSplitAt(marker: string): Promise<{ before: strin
   return { before: files.slice(0, at), from: files.slice(at) };
 }
 
-/** Applies migration files statement by statement, as drizzle's migrator does. */
+/** Applies migration files statement by statement in one transaction, as drizzle's migrator does. */
 export async function applyMigrations(client: pg.Client, files: string[]): Promise<void> {
-  for (const file of files) {
-    const text = await readFile(path.join(DIR, file), 'utf8');
-    for (const statement of text.split('--> statement-breakpoint')) {
-      if (statement.trim()) await client.query(statement);
+  await client.query('BEGIN');
+  try {
+    for (const file of files) {
+      const text = await readFile(path.join(DIR, file), 'utf8');
+      for (const statement of text.split('--> statement-breakpoint')) {
+        if (statement.trim()) await client.query(statement);
+      }
     }
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK');
+    throw err;
   }
 }

@@ -100,3 +100,26 @@ export const eventCounts = pgTable(
   },
   (t) => [primaryKey({ columns: [t.projectId, t.name, t.shard] })],
 );
+
+/**
+ * The exact number of events per project, name and UTC day, for counts over a time range
+ * (GET /activity/stats, a ranged /activity's `total`, /activity/recent-count): whole days are read
+ * here, only a range's partial first and last days from the events (events/day-counts.ts). Kept by
+ * the same statement-level triggers as event_counts (migration 0012); dropping a partition deletes
+ * the rows of its month (events/counts.ts forgetPartition). Sharded like event_counts.
+ */
+export const eventDayCounts = pgTable(
+  'event_day_counts',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    day: date('day', { mode: 'string' }).notNull(),
+    shard: smallint('shard').notNull(),
+    /** Per shard; may be negative after deletions (the sum over the shards is the count). */
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  // Day first: a range is read across every name of its days.
+  (t) => [primaryKey({ columns: [t.projectId, t.day, t.name, t.shard] })],
+);

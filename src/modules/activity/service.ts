@@ -1,10 +1,12 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
 import { PREFIXED_ID } from '../../db/ids.ts';
-import { type EventRow, distinctEventNames, pageOfEvents } from '../events/list.ts';
-import { type TimeRange, boundsSql, inRange, rangeEcho } from '../events/range.ts';
+import { countEventsNamed } from '../events/counts.ts';
+import { countBy, countInSpan, spanOf, spanOfBounds } from '../events/day-counts.ts';
+import { type EventRow, pageOfEvents } from '../events/list.ts';
+import { type TimeRange, boundsSql, rangeEcho } from '../events/range.ts';
 import type { ActivityItem, ActivityQuery } from './schemas.ts';
-import { ACTIVITY_TYPES, activityTypeOf, typeCondition } from './types.ts';
+import { ACTIVITY_TYPES, TYPE_OF_NAME, activityTypeOf, typeCondition } from './types.ts';
 
 const CONTACT_ID = PREFIXED_ID('cnt');
 
@@ -36,13 +38,21 @@ export type ActivityFeed = { data: ActivityItem[]; cursor?: string; hasMore: boo
  * the contact for its email. `total` only on the first page.
  */
 export async function activityFeed(db: Db, projectId: string, q: ActivityQuery): Promise<ActivityFeed> {
-  const filters: SQL[] = [sql`e.project_id = ${projectId}`, ...boundsSql(sql`e.created_at`, q)];
+  const bounds = boundsSql(sql`e.created_at`, q);
+  const filters: SQL[] = [sql`e.project_id = ${projectId}`, ...bounds];
   if (q.contactId !== undefined) filters.push(CONTACT_ID.test(q.contactId) ? sql`e.contact_id = ${q.contactId}` : sql`false`);
   const types = [...new Set(q.types)];
-  if (types.length > 0 && types.length < ACTIVITY_TYPES.length) {
-    filters.push(sql`(${sql.join(types.map(typeCondition), sql` OR `)})`);
-  }
-  return pageOfEvents(db, filters, q.limit, q.cursor, { toItem });
+  const ofTypes = types.length > 0 && types.length < ACTIVITY_TYPES.length ? sql`(${sql.join(types.map(typeCondition), sql` OR `)})` : undefined;
+  if (ofTypes) filters.push(ofTypes);
+  // Without a contact, the total comes from the event counters, whose cost does not grow with the
+  // table: all-time ones, or a range's whole days (day-counts.ts). One contact's events are counted.
+  const total =
+    q.contactId !== undefined
+      ? undefined
+      : bounds.length === 0
+        ? () => countEventsNamed(db, projectId, ofTypes)
+        : () => countInSpan(db, projectId, spanOfBounds(q), ofTypes);
+  return pageOfEvents(db, filters, q.limit, q.cursor, { toItem, total });
 }
 
 /** The known types first, in their canonical order, then any other (future `email.*`) alphabetically. */
@@ -56,32 +66,30 @@ function orderTypes(types: Iterable<string>): string[] {
 
 export type ActivityStats = { from: string; to: string; total: number; counts: Record<string, number> };
 
-/** Counts per type over the range; every known type is present (0 when none). */
+/** Counts per type over the range (day-counts.ts); every known type is present (0 when none). */
 export async function activityStats(db: Db, projectId: string, range: TimeRange): Promise<ActivityStats> {
-  const { rows } = await db.execute<{ name: string; n: number }>(sql`
-    SELECT e.name, count(*)::int AS n FROM events AS e
-     WHERE e.project_id = ${projectId} AND ${inRange(sql`e.created_at`, range)}
-     GROUP BY e.name`);
   const counts = new Map<string, number>(ACTIVITY_TYPES.map((t) => [t, 0]));
-  for (const r of rows) {
-    const type = activityTypeOf(r.name);
-    counts.set(type, (counts.get(type) ?? 0) + r.n);
+  let total = 0;
+  for (const [type, n] of await countBy(db, projectId, spanOf(range), { key: TYPE_OF_NAME })) {
+    counts.set(type, n);
+    total += n;
   }
   const ordered = orderTypes(counts.keys()).map((t) => [t, counts.get(t) ?? 0] as const);
-  return { ...rangeEcho(range), total: rows.reduce((n, r) => n + r.n, 0), counts: Object.fromEntries(ordered) };
+  return { ...rangeEcho(range), total, counts: Object.fromEntries(ordered) };
 }
 
-/** Activity in the last `minutes`. */
+/** Activity in the last `minutes`, both ends included. */
 export async function recentCount(db: Db, projectId: string, minutes: number, now: Date): Promise<{ count: number; minutes: number; since: string }> {
   const since = new Date(now.getTime() - minutes * 60_000);
-  const { rows } = await db.execute<{ n: number }>(sql`
-    SELECT count(*)::int AS n FROM events
-     WHERE project_id = ${projectId} AND created_at >= ${since.toISOString()}::timestamptz AND created_at <= ${now.toISOString()}::timestamptz`);
-  return { count: rows[0].n, minutes, since: since.toISOString() };
+  const count = await countInSpan(db, projectId, { from: since, end: { at: now, inclusive: true } });
+  return { count, minutes, since: since.toISOString() };
 }
 
-/** The types that occur in the project. */
+/** The types that occur in the project: those of the names the event counters hold events of (counts.ts). */
 export async function activityTypes(db: Db, projectId: string): Promise<{ types: string[] }> {
-  const names = await distinctEventNames(db, projectId);
-  return { types: orderTypes(new Set(names.map((n) => activityTypeOf(n.name)))) };
+  const { rows } = await db.execute<{ type: string }>(sql`
+    SELECT DISTINCT ${TYPE_OF_NAME} AS type FROM (
+      SELECT e.name FROM event_counts AS e WHERE e.project_id = ${projectId} GROUP BY e.name HAVING sum(e.count) > 0
+    ) AS e`);
+  return { types: orderTypes(rows.map((r) => r.type)) };
 }

@@ -23,6 +23,19 @@ export function activityTypeOf(name: string): string {
 }
 
 /**
+ * activityTypeOf in SQL, over a row aliased `e`: the exact names first, then the segment patterns
+ * (`%` of LIKE spans any text, as `.*` with the `s` flag), then any other `email.*` name as itself.
+ */
+export const TYPE_OF_NAME = sql.raw(`CASE
+  WHEN e.name IN (${ACTIVITY_TYPES.filter((t) => t !== 'event' && !t.startsWith('segment.'))
+    .map((t) => `'${t}'`)
+    .join(', ')}) THEN e.name
+  WHEN e.name LIKE 'segment.%.entry' THEN 'segment.entry'
+  WHEN e.name LIKE 'segment.%.exit' THEN 'segment.exit'
+  WHEN e.name LIKE 'email.%' THEN e.name
+  ELSE 'event' END`);
+
+/**
  * The names Herald itself records (email.*, subscription changes, segment entries and exits), over
  * an events row aliased `e`, as text: also used inside the events insert's named statement
  * (analytics/rollups.ts). Every other name is a tracked (custom) event.

@@ -1,5 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
+import { spanOf, splitSpan } from '../events/day-counts.ts';
 import { type TimeRange, inRange, rangeEcho } from '../events/range.ts';
 import { typeCondition } from '../activity/types.ts';
 import { OUTCOME_TIME, campaignStats } from '../campaigns/stats.ts';
@@ -205,38 +206,19 @@ export async function topEvents(
   q: { range: TimeRange; limit: number },
 ): Promise<{ from: string; to: string; data: { name: string; count: number; uniqueContacts: number }[] }> {
   const r = q.range;
-  // [wholeFrom, wholeTo): the whole UTC days inside the range (empty when wholeFrom >= wholeTo).
-  const wholeFrom = Math.ceil(r.from.getTime() / DAY_MS) * DAY_MS;
-  const end = r.toDay ? r.to.getTime() + DAY_MS : r.to.getTime(); // a day ending after `to` (even by microseconds) is partial
-  const wholeTo = Math.max(wholeFrom, Math.floor(end / DAY_MS) * DAY_MS);
-  const a = new Date(wholeFrom).toISOString();
-  const b = new Date(wholeTo).toISOString();
-  // The partial days, each a tight range of events_project_created_idx.
-  const partial =
-    wholeFrom === wholeTo
-      ? [inRange(sql`e.created_at`, r)]
-      : [
-          sql`e.created_at >= ${r.from.toISOString()}::timestamptz AND e.created_at < ${a}::timestamptz`,
-          r.toDay
-            ? sql`e.created_at >= ${b}::timestamptz AND e.created_at < ${new Date(end).toISOString()}::timestamptz`
-            : sql`e.created_at >= ${b}::timestamptz AND e.created_at <= ${r.to.toISOString()}::timestamptz`,
-        ];
+  const { days, partial } = splitSpan(spanOf(r));
   const lastInstant = r.toDay ? new Date(r.to.getTime() + DAY_MS).toISOString() : r.to.toISOString();
   const after = r.toDay ? sql`p.last_at >= ${lastInstant}::timestamptz` : sql`p.last_at > ${lastInstant}::timestamptz`;
+  const counted = partial.map(
+    (conds) => sql`
+      SELECT e.name, count(*)::bigint AS n FROM events AS e WHERE e.project_id = ${projectId} AND ${sql.join(conds, sql` AND `)} AND ${typeCondition('event')} GROUP BY e.name`,
+  );
+  if (days) {
+    counted.push(sql`
+      SELECT e.name, sum(e.count)::bigint AS n FROM event_name_days AS e WHERE e.project_id = ${projectId} AND ${sql.join(days, sql` AND `)} GROUP BY e.name`);
+  }
   const { rows } = await db.execute<{ name: string; count: number; unique_contacts: number }>(sql`
-    WITH counted AS (
-      SELECT d.name, sum(d.count)::bigint AS n
-        FROM event_name_days AS d
-       WHERE d.project_id = ${projectId} AND d.day >= (${a}::timestamptz AT TIME ZONE 'UTC')::date AND d.day < (${b}::timestamptz AT TIME ZONE 'UTC')::date
-       GROUP BY d.name
-      UNION ALL
-      ${sql.join(
-        partial.map(
-          (cond) => sql`
-      SELECT e.name, count(*)::bigint FROM events AS e WHERE e.project_id = ${projectId} AND ${cond} AND ${typeCondition('event')} GROUP BY e.name`,
-        ),
-        sql` UNION ALL `,
-      )}
+    WITH counted AS (${sql.join(counted, sql` UNION ALL `)}
     ), top AS (
       SELECT c.name, sum(c.n)::int AS count FROM counted AS c GROUP BY c.name HAVING sum(c.n) > 0 ORDER BY 2 DESC, 1 LIMIT ${q.limit}
     )

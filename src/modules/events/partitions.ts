@@ -118,7 +118,7 @@ async function dropExpiredPartitions(ctx: AppContext, cutoff: Date): Promise<str
     if (p.end > cutoff) continue;
     const done = await underPartitionLock(ctx, async ({ tx }) => {
       if (!(await partitionExists(tx, p.name))) return false;
-      await forgetPartition(tx, p.name);
+      await forgetPartition(tx, p);
       await tx.execute(sql`DROP TABLE ${sql.identifier(p.name)}`);
       return true;
     });
