@@ -224,6 +224,26 @@ describe('GET /events/names and /events/stats', () => {
     });
   });
 
+  test('stats: uniqueContacts counts each contact once per name, and not events without a contact', async () => {
+    const c = await bootstrap(server.api);
+    const contact = (await c.pk.post('/v1/track', { email: 'u1@example.com', event: 'signup' })).body.data.contact as string;
+    await c.pk.post('/v1/track', { email: 'u2@example.com', event: 'signup' });
+    await c.pk.post('/v1/track', { email: 'u1@example.com', event: 'signup' });
+    for (const [i, contactId] of [null, null, contact].entries()) {
+      await server.sql(`INSERT INTO events (id, project_id, contact_id, name, created_at) VALUES ($1, $2, $3, 'email.opened', now())`, [
+        `evt_u${i}`,
+        c.project.id,
+        contactId,
+      ]);
+    }
+    const res = await c.sk.get('/events/stats');
+    assert.deepEqual(res.body.events, [
+      { name: 'email.opened', count: 3, uniqueContacts: 1 },
+      { name: 'signup', count: 3, uniqueContacts: 2 },
+    ]);
+    assert.equal(res.body.total, 6);
+  });
+
   test('stats: a day `to` covers that whole day', async () => {
     const res = await b.sk.get('/events/stats?from=2024-03-01&to=2024-03-05');
     assert.equal(res.body.to, '2024-03-05T23:59:59.999Z');
