@@ -8,6 +8,7 @@ import type { KeyCache } from './http/key-cache.ts';
 import type { Transport } from './mail/transport.ts';
 import type { ComposePool } from './render/compose-pool.ts';
 import type { Accepted } from './modules/emails/lifecycle.ts';
+import type { EngagementRecorder } from './modules/tracking/engagement.ts';
 
 export type Clock = { now: () => Date };
 
@@ -31,6 +32,8 @@ export type AppContext = {
    * (modules/emails/delivery/accepted.ts).
    */
   recordAccepted: (accepted: Accepted) => Promise<void>;
+  /** Records opens and clicks, those of one email that arrive together in one transaction (modules/tracking/engagement.ts). */
+  recordEngagement: EngagementRecorder;
   dns: Resolver;
   log: Logger;
   clock: Clock;

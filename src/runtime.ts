@@ -13,6 +13,7 @@ import { createKeyCache } from './http/key-cache.ts';
 import { startJobs } from './jobs/boss.ts';
 import { queues } from './jobs/registry.ts';
 import { acceptedRecorder } from './modules/emails/delivery/accepted.ts';
+import { engagementRecorder } from './modules/tracking/engagement.ts';
 import { createTransport } from './mail/transport.ts';
 import { startWorkflowRunner } from './modules/workflows/jobs.ts';
 import { createComposePool } from './render/compose-pool.ts';
@@ -78,6 +79,7 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
       mailer,
       threads,
       recordAccepted: acceptedRecorder(() => ctx),
+      recordEngagement: engagementRecorder(() => ctx),
       dns,
       log,
       clock: opts.clock ?? systemClock,

@@ -154,6 +154,34 @@ describe('open and click tracking', () => {
     );
   });
 
+  test('a flood of one email’s pixel and links is written a group at a time: every hit counted, no connection held waiting on its row', async () => {
+    const tpl = await template(b.sk, 'MARKETING');
+    const { emailId, contactId, html } = await sendAndReceive(b.sk, tpl, 'flood@example.org');
+    const [pixel, link] = [pathOf(pixelOf(html)!), pathOf(clickLinks(html)[0])];
+    // Sessions of this database waiting on a row lock, sampled while the hits run (anyone holding
+    // the link can replay it; each waiting session is a pooled connection other tenants wait for).
+    let sampling = true;
+    let mostWaiting = 0;
+    const sampler = (async () => {
+      while (sampling) {
+        const [{ n }] = await server.sql<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
+        mostWaiting = Math.max(mostWaiting, n);
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    })();
+    const hits = await Promise.all(Array.from({ length: 240 }, (_, i) => server.api.get(i % 3 === 2 ? link : pixel)));
+    sampling = false;
+    await sampler;
+    assert.deepEqual([hits.filter((h) => h.status === 200).length, hits.filter((h) => h.status === 302).length], [160, 80]);
+    const email = await b.sk.get(`/emails/${emailId}`);
+    assert.deepEqual([email.body.openCount, email.body.clickCount], [160, 80]);
+    const events = await eventsOf(contactId);
+    assert.deepEqual([events.filter((e) => e.name === 'email.opened').length, events.filter((e) => e.name === 'email.clicked').length], [160, 80]);
+    assert.ok(mostWaiting <= 1, `${mostWaiting} sessions waited on a row lock at once`);
+  });
+
   test('a link longer than a router parameter still redirects', async () => {
     const long = `https://shop.example.com/${'p'.repeat(1500)}?q=1`;
     const tpl = await template(b.sk, 'MARKETING', `<p><a href="${long}">long</a></p>`);

@@ -5,7 +5,7 @@ import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
 import { type EmailStatus, emails } from '../../db/schema/emails.ts';
 import { OUTCOME_ROLLUP_CTES, addOutcomes } from '../analytics/outcome-rollups.ts';
-import { eventsWithStatement, recordEvent, recordEventsWith } from '../events/record.ts';
+import { eventsWithStatement, recordEvent, recordEvents, recordEventsWith } from '../events/record.ts';
 
 /**
  * The life of an email, and the only place that writes `emails` after it is queued
@@ -347,13 +347,13 @@ export async function markComplained(tx: Db, email: EmailRow, c: { at: Date; now
 // ── Engagement ──
 
 /**
- * Counts one more open or click; the first one also sets its time (`column`), which the outcome
- * summaries then count. Two statements only when it is not the first: the row lock of the first
- * makes two concurrent first opens count once.
+ * Counts `n` more opens or clicks; the first one also sets its time (`column`) to `at`, which the
+ * outcome summaries then count. Two statements only when it is not the first: the row lock of the
+ * first makes two concurrent first opens count once.
  */
-async function countEngagement(tx: Db, emailId: string, column: 'opened' | 'clicked', at: Date): Promise<EmailRow | null> {
+async function countEngagement(tx: Db, emailId: string, column: 'opened' | 'clicked', at: Date, n: number): Promise<EmailRow | null> {
   const [time, count] = column === 'opened' ? [emails.openedAt, emails.openCount] : [emails.clickedAt, emails.clickCount];
-  const bump = { [column === 'opened' ? 'openCount' : 'clickCount']: sql`${count} + 1` };
+  const bump = { [column === 'opened' ? 'openCount' : 'clickCount']: sql`${count} + ${n}::int` };
   const [first] = await tx
     .update(emails)
     .set({ ...bump, [column === 'opened' ? 'openedAt' : 'clickedAt']: at })
@@ -367,20 +367,32 @@ async function countEngagement(tx: Db, emailId: string, column: 'opened' | 'clic
   return again ?? null;
 }
 
-/** One open: `openCount` up, first `openedAt` kept, `email.opened`. False when the email does not exist (any more). */
-export async function markOpened(ctx: AppContext, emailId: string, at: Date): Promise<boolean> {
+const earliest = (times: Date[]): Date => times.reduce((a, b) => (b < a ? b : a));
+
+/**
+ * Opens of one email, at least one (tracking/engagement.ts writes those that arrive together at
+ * once): `openCount` up by as many, the first `openedAt` kept, an `email.opened` for each. False
+ * when the email does not exist (any more).
+ */
+export async function markOpened(ctx: AppContext, emailId: string, ats: Date[]): Promise<boolean> {
   return withTransaction(ctx.database, async ({ tx }) => {
-    const row = await countEngagement(tx, emailId, 'opened', at);
+    const row = await countEngagement(tx, emailId, 'opened', earliest(ats), ats.length);
     if (!row) return false;
-    if (row.contactId) {
-      await recordEvent(tx, { projectId: row.projectId, contactId: row.contactId, name: 'email.opened', data: emailEventData(row, null), createdAt: at });
+    const { contactId } = row;
+    if (contactId) {
+      const data = emailEventData(row, null);
+      await recordEvents(
+        tx,
+        ats.map((at) => ({ projectId: row.projectId, contactId, name: 'email.opened', data, createdAt: at })),
+      );
     }
     return true;
   });
 }
 
-/** One click on `link` (and the first open when none was seen): `email.clicked` (+ `email.opened`). */
-export async function markClicked(ctx: AppContext, emailId: string, link: string, at: Date): Promise<boolean> {
+/** Clicks of one email, at least one: an `email.clicked` each (and `email.opened`, the first open, when none was seen). */
+export async function markClicked(ctx: AppContext, emailId: string, clicks: { link: string; at: Date }[]): Promise<boolean> {
+  const at = earliest(clicks.map((c) => c.at));
   return withTransaction(ctx.database, async ({ tx }) => {
     const firstOpen = await tx
       .update(emails)
@@ -391,12 +403,14 @@ export async function markClicked(ctx: AppContext, emailId: string, link: string
       tx,
       firstOpen.map((r) => ({ ...r, outcome: 'opened', at })),
     );
-    const row = await countEngagement(tx, emailId, 'clicked', at);
+    const row = await countEngagement(tx, emailId, 'clicked', at, clicks.length);
     if (!row) return false;
     if (row.contactId) {
-      const base = { projectId: row.projectId, contactId: row.contactId, createdAt: at };
-      if (firstOpen.length > 0) await recordEvent(tx, { ...base, name: 'email.opened', data: emailEventData(row, null) });
-      await recordEvent(tx, { ...base, name: 'email.clicked', data: emailEventData(row, null, { link }) });
+      const base = { projectId: row.projectId, contactId: row.contactId };
+      await recordEvents(tx, [
+        ...(firstOpen.length > 0 ? [{ ...base, name: 'email.opened', data: emailEventData(row, null), createdAt: at }] : []),
+        ...clicks.map((c) => ({ ...base, name: 'email.clicked', data: emailEventData(row, null, { link: c.link }), createdAt: c.at })),
+      ]);
     }
     return true;
   });

@@ -2,7 +2,6 @@ import { eq } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { UUID } from '../../db/ids.ts';
 import { emails } from '../../db/schema/emails.ts';
-import { markClicked, markOpened } from '../emails/lifecycle.ts';
 
 /**
  * Opens and clicks, from the pixel and link redirects or from SES Open/Click notifications. Each
@@ -11,16 +10,16 @@ import { markClicked, markOpened } from '../emails/lifecycle.ts';
  * when none was seen (the pixel is often blocked), as most ESPs do.
  */
 
-/** Records one open. False when the email does not exist (any more). */
+/** Records one open (with the email's other opens arriving meanwhile: ctx.recordEngagement). False when the email does not exist (any more). */
 export async function recordOpen(ctx: AppContext, emailId: string, at: Date = ctx.clock.now()): Promise<boolean> {
   if (!UUID.test(emailId)) return false;
-  return markOpened(ctx, emailId, at);
+  return ctx.recordEngagement.open(emailId, at);
 }
 
 /** Records one click on `link`. False when the email does not exist (any more). */
 export async function recordClick(ctx: AppContext, emailId: string, link: string, at: Date = ctx.clock.now()): Promise<boolean> {
   if (!UUID.test(emailId)) return false;
-  return markClicked(ctx, emailId, link, at);
+  return ctx.recordEngagement.click(emailId, link, at);
 }
 
 /** When an email was created; null when it does not exist (any more). For tracking tokens that carry no time. */
