@@ -6,6 +6,7 @@ import { type Server, createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { certificateSource } from '../src/modules/webhooks/sns.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { TestDns } from './helpers/dns-server.ts';
 import { verifyDomain } from './helpers/domains.ts';
@@ -540,5 +541,226 @@ describe('SubscriptionConfirmation', () => {
     const res = await deliver(message);
     assert.equal(res.status, 403);
     assert.equal(hits, 0);
+  });
+});
+
+describe('fetching the SNS signing certificate (no SNS_TRUSTED_CERT_FILE)', () => {
+  const CN_TOPIC = 'arn:aws-cn:sns:cn-north-1:123456789012:ses-events';
+  const CN_CERT_URL = 'https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-0000000000000000000000.pem';
+  const certUrl = (hex: string, region = 'eu-west-1') => `https://sns.${region}.amazonaws.com/SimpleNotificationService-${hex}.pem`;
+  const realFetch = globalThis.fetch;
+  let live: TestServer;
+  let certPem: string;
+  /** What the stand-in for Amazon answers; every URL Herald fetches outside 127.0.0.1 is recorded in `fetched`. */
+  let aws: (url: string) => Response | Promise<Response>;
+  const fetched: string[] = [];
+  const inits: (RequestInit | undefined)[] = [];
+  const certificate = () => new Response(certPem);
+  const notFound = () => new Response('<Error><Code>NotFound</Code></Error>', { status: 404 });
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  before(async () => {
+    certPem = readFileSync(path.join(dir, 'cert.pem'), 'utf8');
+    // The server runs in this process: its outbound fetches come through here.
+    globalThis.fetch = (async (input: string | URL | Request, init?: RequestInit) => {
+      const url = input instanceof Request ? input.url : String(input);
+      if (url.startsWith('http://127.0.0.1')) return realFetch(input, init);
+      fetched.push(url);
+      inits.push(init);
+      return aws(url);
+    }) as typeof fetch;
+    live = await startTestServer({ SNS_TOPIC_ARNS: `${TOPIC},${CN_TOPIC}`, PROCESS_ROLE: 'api' }, { databaseUrl: server.databaseUrl });
+  });
+  after(async () => {
+    globalThis.fetch = realFetch;
+    await live?.stop();
+  });
+
+  /** A correctly signed notification (its Message is not an SES event: verified, then `ignored`). */
+  const signedVia = (signingCertUrl: string, topic = TOPIC) =>
+    signed({
+      Type: 'Notification',
+      MessageId: randomUUID(),
+      TopicArn: topic,
+      Message: 'hello',
+      Timestamp: new Date().toISOString(),
+      SigningCertURL: signingCertUrl,
+    });
+  const post = (message: SnsFields) =>
+    live.api.post('/webhooks/notifications', undefined, { raw: JSON.stringify(message), headers: { 'content-type': 'text/plain' } });
+  const reset = () => {
+    fetched.length = 0;
+    inits.length = 0;
+  };
+
+  test('the real flow: the certificate at SigningCertURL verifies the message; fetched once, with a time limit and no redirects', async () => {
+    aws = (url) => (url === CERT_URL || url === CN_CERT_URL ? certificate() : notFound());
+    reset();
+    for (let i = 0; i < 3; i++) {
+      const res = await post(signedVia(CERT_URL));
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(res.body, { status: 'ignored' });
+    }
+    const cn = await post(signedVia(CN_CERT_URL, CN_TOPIC));
+    assert.deepEqual(cn.body, { status: 'ignored' }, cn.text);
+    assert.deepEqual(fetched, [CERT_URL, CN_CERT_URL]);
+    assert.equal(inits[0]?.redirect, 'error');
+    assert.ok(inits[0]?.signal instanceof AbortSignal);
+
+    const forged = { ...signedVia(CERT_URL), Message: 'tampered' };
+    const bad = await post(forged);
+    assert.equal(bad.status, 403);
+    assert.equal(bad.body.error.message, 'Invalid SNS message signature');
+  });
+
+  test("a SigningCertURL other than https://sns.<topic's region>.amazonaws.com/SimpleNotificationService-<id>.pem is 403 and never fetched", async () => {
+    aws = certificate; // even where Amazon would serve a certificate
+    reset();
+    const hex = '0123456789abcdef0123456789abcdef';
+    const cases: [string, string][] = [
+      [certUrl(hex, 'us-east-1'), TOPIC],
+      [certUrl(hex, 'attacker'), TOPIC],
+      [certUrl(hex).replace('.com/', '.com.cn/'), TOPIC],
+      [`${certUrl(hex)}?x=1`, TOPIC],
+      [`${certUrl(hex)}?`, TOPIC],
+      [`${certUrl(hex)}#frag`, TOPIC],
+      [certUrl(hex).replace('.com/', '.com./'), TOPIC],
+      [certUrl(hex).replace('sns.eu-west-1.amazonaws.com', 'SNS.EU-WEST-1.AMAZONAWS.COM'), TOPIC],
+      [certUrl(hex).replace('.com/', '.com:443/'), TOPIC],
+      [certUrl(hex).replace('https://', 'https://sns@'), TOPIC],
+      [certUrl(hex).replace('.com/', '.com%2eevil.com/'), TOPIC],
+      ['https://sns.eu-west-1.amazonaws.com/a.pem', TOPIC],
+      ['https://sns.eu-west-1.amazonaws.com/..%2f..%2fSimpleNotificationService-01.pem', TOPIC],
+      ['https://sns.eu-west-1.amazonaws.com/x/SimpleNotificationService-01.pem', TOPIC],
+      ['https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-01-02.pem', TOPIC],
+      ['https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-.pem', TOPIC],
+      ['https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-01.pem/', TOPIC],
+      ['https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-01.PEM', TOPIC],
+      [CERT_URL, CN_TOPIC], // a .com host for an aws-cn topic
+      [CN_CERT_URL.replace('.com.cn/', '.com/'), CN_TOPIC],
+      [CN_CERT_URL, TOPIC],
+    ];
+    for (const [url, topic] of cases) {
+      const res = await post(signedVia(url, topic));
+      assert.equal(res.status, 403, `${url}: ${res.text}`);
+      assert.equal(res.body.error.code, 'FORBIDDEN');
+      assert.equal(res.body.error.message, "SigningCertURL is not an Amazon SNS certificate URL of the topic's region", url);
+    }
+    assert.deepEqual(fetched, []);
+  });
+
+  test('a failing certificate URL is fetched once, then answered 403 from memory', async () => {
+    const missing = certUrl('dead0000000000000000000000000001');
+    const notACertificate = certUrl('dead0000000000000000000000000002');
+    aws = (url) => (url === notACertificate ? new Response('hello') : notFound());
+    reset();
+    for (let i = 0; i < 20; i++) {
+      const res = await post(signedVia(missing));
+      assert.equal(res.status, 403, res.text);
+      assert.equal(res.body.error.code, 'FORBIDDEN');
+      assert.equal(res.body.error.message, 'The SNS signing certificate could not be fetched (HTTP 404)');
+    }
+    for (let i = 0; i < 5; i++) {
+      const res = await post(signedVia(notACertificate));
+      assert.equal(res.status, 403, res.text);
+      assert.equal(res.body.error.message, 'The SNS signing certificate is not a valid X.509 certificate');
+    }
+    assert.deepEqual(fetched, [missing, notACertificate]);
+  });
+
+  test('concurrent requests for one uncached certificate share one fetch', async () => {
+    const slow = certUrl('51000000000000000000000000000001');
+    const slowMissing = certUrl('51000000000000000000000000000002');
+    aws = async (url) => {
+      await sleep(300);
+      return url === slow ? certificate() : notFound();
+    };
+    reset();
+    const ok = await Promise.all(Array.from({ length: 20 }, () => post(signedVia(slow))));
+    assert.deepEqual(
+      ok.map((r) => r.body.status),
+      Array(20).fill('ignored'),
+    );
+    const failed = await Promise.all(Array.from({ length: 20 }, () => post(signedVia(slowMissing))));
+    assert.deepEqual(
+      failed.map((r) => r.status),
+      Array(20).fill(403),
+    );
+    assert.deepEqual(fetched, [slow, slowMissing]);
+  });
+
+  test('a certificate in use stays cached while 60 others, and 60 failing URLs, come and go', async () => {
+    aws = certificate;
+    reset();
+    for (let i = 0; i < 60; i++) {
+      if (i % 10 === 0) assert.deepEqual((await post(signedVia(CERT_URL))).body, { status: 'ignored' });
+      assert.deepEqual((await post(signedVia(certUrl(`c0${i.toString(16).padStart(30, '0')}`)))).body, { status: 'ignored' });
+    }
+    aws = notFound;
+    for (let i = 0; i < 60; i++) assert.equal((await post(signedVia(certUrl(`f0${i.toString(16).padStart(30, '0')}`)))).status, 403);
+    assert.deepEqual((await post(signedVia(CERT_URL))).body, { status: 'ignored' });
+    assert.equal(fetched.length, 120);
+    assert.ok(!fetched.includes(CERT_URL), 'the certificate in use was never fetched again');
+  });
+
+  test('a certificate body is not read past 16 KB', async () => {
+    let pulled = 0;
+    /** 1 MB of `A`, 1 KB a chunk, counting what the reader asks for. */
+    const megabyte = () =>
+      new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (pulled >= 1024 * 1024) return controller.close();
+          pulled += 1024;
+          controller.enqueue(new Uint8Array(1024).fill(65));
+        },
+      });
+    const streamed = certUrl('b1600000000000000000000000000001');
+    const declared = certUrl('b1600000000000000000000000000002');
+    aws = (url) => new Response(megabyte(), url === declared ? { headers: { 'content-length': String(1024 * 1024) } } : {});
+    reset();
+    const res = await post(signedVia(streamed));
+    assert.ok(pulled <= 20 * 1024, `read ${pulled} bytes`);
+    assert.equal(res.status, 403, res.text);
+    assert.equal(res.body.error.code, 'FORBIDDEN');
+    assert.equal(res.body.error.message, 'The SNS signing certificate could not be fetched (larger than 16 KB)');
+
+    pulled = 0;
+    const announced = await post(signedVia(declared));
+    assert.equal(announced.body.error.message, 'The SNS signing certificate could not be fetched (larger than 16 KB)');
+    assert.ok(pulled <= 2 * 1024, `read ${pulled} bytes of a body announced as 1 MB`);
+    assert.deepEqual(fetched, [streamed, declared]);
+  });
+
+  test('a failure is remembered for 15 s, no longer; both caches are bounded', async () => {
+    let now = 1_000_000;
+    const source = certificateSource({ snsTrustedCertFile: undefined }, { now: () => now });
+    const forbidden = { statusCode: 403, code: 'FORBIDDEN' };
+    aws = notFound;
+    reset();
+    const missing = certUrl('a000000000000000000000000000000f');
+    await assert.rejects(source.publicKeyFor(missing), forbidden);
+    now += 14_999;
+    await assert.rejects(source.publicKeyFor(missing), forbidden);
+    assert.equal(fetched.length, 1);
+    now += 2;
+    await assert.rejects(source.publicKeyFor(missing), forbidden);
+    assert.equal(fetched.length, 2, 'fetched again after 15 s');
+
+    // 1000 failures are remembered: the 1001st pushes out the oldest.
+    reset();
+    for (let i = 0; i <= 1000; i++) await assert.rejects(source.publicKeyFor(certUrl(`7${i.toString(16).padStart(31, '0')}`)), forbidden);
+    await assert.rejects(source.publicKeyFor(certUrl(`7${(1000).toString(16).padStart(31, '0')}`)), forbidden);
+    assert.equal(fetched.length, 1001);
+    await assert.rejects(source.publicKeyFor(certUrl(`7${'0'.repeat(31)}`)), forbidden);
+    assert.equal(fetched.length, 1002);
+
+    // 50 certificates are kept: the 51st pushes out the least recently used.
+    aws = certificate;
+    reset();
+    for (let i = 0; i <= 50; i++) await source.publicKeyFor(certUrl(`8${i.toString(16).padStart(31, '0')}`));
+    await source.publicKeyFor(certUrl(`8${(50).toString(16).padStart(31, '0')}`));
+    assert.equal(fetched.length, 51);
+    await source.publicKeyFor(certUrl(`8${'0'.repeat(31)}`));
+    assert.equal(fetched.length, 52);
   });
 });

@@ -1,18 +1,24 @@
-import { type KeyObject, X509Certificate, verify } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { verify } from 'node:crypto';
 import { z } from 'zod';
-import type { Config } from '../../config.ts';
 import { ApiError } from '../../http/errors.ts';
+import type { CertificateSource } from './sns-certificates.ts';
+
+export { type CertificateSource, certificateSource } from './sns-certificates.ts';
 
 /**
  * Amazon SNS HTTP(S) message verification, per the AWS documentation: rebuild the canonical string
  * of the message, and check its signature (SignatureVersion 1: SHA1withRSA, 2: SHA256withRSA)
- * against the certificate at SigningCertURL, which must be an https `.pem` URL on
- * `sns.<region>.amazonaws.com`. With SNS_TRUSTED_CERT_FILE set, that local certificate stands in
- * for every (well-formed) SigningCertURL and nothing is fetched: tests use it.
+ * against the certificate at SigningCertURL, which must be exactly
+ * `https://sns.<region of the TopicArn>.amazonaws.com[.cn]/SimpleNotificationService-<id>.pem`
+ * (Amazon's ids are hex; letters and digits are accepted).
+ * With SNS_TRUSTED_CERT_FILE set, that local certificate stands in for every accepted
+ * SigningCertURL and nothing is fetched: tests use it.
  */
 
 const SNS_HOST = /^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$/;
+/** Matched against the URL as sent: no userinfo, port, query, fragment or escapes can pass. */
+const SIGNING_CERT_URL = /^https:\/\/sns\.([a-z0-9-]{1,40})\.amazonaws\.com(\.cn)?\/SimpleNotificationService-[0-9A-Za-z]{1,64}\.pem$/;
+const TOPIC_ARN = /^arn:(aws[a-z-]*):sns:([a-z0-9-]+):/;
 
 const optionalString = z
   .string()
@@ -49,7 +55,7 @@ export type SnsMessage = z.infer<typeof snsMessageSchema>;
 const forbidden = (message: string) => new ApiError(403, 'FORBIDDEN', message);
 
 /** An https URL on an Amazon SNS endpoint host (`sns.<region>.amazonaws.com`, or `.com.cn`). */
-export function isSnsUrl(value: string | undefined, opts: { pem?: boolean } = {}): boolean {
+export function isSnsUrl(value: string | undefined): boolean {
   if (!value) return false;
   let url: URL;
   try {
@@ -58,8 +64,20 @@ export function isSnsUrl(value: string | undefined, opts: { pem?: boolean } = {}
     return false;
   }
   if (url.protocol !== 'https:' || url.username || url.password || (url.port && url.port !== '443')) return false;
-  if (!SNS_HOST.test(url.hostname)) return false;
-  return !opts.pem || url.pathname.endsWith('.pem');
+  return SNS_HOST.test(url.hostname);
+}
+
+/**
+ * Whether `certUrl` is where SNS keeps the certificate for messages of `topicArn`: the Amazon SNS
+ * endpoint of the topic's own region, `.amazonaws.com.cn` in the aws-cn partition.
+ */
+export function isSigningCertUrlFor(certUrl: string, topicArn: string): boolean {
+  const cert = SIGNING_CERT_URL.exec(certUrl);
+  const topic = TOPIC_ARN.exec(topicArn);
+  if (!cert || !topic) return false;
+  const [, certRegion, chinaSuffix] = cert;
+  const [, partition, topicRegion] = topic;
+  return certRegion === topicRegion && (chinaSuffix === '.cn') === (partition === 'aws-cn');
 }
 
 /** The string SNS signed: selected fields as `Name\nvalue\n`, in this order. */
@@ -80,47 +98,10 @@ export function canonicalString(m: SnsMessage): string {
   return out;
 }
 
-export type CertificateSource = { publicKeyFor: (certUrl: string) => Promise<KeyObject> };
-
-const MAX_CACHED = 50;
-
-/** Certificates by URL (they change rarely: SNS rotates them with a new URL), or the configured local one. */
-export function certificateSource(config: Config): CertificateSource {
-  let trusted: KeyObject | null = null;
-  const cache = new Map<string, KeyObject>();
-  return {
-    publicKeyFor: async (certUrl) => {
-      if (config.snsTrustedCertFile) {
-        trusted ??= new X509Certificate(readFileSync(config.snsTrustedCertFile)).publicKey;
-        return trusted;
-      }
-      const hit = cache.get(certUrl);
-      if (hit) return hit;
-      let pem: string;
-      try {
-        const res = await fetch(certUrl, { redirect: 'error', signal: AbortSignal.timeout(5000) });
-        if (!res.ok) throw new Error(`HTTP ${res.status}`);
-        pem = await res.text();
-      } catch (err) {
-        throw forbidden(`The SNS signing certificate could not be fetched (${(err as Error).message})`);
-      }
-      let key: KeyObject;
-      try {
-        key = new X509Certificate(pem).publicKey;
-      } catch {
-        throw forbidden('The SNS signing certificate is not a valid X.509 certificate');
-      }
-      if (cache.size >= MAX_CACHED) cache.delete(cache.keys().next().value!);
-      cache.set(certUrl, key);
-      return key;
-    },
-  };
-}
-
 /** Throws 403 unless the message carries a valid signature from a trusted SNS certificate. */
 export async function verifySnsMessage(m: SnsMessage, certs: CertificateSource): Promise<void> {
-  if (!isSnsUrl(m.SigningCertURL, { pem: true })) {
-    throw forbidden('SigningCertURL is not an Amazon SNS certificate URL');
+  if (!isSigningCertUrlFor(m.SigningCertURL, m.TopicArn)) {
+    throw forbidden("SigningCertURL is not an Amazon SNS certificate URL of the topic's region");
   }
   const key = await certs.publicKeyFor(m.SigningCertURL);
   const algorithm = m.SignatureVersion === '1' ? 'sha1' : 'sha256';
