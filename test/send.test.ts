@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { TestDns } from './helpers/dns-server.ts';
@@ -117,6 +118,22 @@ describe('POST /v1/send delivers through SMTP', () => {
     const logo = atts.find((a) => a.filename === 'logo.png')!;
     assert.equal(logo.contentId, '<logo1>');
     assert.equal(logo.contentDisposition, 'inline');
+  });
+
+  test('an attachment of 9 MB (under the 10 MB limit) is accepted and arrives intact', async () => {
+    const big = randomBytes(9 * 2 ** 20);
+    const res = await b.sk.post('/v1/send', {
+      to: 'big@example.org',
+      from: FROM,
+      subject: 'Big file',
+      body: '<p>Attached</p>',
+      attachments: [{ filename: 'big.bin', content: big.toString('base64'), contentType: 'application/octet-stream' }],
+    });
+    assert.equal(res.status, 200, res.text);
+    await waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT']);
+    const [att] = messageTo('big@example.org')!.parsed.attachments;
+    assert.equal(att.content.length, big.length);
+    assert.ok(att.content.equals(big), 'the same bytes');
   });
 });
 
@@ -250,6 +267,19 @@ describe('bad input sends nothing', () => {
       'attachments',
     ],
     ['non-base64 attachment', { attachments: [{ filename: 'a.txt', content: 'not base64!!', contentType: 'text/plain' }] }, 422, 'attachments.0.content'],
+    ['base64 padding inside', { attachments: [{ filename: 'a.txt', content: 'aG=kaGk=', contentType: 'text/plain' }] }, 422, 'attachments.0.content'],
+    [
+      'base64 of a length not a multiple of four',
+      { attachments: [{ filename: 'a.txt', content: 'aGk', contentType: 'text/plain' }] },
+      422,
+      'attachments.0.content',
+    ],
+    [
+      'base64 with three padding characters',
+      { attachments: [{ filename: 'a.txt', content: 'a===', contentType: 'text/plain' }] },
+      422,
+      'attachments.0.content',
+    ],
     ['empty to', { to: '' }, 422, 'to'],
     ['to not an email', { to: 'not-an-email' }, 422, 'to'],
     ['to as an empty array', { to: [] }, 422, 'to'],
