@@ -56,7 +56,12 @@ export async function upsertContact(db: Db, projectId: string, input: UpsertInpu
 }
 
 /** The contact.subscribed / contact.unsubscribed event for the contact's new state. */
-export const subscriptionEvent = (projectId: string, contact: ContactRecord, now: Date, data?: Record<string, unknown>): NewEvent => ({
+export const subscriptionEvent = (
+  projectId: string,
+  contact: Pick<ContactRecord, 'id' | 'subscribed'>,
+  now: Date,
+  data?: Record<string, unknown>,
+): NewEvent => ({
   projectId,
   contactId: contact.id,
   name: contact.subscribed ? 'contact.subscribed' : 'contact.unsubscribed',
@@ -68,7 +73,15 @@ async function recordSubscriptionEvent(db: Db, projectId: string, contact: Conta
   await recordEvent(db, subscriptionEvent(projectId, contact, now, data));
 }
 
-/** Sets the subscription state; emits the event (with `eventData`) only when the state changes. Null when not found. */
+/** A contact's subscription state, without its `data` (up to 1 MB of JSON). */
+export type ContactSubscription = { id: string; email: string; subscribed: boolean };
+
+/**
+ * Sets the subscription state and emits the event (with `eventData`) when it changes. The new
+ * state when it changed; null when it did not (already in that state, or no such contact). Never
+ * the contact's `data`: the recipient pages call this for anyone holding a link, on a contact the
+ * public key may have filled with 1 MB of it.
+ */
 export async function setSubscribed(
   db: Db,
   projectId: string,
@@ -76,21 +89,21 @@ export async function setSubscribed(
   subscribed: boolean,
   eventData?: Record<string, unknown>,
   opts: { now?: Date } = {},
-): Promise<ContactRecord | null> {
+): Promise<ContactSubscription | null> {
   if (!CONTACT_ID.test(contactId)) return null;
   const now = opts.now ?? new Date();
-  const { rows } = await executePrepared<ContactRow>(
+  const { rows } = await executePrepared<ContactSubscription>(
     db,
-    'contacts_set_subscribed',
+    'contacts_set_subscribed_state',
     sql`
     UPDATE contacts AS c SET subscribed = ${subscribed}, updated_at = ${now.toISOString()}::timestamptz
      WHERE c.id = ${contactId} AND c.project_id = ${projectId} AND c.subscribed <> ${subscribed}
-    RETURNING ${contactColumns('c')}`,
+    RETURNING c.id, c.email, c.subscribed`,
   );
-  if (rows.length === 0) return findContact(db, projectId, contactId);
-  const contact = toContactRecord(rows[0]);
-  await recordSubscriptionEvent(db, projectId, contact, now, eventData);
-  return contact;
+  const changed = rows[0];
+  if (!changed) return null;
+  await recordEvent(db, subscriptionEvent(projectId, changed, now, eventData));
+  return { id: changed.id, email: changed.email, subscribed: changed.subscribed };
 }
 
 async function findContact(db: Db, projectId: string, contactId: string): Promise<ContactRecord | null> {

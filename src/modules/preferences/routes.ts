@@ -4,22 +4,29 @@ import type { AppContext } from '../../context.ts';
 import { describer } from '../../http/openapi.ts';
 import { stringsFor } from '../../mail/locales.ts';
 import type { LinkAction } from '../../render/link-tokens.ts';
-import type { ContactRecord } from '../contacts/service.ts';
 import { PAGE_HEADERS, page } from './page.ts';
-import { type ResolvedLink, changeSubscription, projectOfBrokenLink, requestFreshLink, resolveLink, resubscribeToken } from './service.ts';
+import { type LinkedContact, type ResolvedLink, changeSubscription, projectOfBrokenLink, requestFreshLink, resolveLink, resubscribeToken } from './service.ts';
 
 const tokenParams = z.object({ token: z.string().min(1).max(2000) });
+/** The manage page's form sends one of the two; anything else changes nothing (400). */
+const manageBody = z.object({ subscribed: z.enum(['true', 'false']) });
 const freshLinkBody = z.object({ token: z.string().min(1).max(2000), email: z.string().max(254) });
 
 const doc = describer('Recipient pages', 'none');
 const htmlPage = (description: string) => ({ schema: null, contentType: 'text/html', description });
-const pageDoc = (operationId: string, summary: string, extra: { body?: z.ZodTypeAny; bodyType?: 'form' } = {}) =>
+type HtmlPage = ReturnType<typeof htmlPage>;
+const pageDoc = (operationId: string, summary: string, extra: { body?: z.ZodTypeAny; bodyType?: 'form'; responses?: Record<number, HtmlPage> } = {}) =>
   doc({
     operationId,
     summary,
     params: tokenParams,
-    ...extra,
-    responses: { 200: htmlPage('The page'), 404: htmlPage('The link does not work: names the project and offers a fresh link when the link is ours') },
+    body: extra.body,
+    bodyType: extra.bodyType,
+    responses: {
+      200: htmlPage('The page'),
+      404: htmlPage('The link does not work: names the project and offers a fresh link when the link is ours'),
+      ...extra.responses,
+    },
   });
 
 /**
@@ -57,12 +64,10 @@ export function preferenceRoutes(app: FastifyInstance, ctx: AppContext): void {
       }),
     );
   };
-  const locale = (c: ContactRecord) => c.data.locale;
-
   app.get('/unsubscribe/:token', { schema: pageDoc('pages.unsubscribe', 'The unsubscribe page (a form that confirms)') }, async (req, reply) => {
     const found = await resolve(req, ['unsubscribe']);
     if (!found) return invalid(req, reply);
-    const s = stringsFor(locale(found.contact));
+    const s = stringsFor(found.contact.locale);
     return reply.headers(PAGE_HEADERS).send(
       page({
         title: s.unsubscribeTitle,
@@ -80,7 +85,7 @@ export function preferenceRoutes(app: FastifyInstance, ctx: AppContext): void {
       const found = await resolve(req, ['unsubscribe']);
       if (!found) return invalid(req, reply);
       await changeSubscription(ctx, found, false, 'unsubscribe_link');
-      const s = stringsFor(locale(found.contact));
+      const s = stringsFor(found.contact.locale);
       // Unsubscribed by mistake: offer to undo it right here.
       const again = resubscribeToken(ctx, found);
       return reply.headers(PAGE_HEADERS).send(
@@ -97,7 +102,7 @@ export function preferenceRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get('/subscribe/:token', { schema: pageDoc('pages.subscribe', 'The subscribe-again page (a form that confirms)') }, async (req, reply) => {
     const found = await resolve(req, ['subscribe']);
     if (!found) return invalid(req, reply);
-    const s = stringsFor(locale(found.contact));
+    const s = stringsFor(found.contact.locale);
     return reply
       .headers(PAGE_HEADERS)
       .send(page({ title: s.subscribeTitle, sender: found.sender, message: found.contact.email, form: { action: req.url, button: s.subscribeButton } }));
@@ -107,14 +112,14 @@ export function preferenceRoutes(app: FastifyInstance, ctx: AppContext): void {
     const found = await resolve(req, ['subscribe']);
     if (!found) return invalid(req, reply);
     await changeSubscription(ctx, found, true, 'subscribe_link');
-    const s = stringsFor(locale(found.contact));
+    const s = stringsFor(found.contact.locale);
     return reply
       .headers(PAGE_HEADERS)
       .send(page({ title: s.subscribeTitle, sender: found.sender, message: s.subscribedDone.replace('{email}', found.contact.email) }));
   });
 
-  const managePage = (req: FastifyRequest, reply: FastifyReply, c: ContactRecord, sender: string | null) => {
-    const s = stringsFor(locale(c));
+  const managePage = (req: FastifyRequest, reply: FastifyReply, c: LinkedContact, sender: string | null) => {
+    const s = stringsFor(c.locale);
     return reply.headers(PAGE_HEADERS).send(
       page({
         title: s.manageTitle,
@@ -138,15 +143,18 @@ export function preferenceRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       ...formPost,
       schema: pageDoc('pages.manageChange', 'Changes the subscription from the manage page', {
-        body: z.object({ subscribed: z.enum(['true', 'false']) }),
+        body: manageBody,
         bodyType: 'form',
+        responses: { 400: htmlPage('`subscribed` is neither `true` nor `false`: nothing changed, the manage page as it stands') },
       }),
     },
     async (req, reply) => {
       const found = await resolve(req, ['manage']);
       if (!found) return invalid(req, reply);
-      const form = (req.body ?? {}) as Record<string, string>;
-      const updated = await changeSubscription(ctx, found, form.subscribed === 'true', 'manage_link');
+      const form = manageBody.safeParse(req.body ?? {});
+      // Not what the form sends: the page as it stands, so the recipient sees their state and the right button.
+      if (!form.success) return managePage(req, reply.status(400), found.contact, found.sender);
+      const updated = await changeSubscription(ctx, found, form.data.subscribed === 'true', 'manage_link');
       return managePage(req, reply, updated, found.sender);
     },
   );
