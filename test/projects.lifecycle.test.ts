@@ -64,6 +64,8 @@ describe('PATCH /users/@me/projects/:id', () => {
       [{ tracking: 'SOMETIMES' }, 'tracking'],
       [{ language: 'english' }, 'language'],
       [{ timezone: 'Mars/Olympus' }, 'timezone'],
+      // Node's ICU knows it, PostgreSQL does not (analytics buckets are made in PostgreSQL).
+      [{ timezone: 'US/Pacific-New' }, 'timezone'],
       [{ name: '' }, 'name'],
       [{ owner: 'me' }, ''],
     ] as const) {

@@ -6,7 +6,8 @@ import { prefixedId } from '../../db/ids.ts';
 import { newProjectKeys } from '../../http/api-keys.ts';
 import { memberships, projects } from '../../db/schema/users.ts';
 import type { Role } from '../../db/schema/users.ts';
-import { limitReached, notFound } from '../../http/errors.ts';
+import { pgErrorCode } from '../../db/pg-error.ts';
+import { limitReached, notFound, validationError } from '../../http/errors.ts';
 import { lockProject, stopPendingSends } from './lifecycle.ts';
 import type { ProjectRecord } from './schemas.ts';
 
@@ -103,12 +104,27 @@ export async function updateProject(
   input: { name?: string; tracking?: ProjectRecord['tracking']; language?: string; timezone?: string; postalAddress?: string | null },
 ): Promise<ProjectRecord> {
   const { role } = await projectForUser(ctx, userId, projectId);
+  if (input.timezone !== undefined) await checkDatabaseTimeZone(ctx.database.db, input.timezone);
   const [project] = await ctx.database.db
     .update(projects)
     .set({ ...input, updatedAt: new Date() })
     .where(eq(projects.id, projectId))
     .returning();
   return toProjectRecord(project, role);
+}
+
+/**
+ * The analytics buckets are made by PostgreSQL in the project's time zone: one that Node's ICU
+ * knows but PostgreSQL's zone files do not (`US/Pacific-New`) made every analytics read of the
+ * project a 400 afterwards, so it is refused here.
+ */
+async function checkDatabaseTimeZone(db: Db, timezone: string): Promise<void> {
+  try {
+    await db.execute(sql`SELECT now() AT TIME ZONE ${timezone}`);
+  } catch (err) {
+    if (pgErrorCode(err) !== '22023') throw err;
+    throw validationError([{ field: 'timezone', code: 'custom', message: `The database does not know the time zone ${timezone}` }]);
+  }
 }
 
 export async function deleteProject(ctx: AppContext, userId: string, projectId: string): Promise<void> {
