@@ -137,8 +137,12 @@ describe('analytics', () => {
     assert.equal(one.status, 200, one.text);
     assert.deepEqual(one.body.stats, stats);
     assert.deepEqual(one.body.links, [{ url: LINK, clicks: 3, uniqueClicks: 2 }]);
-    assert.equal(one.body.series.totals.opened, stats.openedCount);
-    assert.equal(one.body.series.totals.sent, stats.sentCount);
+    const t = one.body.series.totals;
+    assert.deepEqual(
+      [t.sent, t.delivered, t.opened, t.clicked, t.bounced, t.complained],
+      [stats.sentCount, stats.deliveredCount, stats.openedCount, stats.clickedCount, stats.bouncedCount, stats.complainedCount],
+    );
+    assert.deepEqual([t.sent, t.opened, t.bounced], [4, 2, 1], 'the message refused at RCPT TO counts as sent, at its bounce time');
   });
 
   test('top-events: tracked event names with counts and unique contacts', async () => {

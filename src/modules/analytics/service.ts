@@ -24,15 +24,14 @@ const DAY_MS = 86_400_000;
 /** A time span as an SQL condition on a timestamp column. */
 type Within = (column: SQL) => SQL;
 
-/** Rows (m, b, n): each email outcome counted per local bucket from the emails in `within`, optionally of one campaign. */
-function emailRows(projectId: string, within: Within, interval: Interval, tz: string, metrics: readonly Outcome[], campaignId?: string): SQL[] {
-  const scope = campaignId ? sql`AND e.campaign_id = ${campaignId}::uuid` : sql``;
+/** Rows (m, b, n): each email outcome counted per local bucket from the project's emails in `within`. */
+function emailRows(projectId: string, within: Within, interval: Interval, tz: string, metrics: readonly Outcome[]): SQL[] {
   const count = (m: Outcome, column: string, extra: SQL = sql``) => {
     const col = sql.identifier(column);
     return sql`
       SELECT ${m}::text AS m, date_trunc(${interval}, e.${col} AT TIME ZONE ${tz}) AS b, count(*)::int AS n
         FROM emails AS e
-       WHERE e.project_id = ${projectId} AND e.${col} IS NOT NULL AND ${within(sql`e.${col}`)} ${scope} ${extra}
+       WHERE e.project_id = ${projectId} AND e.${col} IS NOT NULL AND ${within(sql`e.${col}`)} ${extra}
        GROUP BY 2`;
   };
   return metrics.flatMap((m) => [
@@ -40,6 +39,24 @@ function emailRows(projectId: string, within: Within, interval: Interval, tz: st
     // A message the relay refused at once was sent (and bounced) at its bounce time (campaigns/stats.ts).
     ...(m === 'sent' ? [count(m, OUTCOME_TIME.bounced, sql`AND e.sent_at IS NULL`)] : []),
   ]);
+}
+
+/**
+ * emailRows for one campaign in one pass over its emails: each email's outcome times as rows
+ * (m, t), counted per local bucket. Per outcome, as emailRows does for a project, a campaign of
+ * 600,000 emails was read seven times (2.3 s of PostgreSQL for its year).
+ */
+function campaignEmailRows(projectId: string, campaignId: string, r: TimeRange, interval: Interval, tz: string, metrics: readonly Outcome[]): SQL {
+  const times = metrics.flatMap((m) => [
+    sql`(${m}::text, e.${sql.identifier(OUTCOME_TIME[m])})`,
+    // A message the relay refused at once was sent (and bounced) at its bounce time (campaigns/stats.ts).
+    ...(m === 'sent' ? [sql`('sent'::text, CASE WHEN e.sent_at IS NULL THEN e.bounced_at END)`] : []),
+  ]);
+  return sql`
+    SELECT o.m, date_trunc(${interval}, o.t AT TIME ZONE ${tz}) AS b, count(*)::int AS n
+      FROM emails AS e CROSS JOIN LATERAL (VALUES ${sql.join(times, sql`, `)}) AS o(m, t)
+     WHERE e.campaign_id = ${campaignId}::uuid AND e.project_id = ${projectId} AND o.t IS NOT NULL AND ${inRange(sql`o.t`, r)}
+     GROUP BY 1, 2`;
 }
 
 /**
@@ -63,8 +80,10 @@ function metricRows(projectId: string, r: TimeRange, interval: Interval, tz: str
     const end = r.toDay ? r.to.getTime() + DAY_MS : r.to.getTime();
     const slotsFrom = new Date(Math.ceil(r.from.getTime() / SLOT_MS) * SLOT_MS);
     const slotsTo = new Date(Math.floor(end / SLOT_MS) * SLOT_MS);
-    if (campaignId || slotsFrom >= slotsTo) {
-      parts.push(...emailRows(projectId, (col) => inRange(col, r), interval, tz, outcomes, campaignId));
+    if (campaignId) {
+      parts.push(campaignEmailRows(projectId, campaignId, r, interval, tz, outcomes));
+    } else if (slotsFrom >= slotsTo) {
+      parts.push(...emailRows(projectId, (col) => inRange(col, r), interval, tz, outcomes));
     } else {
       const iso = (d: Date) => sql`${d.toISOString()}::timestamptz`;
       const tail: Within = r.toDay
