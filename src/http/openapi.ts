@@ -234,7 +234,8 @@ export function registerOpenApi(app: FastifyInstance, opts: { strictResponses: b
     };
   });
 
-  let document: OpenApiDocument | null = null;
+  // Serialised once: 240 KB of JSON took about 4 ms of the event loop a request, for anyone (no key).
+  let documentJson: string | null = null;
   app.get(
     '/openapi.json',
     {
@@ -247,8 +248,8 @@ export function registerOpenApi(app: FastifyInstance, opts: { strictResponses: b
       }),
     },
     async (_req, reply) => {
-      document ??= buildDocument(routes, opts.version);
-      return reply.header('cache-control', 'no-cache').send(document);
+      documentJson ??= JSON.stringify(buildDocument(routes, opts.version));
+      return reply.header('cache-control', 'no-cache').type('application/json; charset=utf-8').send(documentJson);
     },
   );
 }
