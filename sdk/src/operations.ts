@@ -940,7 +940,7 @@ export interface Operations {
     };
     response: Campaign;
   };
-  /** POST /contacts/bulk-delete: Queue a delete of up to 10,000 contacts (answers the job) */
+  /** POST /contacts/bulk-delete: Queue a delete of up to 1,000 contacts (answers the job) */
   "contacts.bulkDelete": {
     path: [];
     query: never;
@@ -972,7 +972,7 @@ export interface Operations {
       completedAt: string | null;
     };
   };
-  /** POST /contacts/bulk-subscribe: Queue a subscribe of up to 10,000 contacts (answers the job) */
+  /** POST /contacts/bulk-subscribe: Queue a subscribe of up to 1,000 contacts (answers the job) */
   "contacts.bulkSubscribe": {
     path: [];
     query: never;
@@ -984,7 +984,7 @@ export interface Operations {
       status: "queued";
     };
   };
-  /** POST /contacts/bulk-unsubscribe: Queue a unsubscribe of up to 10,000 contacts (answers the job) */
+  /** POST /contacts/bulk-unsubscribe: Queue a unsubscribe of up to 1,000 contacts (answers the job) */
   "contacts.bulkUnsubscribe": {
     path: [];
     query: never;

@@ -5,7 +5,7 @@ import { projectOf, requireProject } from '../../../http/auth.ts';
 import { describer } from '../../../http/openapi.ts';
 import { parse } from '../../../http/validate.ts';
 import { BULK_TYPES, bulkBody, bulkJobParams } from './schemas.ts';
-import { createBulkJob, getBulkJob } from './service.ts';
+import { MAX_ACTIVE_BULK_JOBS, createBulkJob, getBulkJob } from './service.ts';
 
 const BULK_OPERATIONS = {
   'bulk-subscribe': 'contacts.bulkSubscribe',
@@ -41,7 +41,8 @@ export function bulkRoutes(app: FastifyInstance, ctx: AppContext): void {
   for (const type of BULK_TYPES) {
     const schema = doc({
       operationId: BULK_OPERATIONS[type],
-      summary: `Queue a ${type.replace('bulk-', '')} of up to 10,000 contacts (answers the job)`,
+      summary: `Queue a ${type.replace('bulk-', '')} of up to 1,000 contacts (answers the job)`,
+      description: `429 \`RATE_LIMIT_EXCEEDED\` (with Retry-After) while the project already has ${MAX_ACTIVE_BULK_JOBS} bulk jobs queued or running.`,
       body: bulkBody,
       responses: { 202: queuedSchema },
       errors: [400],
