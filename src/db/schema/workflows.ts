@@ -148,10 +148,11 @@ export const workflowExecutions = pgTable(
       .on(t.projectId, t.contactId, t.waitingEvent)
       .where(sql`status = 'WAITING'`),
     index('workflow_executions_contact_idx').on(t.contactId),
-    // GET /activity/upcoming: one project's waiting timers, soonest first.
+    // One project's active executions by due time: the runner's fair claim (each project's oldest
+    // due ones, engine/claim.ts) and GET /activity/upcoming (one project's waiting timers, soonest first).
     index('workflow_executions_project_due_idx')
       .on(t.projectId, t.dueAt)
-      .where(sql`status = 'WAITING'`),
+      .where(sql`status IN ('RUNNING', 'WAITING')`),
   ],
 );
 

@@ -70,6 +70,12 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
 
   // Loop 0 polls; the others run only while batches come back full (loop 0 wakes them), so an idle
   // worker costs one claim per POLL_MS, not one per loop.
+  // While batches come back full (a backlog), each project gets its share of a batch (engine/claim.ts).
+  let backlog = false;
+  const fullClaim = (index: number) => {
+    backlog = true;
+    if (index === 0) wakeAll();
+  };
   const loop = async (index: number) => {
     while (!stopped) {
       if (inFlight.size >= MAX_WEBHOOKS_IN_FLIGHT || charsInFlight >= MAX_WEBHOOK_CHARS_IN_FLIGHT) {
@@ -80,8 +86,9 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
       try {
         // The loops share the room left; each takes its part of it.
         const webhookRoom = (MAX_WEBHOOK_CHARS_IN_FLIGHT - charsInFlight) / loops;
-        const r = await advanceBatch(ctx, { batchSize, onFullClaim: index === 0 ? wakeAll : undefined, webhookRoom });
+        const r = await advanceBatch(ctx, { batchSize, fair: backlog, onFullClaim: () => fullClaim(index), webhookRoom });
         claimed = r.claimed;
+        backlog = claimed >= batchSize;
         for (const job of r.webhooks) startWebhook(job);
       } catch (err) {
         if (stopped) break;

@@ -8,6 +8,7 @@ import { type PageList, pageList } from '../../http/pagination.ts';
 import { assertRunnable } from './graph.ts';
 import type { CreateWorkflowInput, ListWorkflowsQuery, StepCounts, UpdateWorkflowInput, WorkflowDetail, WorkflowRecord } from './schemas.ts';
 import { findWorkflow, loadGraph, toStepRecord, toTransitionRecord, toWorkflowRecord } from './store.ts';
+import { assertRoomForWorkflow, assertRoomOnTrigger, lockProjectWorkflows } from './caps.ts';
 import { containsPattern } from '../../db/like.ts';
 
 /** Workflows themselves: list, create (with its TRIGGER step), get with the graph and counts, update, delete. */
@@ -36,11 +37,16 @@ export async function listWorkflows(ctx: AppContext, projectId: string, q: ListW
   return pageList(rows.map(toWorkflowRecord), total, q.page, q.pageSize);
 }
 
-/** Creates the workflow (disabled, EVENT trigger) and its TRIGGER step, where every execution starts. */
+/**
+ * Creates the workflow (disabled, EVENT trigger) and its TRIGGER step, where every execution starts;
+ * 403 with `details.limit` past MAX_WORKFLOWS_PER_PROJECT.
+ */
 export async function createWorkflow(ctx: AppContext, projectId: string, input: CreateWorkflowInput): Promise<WorkflowDetail> {
   const now = ctx.clock.now();
   const id = uuidv7(now.getTime());
   await withTransaction(ctx.database, async ({ tx }) => {
+    await lockProjectWorkflows(tx, projectId);
+    await assertRoomForWorkflow(tx, projectId);
     await tx.insert(workflows).values({
       id,
       projectId,
@@ -120,7 +126,8 @@ export async function getWorkflow(ctx: AppContext, projectId: string, id: string
 /**
  * Changes name, description, trigger event, `allowReentry` and `enabled`. Enabling checks the
  * whole graph first (400 naming the bad step). Disabling stops new entries; running executions
- * finish.
+ * finish. A workflow that ends up enabled on a trigger (newly, or moved to another event name)
+ * must find room there: 403 with `details.limit` past MAX_ENABLED_WORKFLOWS_PER_TRIGGER.
  */
 export async function updateWorkflow(ctx: AppContext, projectId: string, id: string, input: UpdateWorkflowInput): Promise<WorkflowDetail> {
   const workflowId = await withTransaction(ctx.database, async ({ tx }) => {
@@ -134,6 +141,12 @@ export async function updateWorkflow(ctx: AppContext, projectId: string, id: str
     if (input.enabled !== undefined) set.enabled = input.enabled;
     if (input.enabled === true && !workflow.enabled) {
       await assertRunnable(ctx, tx, projectId, await loadGraph(tx, workflow.id));
+    }
+    const enabledAfter = input.enabled ?? workflow.enabled;
+    const triggerAfter = eventName ?? workflow.eventName;
+    if (enabledAfter && (!workflow.enabled || triggerAfter !== workflow.eventName)) {
+      await lockProjectWorkflows(tx, projectId);
+      await assertRoomOnTrigger(tx, projectId, triggerAfter, workflow.id);
     }
     await tx.update(workflows).set(set).where(eq(workflows.id, workflow.id));
     return workflow.id;

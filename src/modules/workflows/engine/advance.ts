@@ -6,17 +6,19 @@ import type { WorkflowExecutionStatus, WorkflowStepExecutionStatus } from '../..
 import { isoMs } from '../../contacts/sql.ts';
 import { queueEmailsWithStatus } from '../../emails/queue.ts';
 import type { BatchState } from './batch.ts';
+import { claimDue } from './claim.ts';
 import { type RunGraph, type RunStep, loadGraphs } from './graph.ts';
 import { type PausedWalk, type StepEffects, runStep, updateContactsTogether, updatesTogether } from './steps.ts';
 import { type WebhookJob, prepareWebhook, webhookJobSize } from './webhook-step.ts';
 
 /**
  * The advance part of the engine: one transaction claims up to `batchSize` due executions
- * (`FOR UPDATE SKIP LOCKED`: a crashed worker's locks die with its connection, so another worker
- * takes the rows over at once), walks each to its next wait point, and writes every step row,
- * email and execution change of the batch before it commits. Nothing of a batch is visible until
- * then, so a worker killed mid-batch leaves no step run and no email queued twice: its successor
- * claims the same executions and runs the same steps once.
+ * (claim.ts: each project gets its share of a batch; `FOR UPDATE SKIP LOCKED`: a crashed worker's
+ * locks die with its connection, so another worker takes the rows over at once), walks each to its
+ * next wait point, and writes every step row, email and execution change of the batch before it
+ * commits. Nothing of a batch is visible until then, so a worker killed mid-batch leaves no step
+ * run and no email queued twice: its successor claims the same executions and runs the same steps
+ * once.
  *
  * WEBHOOK attempts are the exception (an HTTP call must not hold a transaction): the claim leases
  * such an execution (`lease_until`), and webhook-step.ts makes the call and records it afterwards.
@@ -79,6 +81,8 @@ type AdvanceOptions = {
   batchSize: number;
   /** Restricts the claim (the one-by-one retry of a failed batch). */
   ids?: string[];
+  /** Each project with due executions gets its share of the batch (claim.ts): while a backlog lasts. */
+  fair?: boolean;
   /** Called as soon as the claim took a full batch (more is probably due): the runner starts its other loops. */
   onFullClaim?: () => void;
   /**
@@ -96,16 +100,7 @@ export async function advanceBatch(ctx: AppContext, opts: AdvanceOptions): Promi
 async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptions): Promise<AdvanceResult> {
   const now = ctx.clock.now();
   const realNow = Date.now();
-  const onlyIds = sql.param(opts.ids ?? null);
-  const { rows: claimed } = await tx.execute<ClaimedExecution>(sql`
-    SELECT x.id, x.project_id, x.workflow_id, x.contact_id, x.status, x.current_step_id, x.context, x.depth, x.waiting_event
-      FROM workflow_executions x
-     WHERE x.status IN ('RUNNING', 'WAITING') AND x.due_at <= ${now.toISOString()}::timestamptz
-       AND (x.lease_until IS NULL OR x.lease_until < ${new Date(realNow).toISOString()}::timestamptz)
-       AND (${onlyIds}::uuid[] IS NULL OR x.id = ANY(${onlyIds}::uuid[]))
-     ORDER BY x.due_at
-     LIMIT ${opts.batchSize}
-       FOR UPDATE SKIP LOCKED`);
+  const claimed = await claimDue(tx, { now, realNow: new Date(realNow), batchSize: opts.batchSize, fair: opts.fair, ids: opts.ids });
   if (claimed.length === 0) return { claimed: 0, webhooks: [] };
   if (claimed.length >= opts.batchSize) opts.onFullClaim?.();
 
