@@ -9,6 +9,7 @@ import type { Transport } from './mail/transport.ts';
 import type { ComposePool } from './render/compose-pool.ts';
 import type { Accepted } from './modules/emails/lifecycle.ts';
 import type { EngagementRecorder } from './modules/tracking/engagement.ts';
+import type { PreviewSlots } from './modules/templates/preview.ts';
 
 export type Clock = { now: () => Date };
 
@@ -26,6 +27,8 @@ export type AppContext = {
   mailer: Transport;
   /** Worker threads for the CPU-heavy steps of a message: rendering, MIME and DKIM signing, with a hard time limit. */
   threads: { compose: ComposePool };
+  /** Previews under way on those threads, per project and in all (modules/templates/preview.ts). */
+  previews: PreviewSlots;
   /**
    * Records a message the relay accepted; resolves once it is recorded. Shared by all delivery
    * batches running in this process, so their accepted messages are written together

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
-import { validationError } from '../../http/errors.ts';
+import { ApiError, validationError } from '../../http/errors.ts';
 import { RenderLimitError, TemplateRenderError } from '../../render/engine.ts';
 import { checkTemplateSources } from '../../render/template-check.ts';
 import { buildVariables } from '../../render/variables.ts';
@@ -19,13 +19,77 @@ export type Preview = { subject: string; html: string; text: string };
 const SAMPLE_CONTACT = { id: 'cnt_preview', email: 'preview@example.com', data: {} };
 
 /**
+ * Previews one project may have rendering or waiting for a compose thread at once, in a process.
+ * Previews run ahead of deliveries on the compose threads (one on a 2-core host), in one FIFO: a
+ * heavy but valid preview holds a thread 0.6–1.3 s and answers 2.5 M characters, so 20 at once
+ * from one project kept another tenant's preview waiting 14–25 s (40: up to 32 s, and the process
+ * grew by 280–490 MB). A preview counts from its start until its render has settled.
+ * Two let a user's editor have an answer in flight while the next keystroke's is asked for.
+ */
+export const PREVIEWS_PER_PROJECT = 2;
+/**
+ * Previews of all projects at once, in a process: bounds the queue of previews ahead of the
+ * large-template checks of saves and sends (16 heavy previews: about 10–20 s of one thread),
+ * and the answers held in memory until they are sent (16 × 2.5 M characters).
+ */
+export const PREVIEWS_PER_PROCESS = 16;
+const BUSY_RETRY_AFTER_SECONDS = 1;
+
+/** Counts of previews under way, per project and in all; `take` refuses with a 429 past either limit. */
+export type PreviewSlots = {
+  /** Counts one preview of the project, or throws the 429; the returned release may be called more than once. */
+  take(projectId: string): () => void;
+  inFlight(projectId?: string): number;
+};
+
+export function previewSlots(perProject: number, perProcess: number): PreviewSlots {
+  const byProject = new Map<string, number>();
+  let total = 0;
+  return {
+    take(projectId) {
+      const ofProject = byProject.get(projectId) ?? 0;
+      if (ofProject >= perProject) throw previewsBusy(`This project already has ${perProject} previews rendering`, perProject);
+      if (total >= perProcess) throw previewsBusy('The server is busy rendering previews', perProcess);
+      byProject.set(projectId, ofProject + 1);
+      total++;
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        total--;
+        const left = (byProject.get(projectId) ?? 1) - 1;
+        if (left > 0) byProject.set(projectId, left);
+        else byProject.delete(projectId);
+      };
+    },
+    inFlight: (projectId) => (projectId === undefined ? total : (byProject.get(projectId) ?? 0)),
+  };
+}
+
+const previewsBusy = (reason: string, limit: number) =>
+  new ApiError(429, 'RATE_LIMIT_EXCEEDED', `${reason}; try again in ${BUSY_RETRY_AFTER_SECONDS} second`, {
+    details: { retryAfter: BUSY_RETRY_AFTER_SECONDS, limit },
+  });
+
+/**
  * Renders an unsaved subject and body for a contact, with the same sandbox and limits as a send:
  * on a compose thread, under its hard time limit. (On the event loop, converting a 1 MB body to
  * text took up to half a second, during which the process answered nothing else.) It goes ahead
  * of queued deliveries, so a campaign in progress does not hold it up.
  * Syntax errors, render errors and exceeded limits are 422 field errors on `subject` or `body`.
+ * Past PREVIEWS_PER_PROJECT or PREVIEWS_PER_PROCESS under way, a 429 at once (Retry-After: 1).
  */
 export async function previewTemplate(ctx: AppContext, projectId: string, input: PreviewInput): Promise<Preview> {
+  // Held until the threads are done with it, even when the client has gone: its work still runs.
+  const release = ctx.previews.take(projectId);
+  try {
+    return await renderPreview(ctx, projectId, input);
+  } finally {
+    release();
+  }
+}
+
+async function renderPreview(ctx: AppContext, projectId: string, input: PreviewInput): Promise<Preview> {
   const syntax = await checkTemplateSources(ctx.threads.compose, { subject: input.subject, body: input.body });
   if (syntax.length > 0) throw validationError(syntax);
   const contact = input.contactId ? await getContact(ctx.database.db, projectId, input.contactId) : SAMPLE_CONTACT;

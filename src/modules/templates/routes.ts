@@ -4,7 +4,7 @@ import { projectOf, requireProject } from '../../http/auth.ts';
 import { describe, pageListOf, simpleOrErrorSchema } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { templateUsersSchema } from '../usage/schemas.ts';
-import { previewTemplate, previewTemplateBody } from './preview.ts';
+import { PREVIEWS_PER_PROCESS, PREVIEWS_PER_PROJECT, previewTemplate, previewTemplateBody } from './preview.ts';
 import {
   assertRequiredFields,
   createTemplateBody,
@@ -61,6 +61,7 @@ export function templateRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'templates.preview',
         summary: 'Render a template with sample data',
+        description: `At most ${PREVIEWS_PER_PROJECT} previews of a project render at once (${PREVIEWS_PER_PROCESS} of all projects, per process); another is a 429 at once, with \`details.retryAfter\` and Retry-After.`,
         body: previewTemplateBody,
         responses: { 200: previewSchema },
         errors: [400, 404],
