@@ -1,4 +1,5 @@
 import type { Resolver } from 'node:dns/promises';
+import type { BusySlots } from './http/busy-slots.ts';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import type { Database } from './db/client.ts';
@@ -9,7 +10,6 @@ import type { Transport } from './mail/transport.ts';
 import type { ComposePool } from './render/compose-pool.ts';
 import type { Accepted } from './modules/emails/lifecycle.ts';
 import type { EngagementRecorder } from './modules/tracking/engagement.ts';
-import type { PreviewSlots } from './modules/templates/preview.ts';
 
 export type Clock = { now: () => Date };
 
@@ -28,7 +28,9 @@ export type AppContext = {
   /** Worker threads for the CPU-heavy steps of a message: rendering, MIME and DKIM signing, with a hard time limit. */
   threads: { compose: ComposePool };
   /** Previews under way on those threads, per project and in all (modules/templates/preview.ts). */
-  previews: PreviewSlots;
+  previews: BusySlots;
+  /** Downloads of captured sources under way, per project and in all (modules/emails/raw-source.ts). */
+  rawDownloads: BusySlots;
   /**
    * Records a message the relay accepted; resolves once it is recorded. Shared by all delivery
    * batches running in this process, so their accepted messages are written together

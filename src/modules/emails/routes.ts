@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
@@ -10,6 +11,7 @@ import { EMAIL_STATUSES, emailIdParams, emailRecordSchema, sendBody, sendResultS
 import { type PreparedSend, type SendResult, prepareSend, sendContactKeys, sendGroupSize, sendMany, sendPrepared } from './send.ts';
 import { WRITE_GROUP_LIMITS, logGroupFailure, writeGroups } from '../../db/write-groups.ts';
 import { getEmail, getRawEmail, listEmails } from './service.ts';
+import { RAW_DOWNLOADS_PER_PROCESS, RAW_DOWNLOADS_PER_PROJECT } from './raw-source.ts';
 
 /** Attachments up to 40 MB per message arrive base64-encoded inside the JSON body. */
 const SEND_BODY_LIMIT = 56 * 1024 * 1024;
@@ -122,18 +124,23 @@ export function emailRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: describe({
         operationId: 'emails.raw',
         summary: 'Download the message as sent (RFC 5322)',
-        description:
-          'Captured mail only (no SMTP_URL). 404 EMAIL_NOT_FOUND when nothing was captured (not sent yet, or relayed through SMTP); 410 EMAIL_SOURCE_EXPIRED once EMAIL_CONTENT_RETENTION_DAYS cleared it.',
+        description: `Captured mail only (no SMTP_URL). 404 EMAIL_NOT_FOUND when nothing was captured (not sent yet, or relayed through SMTP); 410 EMAIL_SOURCE_EXPIRED once EMAIL_CONTENT_RETENTION_DAYS cleared it. At most ${RAW_DOWNLOADS_PER_PROJECT} downloads of a project at once (${RAW_DOWNLOADS_PER_PROCESS} of all projects, per process); another is a 429 at once, with \`details.retryAfter\` and Retry-After.`,
         tag: 'Emails',
         access: 'project',
         params: emailIdParams,
         responses: { 200: { schema: null, contentType: 'message/rfc822', description: 'The raw message' } },
-        errors: [404, 410],
+        errors: [404, 410, 429],
       }),
     },
     async (req, reply) => {
       const raw = await getRawEmail(ctx, projectOf(req).projectId, parse(emailIdParams, req.params).id);
-      return reply.type('message/rfc822').send(raw);
+      void reply.type('message/rfc822').header('content-length', String(raw.size));
+      // Frees the download's slot however the response ends, even if it closed before the stream was piped.
+      reply.raw.once('close', () => raw.stream.destroy());
+      if (req.method !== 'HEAD') return reply.send(raw.stream);
+      // Fastify answers HEAD by draining the body: the size is all it needs.
+      raw.stream.destroy();
+      return reply.send(Readable.from([]));
     },
   );
 }

@@ -1,9 +1,10 @@
 import { and, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { UUID } from '../../db/ids.ts';
-import { emailRaw, emails } from '../../db/schema/emails.ts';
+import { emails } from '../../db/schema/emails.ts';
 import { afterCursor, cursorPage } from '../../http/keyset.ts';
 import { ApiError, notFound } from '../../http/errors.ts';
+import { type RawSource, rawSourceSize, rawSourceStream } from './raw-source.ts';
 import { emailSourceCleared } from './retention.ts';
 import type { EmailRecord } from './schemas.ts';
 
@@ -53,21 +54,31 @@ export async function getEmail(ctx: AppContext, projectId: string, id: string): 
   return toEmailRecord(row);
 }
 
-/** The captured RFC 5322 source; 404 when the email was not captured (delivered through SMTP, or not yet sent). */
-export async function getRawEmail(ctx: AppContext, projectId: string, id: string): Promise<Buffer> {
-  await getEmail(ctx, projectId, id);
-  const [row] = await ctx.database.db.select({ raw: emailRaw.raw }).from(emailRaw).where(eq(emailRaw.emailId, id));
-  if (!row && (await emailSourceCleared(ctx, id))) {
-    throw new ApiError(410, 'EMAIL_SOURCE_EXPIRED', 'The stored source of this email was cleared (EMAIL_CONTENT_RETENTION_DAYS)', {
-      details: { resource: 'email', id },
-    });
+/**
+ * The captured RFC 5322 source, to be streamed (raw-source.ts); 404 when the email was not captured
+ * (delivered through SMTP, or not yet sent). A 429 past RAW_DOWNLOADS_PER_PROJECT (or _PER_PROCESS)
+ * downloads under way: the slot is held until the returned stream closes.
+ */
+export async function getRawEmail(ctx: AppContext, projectId: string, id: string): Promise<RawSource> {
+  const release = ctx.rawDownloads.take(projectId);
+  try {
+    await getEmail(ctx, projectId, id);
+    const size = await rawSourceSize(ctx, id);
+    if (size === null && (await emailSourceCleared(ctx, id))) {
+      throw new ApiError(410, 'EMAIL_SOURCE_EXPIRED', 'The stored source of this email was cleared (EMAIL_CONTENT_RETENTION_DAYS)', {
+        details: { resource: 'email', id },
+      });
+    }
+    if (size === null) {
+      throw new ApiError(404, 'EMAIL_NOT_FOUND', 'No captured source for this email (not sent yet, or delivered through SMTP)', {
+        details: { resource: 'email', id },
+      });
+    }
+    return { size, stream: rawSourceStream(ctx, id, size, release) };
+  } catch (err) {
+    release();
+    throw err;
   }
-  if (!row) {
-    throw new ApiError(404, 'EMAIL_NOT_FOUND', 'No captured source for this email (not sent yet, or delivered through SMTP)', {
-      details: { resource: 'email', id },
-    });
-  }
-  return row.raw;
 }
 
 export type EmailListQuery = { limit: number; cursor?: string; contactId?: string; campaignId?: string; status?: string };

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
-import { ApiError, validationError } from '../../http/errors.ts';
+import { type BusySlots, busySlots } from '../../http/busy-slots.ts';
+import { validationError } from '../../http/errors.ts';
 import { RenderLimitError, TemplateRenderError } from '../../render/engine.ts';
 import { checkTemplateSources } from '../../render/template-check.ts';
 import { buildVariables } from '../../render/variables.ts';
@@ -33,42 +34,14 @@ export const PREVIEWS_PER_PROJECT = 2;
  * and the answers held in memory until they are sent (16 × 2.5 M characters).
  */
 export const PREVIEWS_PER_PROCESS = 16;
-const BUSY_RETRY_AFTER_SECONDS = 1;
 
-/** Counts of previews under way, per project and in all; `take` refuses with a 429 past either limit. */
-export type PreviewSlots = {
-  /** Counts one preview of the project, or throws the 429; the returned release may be called more than once. */
-  take(projectId: string): () => void;
-  inFlight(projectId?: string): number;
-};
-
-export function previewSlots(perProject: number, perProcess: number): PreviewSlots {
-  const byProject = new Map<string, number>();
-  let total = 0;
-  return {
-    take(projectId) {
-      const ofProject = byProject.get(projectId) ?? 0;
-      if (ofProject >= perProject) throw previewsBusy(`This project already has ${perProject} previews rendering`, perProject);
-      if (total >= perProcess) throw previewsBusy('The server is busy rendering previews', perProcess);
-      byProject.set(projectId, ofProject + 1);
-      total++;
-      let released = false;
-      return () => {
-        if (released) return;
-        released = true;
-        total--;
-        const left = (byProject.get(projectId) ?? 1) - 1;
-        if (left > 0) byProject.set(projectId, left);
-        else byProject.delete(projectId);
-      };
-    },
-    inFlight: (projectId) => (projectId === undefined ? total : (byProject.get(projectId) ?? 0)),
-  };
-}
-
-const previewsBusy = (reason: string, limit: number) =>
-  new ApiError(429, 'RATE_LIMIT_EXCEEDED', `${reason}; try again in ${BUSY_RETRY_AFTER_SECONDS} second`, {
-    details: { retryAfter: BUSY_RETRY_AFTER_SECONDS, limit },
+/** The counters of previews under way (ctx.previews). */
+export const previewSlots = (perProject: number, perProcess: number): BusySlots =>
+  busySlots({
+    perProject,
+    perProcess,
+    projectBusy: `This project already has ${perProject} previews rendering`,
+    processBusy: 'The server is busy rendering previews',
   });
 
 /**
