@@ -2,9 +2,9 @@ import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
 import { PREFIXED_ID } from '../../db/ids.ts';
 import { countEventsNamed } from '../events/counts.ts';
-import { countBy, countInSpan, spanOf, spanOfBounds } from '../events/day-counts.ts';
+import { countBy, countInSpan } from '../events/day-counts.ts';
 import { type EventRow, pageOfEvents } from '../events/list.ts';
-import { type TimeRange, boundsSql, rangeEcho } from '../events/range.ts';
+import { type TimeRange, rangeEcho, spanOf, spanOfBounds, spanSql } from '../events/range.ts';
 import type { ActivityItem, ActivityQuery } from './schemas.ts';
 import { ACTIVITY_TYPES, TYPE_OF_NAME, activityTypeOf, typeCondition } from './types.ts';
 
@@ -38,8 +38,8 @@ export type ActivityFeed = { data: ActivityItem[]; cursor?: string; hasMore: boo
  * the contact for its email. `total` only on the first page.
  */
 export async function activityFeed(db: Db, projectId: string, q: ActivityQuery): Promise<ActivityFeed> {
-  const bounds = boundsSql(sql`e.created_at`, q);
-  const filters: SQL[] = [sql`e.project_id = ${projectId}`, ...bounds];
+  const span = spanOfBounds(q);
+  const filters: SQL[] = [sql`e.project_id = ${projectId}`, ...spanSql(sql`e.created_at`, span)];
   if (q.contactId !== undefined) filters.push(CONTACT_ID.test(q.contactId) ? sql`e.contact_id = ${q.contactId}` : sql`false`);
   const types = [...new Set(q.types)];
   const ofTypes = types.length > 0 && types.length < ACTIVITY_TYPES.length ? sql`(${sql.join(types.map(typeCondition), sql` OR `)})` : undefined;
@@ -49,9 +49,9 @@ export async function activityFeed(db: Db, projectId: string, q: ActivityQuery):
   const total =
     q.contactId !== undefined
       ? undefined
-      : bounds.length === 0
+      : span.from === undefined && span.end === undefined
         ? () => countEventsNamed(db, projectId, ofTypes)
-        : () => countInSpan(db, projectId, spanOfBounds(q), ofTypes);
+        : () => countInSpan(db, projectId, span, ofTypes);
   return pageOfEvents(db, filters, q.limit, q.cursor, { toItem, total });
 }
 

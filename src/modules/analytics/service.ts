@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
-import { spanOf, splitSpan } from '../events/day-counts.ts';
-import { type TimeRange, inRange, rangeEcho } from '../events/range.ts';
+import { splitDays } from '../events/day-counts.ts';
+import { type TimeRange, inRange, rangeEcho, spanOf, spanSql, splitSpan } from '../events/range.ts';
 import { typeCondition } from '../activity/types.ts';
 import { OUTCOME_TIME, campaignStats } from '../campaigns/stats.ts';
 import { type Outcome, SLOT_MS, campaignOutcomeTotals, slotRows } from './outcome-rollups.ts';
@@ -18,8 +18,6 @@ import { METRICS, type Metric, type Point } from './schemas.ts';
  */
 
 type Interval = 'hour' | 'day' | 'week';
-
-const DAY_MS = 86_400_000;
 
 /** A time span as an SQL condition on a timestamp column. */
 type Within = (column: SQL) => SQL;
@@ -76,22 +74,15 @@ function metricRows(projectId: string, r: TimeRange, interval: Interval, tz: str
        GROUP BY 2`);
   }
   if (outcomes.length > 0) {
-    // [slotsFrom, slotsTo): the whole slots in the range; `to` is inclusive unless it named a day.
-    const end = r.toDay ? r.to.getTime() + DAY_MS : r.to.getTime();
-    const slotsFrom = new Date(Math.ceil(r.from.getTime() / SLOT_MS) * SLOT_MS);
-    const slotsTo = new Date(Math.floor(end / SLOT_MS) * SLOT_MS);
+    // The whole slots in the range from the summary; the partial ones at its ends from the emails.
+    const { whole, partial } = splitSpan(spanOf(r), SLOT_MS);
     if (campaignId) {
       parts.push(campaignEmailRows(projectId, campaignId, r, interval, tz, outcomes));
-    } else if (slotsFrom >= slotsTo) {
+    } else if (!whole) {
       parts.push(...emailRows(projectId, (col) => inRange(col, r), interval, tz, outcomes));
     } else {
-      const iso = (d: Date) => sql`${d.toISOString()}::timestamptz`;
-      const tail: Within = r.toDay
-        ? (col) => sql`${col} >= ${iso(slotsTo)} AND ${col} < ${iso(new Date(end))}`
-        : (col) => sql`${col} >= ${iso(slotsTo)} AND ${col} <= ${iso(r.to)}`;
-      parts.push(slotRows(projectId, slotsFrom, slotsTo, interval, tz, outcomes));
-      parts.push(...emailRows(projectId, (col) => sql`${col} >= ${iso(r.from)} AND ${col} < ${iso(slotsFrom)}`, interval, tz, outcomes));
-      parts.push(...emailRows(projectId, tail, interval, tz, outcomes));
+      parts.push(slotRows(projectId, whole.from!, whole.to!, interval, tz, outcomes));
+      for (const p of partial) parts.push(...emailRows(projectId, (col) => sql.join(spanSql(col, p), sql` AND `), interval, tz, outcomes));
     }
   }
   return sql.join(parts, sql` UNION ALL `);
@@ -225,9 +216,11 @@ export async function topEvents(
   q: { range: TimeRange; limit: number },
 ): Promise<{ from: string; to: string; data: { name: string; count: number; uniqueContacts: number }[] }> {
   const r = q.range;
-  const { days, partial } = splitSpan(spanOf(r));
-  const lastInstant = r.toDay ? new Date(r.to.getTime() + DAY_MS).toISOString() : r.to.toISOString();
-  const after = r.toDay ? sql`p.last_at >= ${lastInstant}::timestamptz` : sql`p.last_at > ${lastInstant}::timestamptz`;
+  const span = spanOf(r);
+  const { days, partial } = splitDays(span);
+  const { at, inclusive } = span.end!;
+  // A last event past the range's end (after an inclusive end; at or after an exclusive one).
+  const after = inclusive ? sql`p.last_at > ${at.toISOString()}::timestamptz` : sql`p.last_at >= ${at.toISOString()}::timestamptz`;
   const counted = partial.map(
     (conds) => sql`
       SELECT e.name, count(*)::bigint AS n FROM events AS e WHERE e.project_id = ${projectId} AND ${sql.join(conds, sql` AND `)} AND ${typeCondition('event')} GROUP BY e.name`,

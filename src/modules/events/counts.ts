@@ -1,5 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
+import { utcDate } from './range.ts';
 
 /**
  * The exact number of a project's events, from the per-(project, name) counters in event_counts
@@ -35,7 +36,5 @@ export async function forgetPartition(tx: Db, partition: { name: string; start: 
      GROUP BY r.project_id, r.name ORDER BY r.project_id, r.name
     ON CONFLICT (project_id, name, shard) DO UPDATE SET count = c.count + excluded.count`);
   await tx.execute(sql`
-    DELETE FROM event_day_counts WHERE day >= ${utcDay(partition.start)}::date AND day < ${utcDay(partition.end)}::date`);
+    DELETE FROM event_day_counts WHERE day >= ${utcDate(partition.start)}::date AND day < ${utcDate(partition.end)}::date`);
 }
-
-const utcDay = (d: Date) => d.toISOString().slice(0, 10);
