@@ -1,4 +1,5 @@
-import { eq, sql } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
+import { lockKey } from '../../db/key-lock.ts';
 import type { AppContext } from '../../context.ts';
 import { type Db, type Tx, withTransaction } from '../../db/client.ts';
 import { projectBilling } from '../../db/schema/billing.ts';
@@ -62,7 +63,7 @@ export async function assertWithinBillingLimit(ctx: AppContext, t: Tx, projectId
   if (count <= 0) return;
   const limit = await categoryLimit(t.tx, projectId, category);
   if (limit === null) return;
-  await t.tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`billing:${projectId}:${category}`}, 0))`);
+  await lockKey(t.tx, `billing:${projectId}:${category}`);
   const now = ctx.clock.now();
   const { usage, foldDue } = await usageForCap(t.tx, projectId, now, category);
   if (usage + count > limit) {

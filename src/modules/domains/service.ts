@@ -1,4 +1,5 @@
 import { and, asc, desc, eq, sql } from 'drizzle-orm';
+import { lockKey } from '../../db/key-lock.ts';
 import type { AppContext } from '../../context.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
 import { type DomainStatus, domains } from '../../db/schema/domains.ts';
@@ -68,7 +69,7 @@ export async function addDomain(ctx: AppContext, projectId: string, domain: stri
   const now = ctx.clock.now();
   const row = await withTransaction(ctx.database, async ({ tx }) => {
     // Counted again under a lock of the project's domains: concurrent adds cannot pass the cap together.
-    await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`domains:${projectId}`}, 0))`);
+    await lockKey(tx, `domains:${projectId}`);
     if ((await domainCount(tx, projectId)) >= MAX_DOMAINS_PER_PROJECT) throw tooManyDomains();
     const [inserted] = await tx
       .insert(domains)

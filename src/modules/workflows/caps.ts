@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
+import { lockKey } from '../../db/key-lock.ts';
 import { limitReached } from '../../http/errors.ts';
 
 /**
@@ -16,9 +17,7 @@ export const MAX_ENABLED_WORKFLOWS_PER_TRIGGER = 20;
  * Takes the project's workflow-count lock until the transaction ends: the counts below are read
  * under it, so concurrent creates (or enables) stop exactly at the cap.
  */
-export async function lockProjectWorkflows(tx: Db, projectId: string): Promise<void> {
-  await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`workflows:${projectId}`}, 0))`);
-}
+export const lockProjectWorkflows = (tx: Db, projectId: string): Promise<void> => lockKey(tx, `workflows:${projectId}`);
 
 export async function assertRoomForWorkflow(db: Db, projectId: string): Promise<void> {
   const { rows } = await db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM workflows WHERE project_id = ${projectId}`);

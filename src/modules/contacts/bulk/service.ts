@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import { lockKey } from '../../../db/key-lock.ts';
 import type { AppContext } from '../../../context.ts';
 import { type Db, withTransaction } from '../../../db/client.ts';
 import { prefixedId } from '../../../db/ids.ts';
@@ -36,7 +37,7 @@ export async function createBulkJob(ctx: AppContext, projectId: string, type: Bu
   const now = ctx.clock.now();
   await withTransaction(ctx.database, async ({ tx, client }) => {
     // Counted under a lock of the project's bulk jobs: concurrent posts cannot pass the cap together.
-    await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`bulk-jobs:${projectId}`}, 0))`);
+    await lockKey(tx, `bulk-jobs:${projectId}`);
     if ((await activeBulkJobCount(tx, projectId, now)) >= MAX_ACTIVE_BULK_JOBS) throw tooManyBulkJobs();
     await tx.execute(sql`
       INSERT INTO bulk_jobs (id, project_id, type, status, contact_ids, total, created_at)
