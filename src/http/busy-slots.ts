@@ -1,4 +1,4 @@
-import { ApiError } from './errors.ts';
+import { busyAtLimit } from './errors.ts';
 
 /**
  * Work of one kind under way in a process, counted per project and in all, for work that holds a
@@ -38,7 +38,4 @@ export function busySlots(opts: { perProject: number; perProcess: number; projec
   };
 }
 
-const busy = (reason: string, limit: number) =>
-  new ApiError(429, 'RATE_LIMIT_EXCEEDED', `${reason}; try again in ${RETRY_AFTER_SECONDS} second`, {
-    details: { retryAfter: RETRY_AFTER_SECONDS, limit },
-  });
+const busy = (reason: string, limit: number) => busyAtLimit(reason, limit, RETRY_AFTER_SECONDS);

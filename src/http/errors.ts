@@ -45,6 +45,12 @@ export const conflict = (message: string, details?: Record<string, unknown>) => 
 /** A count cap reached (projects per user, domains or pending invitations per project): 403 with `details.limit`. */
 export const limitReached = (message: string, limit: number) => new ApiError(403, 'FORBIDDEN', message, { details: { limit } });
 
+/** A count cap that frees itself (work under way ends): 429, with `details.retryAfter` (the Retry-After header) and `details.limit`. */
+export const busyAtLimit = (reason: string, limit: number, retryAfter: number) =>
+  new ApiError(429, 'RATE_LIMIT_EXCEEDED', `${reason}; try again in ${retryAfter} second${retryAfter === 1 ? '' : 's'}`, {
+    details: { retryAfter, limit },
+  });
+
 export const forbidden = (message: string) => new ApiError(403, 'FORBIDDEN', message);
 
 export const validationError = (errors: FieldError[]) => new ApiError(422, 'VALIDATION_ERROR', 'Request validation failed', { errors });

@@ -5,7 +5,7 @@ import { type Db, withTransaction } from '../../../db/client.ts';
 import { prefixedId } from '../../../db/ids.ts';
 import { recordEvents } from '../../events/record.ts';
 import type { BulkError, BulkType, JobStatus } from '../../../db/schema/jobs.ts';
-import { ApiError, notFound } from '../../../http/errors.ts';
+import { busyAtLimit, notFound } from '../../../http/errors.ts';
 import { isoMs, textArray } from '../sql.ts';
 import { BULK_JOB_ID, type BulkJobRecord } from './schemas.ts';
 import { forgetContactsEvents } from '../../analytics/rollups.ts';
@@ -56,12 +56,7 @@ async function activeBulkJobCount(db: Db, projectId: string, now: Date): Promise
 }
 
 const tooManyBulkJobs = () =>
-  new ApiError(
-    429,
-    'RATE_LIMIT_EXCEEDED',
-    `This project already has ${MAX_ACTIVE_BULK_JOBS} bulk jobs queued or running; try again in ${BUSY_RETRY_AFTER_SECONDS} seconds`,
-    { details: { retryAfter: BUSY_RETRY_AFTER_SECONDS, limit: MAX_ACTIVE_BULK_JOBS } },
-  );
+  busyAtLimit(`This project already has ${MAX_ACTIVE_BULK_JOBS} bulk jobs queued or running`, MAX_ACTIVE_BULK_JOBS, BUSY_RETRY_AFTER_SECONDS);
 
 /**
  * Sets the subscription of many contacts of the project, set-based: one UPDATE of those whose
