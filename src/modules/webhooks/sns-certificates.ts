@@ -2,6 +2,7 @@ import { type KeyObject, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Config } from '../../config.ts';
 import { ApiError } from '../../http/errors.ts';
+import { LruCache } from '../../render/lru.ts';
 
 /**
  * The public keys of SNS signing certificates, by SigningCertURL. The URL has been checked
@@ -71,13 +72,6 @@ function publicKeyOf(pem: string): KeyObject {
   }
 }
 
-/** A Map that forgets its least recently used entry past `max`. */
-function lruSet<V>(map: Map<string, V>, key: string, value: V, max: number): void {
-  map.delete(key);
-  if (map.size >= max) map.delete(map.keys().next().value!);
-  map.set(key, value);
-}
-
 /**
  * Certificates by URL, or the configured local one (SNS_TRUSTED_CERT_FILE: it stands in for every
  * accepted SigningCertURL and nothing is fetched; tests use it). `now` is for tests.
@@ -85,9 +79,9 @@ function lruSet<V>(map: Map<string, V>, key: string, value: V, max: number): voi
 export function certificateSource(config: Pick<Config, 'snsTrustedCertFile'>, opts: { now?: () => number } = {}): CertificateSource {
   const now = opts.now ?? Date.now;
   let trusted: KeyObject | null = null;
-  const keys = new Map<string, KeyObject>();
+  const keys = new LruCache<string, KeyObject>(MAX_CACHED_CERTIFICATES);
   // Kept apart from `keys`, so that failing URLs never push a working certificate out.
-  const failures = new Map<string, { until: number; message: string }>();
+  const failures = new LruCache<string, { until: number; message: string }>(MAX_CACHED_FAILURES);
   const inFlight = new Map<string, Promise<KeyObject>>();
 
   function recentFailure(certUrl: string): string | undefined {
@@ -100,12 +94,11 @@ export function certificateSource(config: Pick<Config, 'snsTrustedCertFile'>, op
   async function load(certUrl: string): Promise<KeyObject> {
     try {
       const key = publicKeyOf(await downloadCertificate(certUrl));
-      lruSet(keys, certUrl, key, MAX_CACHED_CERTIFICATES);
+      keys.set(certUrl, key);
       return key;
     } catch (err) {
       const message = (err as Error).message;
-      // Every failure lives the same time, so the oldest inserted is the first to expire.
-      lruSet(failures, certUrl, { until: now() + FAILURE_TTL_MS, message }, MAX_CACHED_FAILURES);
+      failures.set(certUrl, { until: now() + FAILURE_TTL_MS, message });
       throw forbidden(message);
     } finally {
       inFlight.delete(certUrl);
@@ -119,10 +112,7 @@ export function certificateSource(config: Pick<Config, 'snsTrustedCertFile'>, op
         return trusted;
       }
       const key = keys.get(certUrl);
-      if (key) {
-        lruSet(keys, certUrl, key, MAX_CACHED_CERTIFICATES);
-        return key;
-      }
+      if (key) return key;
       const failed = recentFailure(certUrl);
       if (failed) throw forbidden(failed);
       let pending = inFlight.get(certUrl);
