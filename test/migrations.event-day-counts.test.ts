@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
-import { applyMigrations, migrationsSplitAt } from './helpers/migrations.ts';
+import { applyMigrations, migrationsSplitAt, seedTwoProjects } from './helpers/migrations.ts';
 import { createTestDatabase } from './helpers/server.ts';
 
 /**
@@ -28,10 +28,7 @@ test('events stored before the day counters existed are counted by UTC day, and 
     const { before, from } = await migrationsSplitAt('CREATE TABLE "event_day_counts"');
     await applyMigrations(client, before);
 
-    await client.query(`INSERT INTO projects (id, name, public_key, webhook_secret) VALUES ('prj_a', 'A', 'pk_a', 'wh_a'), ('prj_b', 'B', 'pk_b', 'wh_b')`);
-    await client.query(
-      `INSERT INTO contacts (id, project_id, email, subscribed) VALUES ('cnt_a', 'prj_a', 'a@example.org', true), ('cnt_b', 'prj_b', 'b@example.org', true)`,
-    );
+    await seedTwoProjects(client);
     // 23:30 at -05:00 is the next UTC day.
     await client.query(
       `INSERT INTO events (id, project_id, contact_id, name, created_at) VALUES

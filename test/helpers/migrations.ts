@@ -32,3 +32,11 @@ export async function applyMigrations(client: pg.Client, files: string[]): Promi
     throw err;
   }
 }
+
+/** Two projects, `prj_a` and `prj_b`, with one contact each (`cnt_a`, `cnt_b`): old-shaped rows to write events for. */
+export async function seedTwoProjects(client: pg.Client): Promise<void> {
+  await client.query(`INSERT INTO projects (id, name, public_key, webhook_secret) VALUES ('prj_a', 'A', 'pk_a', 'wh_a'), ('prj_b', 'B', 'pk_b', 'wh_b')`);
+  await client.query(
+    `INSERT INTO contacts (id, project_id, email, subscribed) VALUES ('cnt_a', 'prj_a', 'a@example.org', true), ('cnt_b', 'prj_b', 'b@example.org', true)`,
+  );
+}
