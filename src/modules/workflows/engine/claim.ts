@@ -77,7 +77,7 @@ async function claimFairShares(tx: Db, o: ClaimOptions): Promise<ClaimedExecutio
   return (await tx.execute<ClaimedExecution>(fairSharesQuery(o))).rows;
 }
 
-export const fairSharesQuery = (o: ClaimOptions): SQL => sql`
+const fairSharesQuery = (o: ClaimOptions): SQL => sql`
     WITH RECURSIVE active_projects(project_id) AS (
       (SELECT x.project_id FROM workflow_executions x WHERE ${ACTIVE} ORDER BY x.project_id LIMIT 1)
       UNION ALL
