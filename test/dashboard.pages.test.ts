@@ -242,3 +242,34 @@ test("a template's page says which workflows send it", { timeout: 180_000 }, asy
     await page.getByTestId('template-usage').filter({ hasText: 'Not sent by any workflow' }).waitFor();
   });
 });
+
+test("a template's live preview waits while the project's previews are busy, and says so when they stay busy", { timeout: 180_000 }, async () => {
+  await journey(page, 'preview-busy', async () => {
+    // Two previews of this project under way (the per-project bound): the editor's preview is a 429.
+    const releases = [server.ctx.previews.take(owner.project.id), server.ctx.previews.take(owner.project.id)];
+    await page.goto(`${base()}/templates/new`);
+    await page.getByRole('textbox', { name: 'Subject' }).fill('Busy {{ 1 | plus: 1 }}');
+    await page.getByTestId('preview-waiting').waitFor();
+    assert.equal(await page.getByTestId('preview-error').count(), 0, 'a 429 is retried before it is shown');
+    // Still busy after the retries (about 5 s): the alert names the wait, not a broken template.
+    const alert = page.getByTestId('preview-error');
+    await alert.waitFor({ timeout: 20_000 });
+    assert.equal(await alert.getByText('The server is busy rendering previews').count(), 1);
+    assert.match(await alert.innerText(), /This project already has 2 previews rendering; try again in 1 second/);
+    assert.equal(await page.getByText('The template does not render').count(), 0);
+
+    // Free again: the next edit renders.
+    for (const release of releases) release();
+    await page.getByRole('textbox', { name: 'Subject' }).fill('Free {{ 1 | plus: 1 }}');
+    await page.getByTestId('preview-subject').filter({ hasText: 'Free 2' }).waitFor();
+    assert.equal(await page.getByTestId('preview-error').count(), 0);
+
+    // Busy for a moment only: the preview waits and then renders, with no alert in between.
+    const held = [server.ctx.previews.take(owner.project.id), server.ctx.previews.take(owner.project.id)];
+    await page.getByRole('textbox', { name: 'Subject' }).fill('Later {{ 1 | plus: 1 }}');
+    await page.getByTestId('preview-waiting').waitFor();
+    for (const release of held) release();
+    await page.getByTestId('preview-subject').filter({ hasText: 'Later 2' }).waitFor();
+    assert.equal(await page.getByTestId('preview-error').count(), 0);
+  });
+});

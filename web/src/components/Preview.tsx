@@ -2,9 +2,17 @@ import { Alert, Card, Group, Loader, SegmentedControl, Stack, Text } from '@mant
 import { useDebouncedValue } from '@mantine/hooks';
 import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
-import { fieldErrors, herald } from '../api.ts';
+import { fieldErrors, herald, isApiError } from '../api.ts';
 import { useProjectId } from '../hooks.ts';
 import { ContactPicker } from './ContactPicker.tsx';
+
+const BUSY_RETRIES = 5;
+
+/** The wait a 429 asks for (its `details.retryAfter`, in seconds), 1 s when it names none. */
+function retryAfterMs(err: unknown): number {
+  const seconds = isApiError(err) ? err.details?.retryAfter : undefined;
+  return typeof seconds === 'number' && seconds > 0 ? Math.min(seconds, 30) * 1000 : 1000;
+}
 
 /**
  * The server renders subject and body for the chosen contact (same sandbox and limits as a send);
@@ -20,15 +28,23 @@ export function LivePreview({ subject, body }: { subject: string; body: string }
     queryFn: () => herald.templates.preview({ subject: input.subject, body: input.body, contactId: input.contactId ?? undefined }),
     enabled: input.body.length > 0 || input.subject.length > 0,
     placeholderData: keepPreviousData,
-    retry: false,
+    // A 429 means other previews of the project (or server) are rendering: wait as the server asks and try again.
+    retry: (failures, err) => isApiError(err, 429) && failures < BUSY_RETRIES,
+    retryDelay: (_, err) => retryAfterMs(err),
   });
   const errors = fieldErrors(preview.error);
+  const waiting = preview.isFetching && isApiError(preview.failureReason, 429);
   return (
     <Card withBorder padding="sm" data-testid="preview">
       <Stack gap="xs">
         <Group justify="space-between" align="flex-end" wrap="wrap">
           <ContactPicker label="Preview as" value={contactId} onChange={setContactId} />
           <Group gap="xs">
+            {waiting && (
+              <Text size="xs" c="dimmed" data-testid="preview-waiting">
+                Other previews are rendering; trying again…
+              </Text>
+            )}
             {preview.isFetching && <Loader size="xs" aria-label="Rendering" />}
             <SegmentedControl
               size="xs"
@@ -42,7 +58,11 @@ export function LivePreview({ subject, body }: { subject: string; body: string }
           </Group>
         </Group>
         {preview.error ? (
-          <Alert color="red" title="The template does not render" data-testid="preview-error">
+          <Alert
+            color={isApiError(preview.error, 429) ? 'yellow' : 'red'}
+            title={isApiError(preview.error, 429) ? 'The server is busy rendering previews' : 'The template does not render'}
+            data-testid="preview-error"
+          >
             {errors.length > 0 ? errors.map((e) => <Text key={e.field + e.message} size="sm">{`${e.field}: ${e.message}`}</Text>) : preview.error.message}
           </Alert>
         ) : null}
