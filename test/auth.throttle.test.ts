@@ -161,6 +161,43 @@ describe('bursts: concurrent attempts are counted before any is checked', () => 
     assert.ok(otherMs < 5000, `another account's login waited ${otherMs} ms`);
   });
 
+  test('a session guessing the current password at /auth/change-password counts against the account as failed logins do: of 40 at once, 10 are checked', async () => {
+    const email = `stolen-session-${unique()}@example.org`;
+    const signed = await server.api.post('/auth/signup', { email, password: 'right password' }, from('203.0.113.160'));
+    assert.equal(signed.status, 201);
+    const cookie = (signed.headers.get('set-cookie') ?? '').split(';')[0];
+    const guesses = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        server.api.post('/auth/change-password', { currentPassword: `guess ${i}`, password: 'attacker owns this' }, { cookie, ...from('203.0.113.161') }),
+      ),
+    );
+    assert.deepEqual(tally(guesses.map((r) => r.status)), { 403: 10, 429: 30 }, 'only the first 10 current passwords were checked');
+    const refused = guesses.find((r) => r.status === 429);
+    assert.equal(refused?.body.error.code, 'RATE_LIMIT_EXCEEDED');
+    // The right password is refused too while the account is locked, here and at the login.
+    const right = await server.api.post('/auth/change-password', { currentPassword: 'right password', password: 'attacker owns this' }, { cookie });
+    assert.equal(right.status, 429);
+    assert.equal((await server.api.post('/auth/login', { email, password: 'right password' }, from('203.0.113.162'))).status, 429);
+    assert.equal((await server.api.post('/auth/login', { email, password: 'attacker owns this' }, from('203.0.113.162'))).status, 429);
+    const [counter] = await server.sql<{ count: number }>(`SELECT count FROM auth_throttle WHERE key = $1`, [`login-account:${email}`]);
+    assert.equal(counter.count, 10);
+  });
+
+  test("a right current password at /auth/change-password clears the account's failures", async () => {
+    const email = `changer-${unique()}@example.org`;
+    const signed = await server.api.post('/auth/signup', { email, password: 'password 0' }, from('203.0.113.170'));
+    const cookie = (signed.headers.get('set-cookie') ?? '').split(';')[0];
+    // Twice 6 failures: 12 would lock the account (10) unless the change in between cleared them.
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 6; i++) {
+        assert.equal((await server.api.post('/auth/change-password', { currentPassword: 'nope', password: 'never used' }, { cookie })).status, 403);
+      }
+      const changed = await server.api.post('/auth/change-password', { currentPassword: `password ${round}`, password: `password ${round + 1}` }, { cookie });
+      assert.equal(changed.status, 200, changed.text);
+    }
+    assert.equal((await server.api.post('/auth/login', { email, password: 'password 2' }, from('203.0.113.171'))).status, 200);
+  });
+
   test('40 signups at once from one IP create exactly SIGNUPS_PER_IP_PER_HOUR (10) accounts', async () => {
     const tag = `burst-signup-${unique()}`;
     const answers = await Promise.all(

@@ -116,12 +116,19 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
         summary: 'Change the password (other sessions end)',
         body: changePasswordBody,
         responses: { 200: okSchema },
-        errors: [400],
+        errors: [400, 403, 429],
       }),
       onRequest: requireUser(ctx),
     },
     async (req) => {
-      await changePassword(ctx, userOf(req), sessionIdOf(ctx, req), parse(changePasswordBody, req.body));
+      const body = parse(changePasswordBody, req.body);
+      const user = await getUser(ctx, userOf(req));
+      // A wrong current password counts against the account as a failed login does: a stolen
+      // session must not be a way to guess the password without the login's limit.
+      const account = [byAccount(RULES.loginAccount, user.email)];
+      await admit(ctx, account);
+      await changePassword(ctx, user, sessionIdOf(ctx, req), body).catch(uncountIf(ctx, isNot(403), account));
+      await clear(ctx, account);
       return { success: true };
     },
   );

@@ -63,17 +63,16 @@ async function upgradeHash(ctx: AppContext, user: UserRow, password: string): Pr
 /** Sets a new password after checking the current one; every other session of the user ends. */
 export async function changePassword(
   ctx: AppContext,
-  userId: string,
+  user: UserRow,
   keepSessionId: string | null,
   input: { currentPassword: string; password: string },
 ): Promise<void> {
-  const user = await getUser(ctx, userId);
   const ok = await verifyPassword(user.passwordHash, input.currentPassword);
   if (!ok) throw new ApiError(403, 'FORBIDDEN', 'The current password is not correct');
   const passwordHash = await hashPassword(input.password);
   await withTransaction(ctx.database, async ({ tx }) => {
-    await tx.update(users).set({ passwordHash, updatedAt: ctx.clock.now() }).where(eq(users.id, userId));
-    await endAllSessions(tx, userId, keepSessionId);
+    await tx.update(users).set({ passwordHash, updatedAt: ctx.clock.now() }).where(eq(users.id, user.id));
+    await endAllSessions(tx, user.id, keepSessionId);
   });
 }
 
