@@ -5,6 +5,9 @@ import { projects } from './users.ts';
 /**
  * A project's monthly sending caps per category (null = unlimited) and, when Stripe is configured,
  * its customer, subscription and plan. A project without a row has no caps and no subscription.
+ * `limit_*` are the caps the project sets itself (PUT billing-limits); `plan_limit_*` are the
+ * plan's, written only by the payments webhook. With Stripe on, the lower of the two binds
+ * (billing/limits.ts); without it, only `limit_*`.
  */
 export const projectBilling = pgTable('project_billing', {
   projectId: text('project_id')
@@ -14,6 +17,10 @@ export const projectBilling = pgTable('project_billing', {
   limitCampaigns: integer('limit_campaigns'),
   limitWorkflows: integer('limit_workflows'),
   limitInbound: integer('limit_inbound'),
+  planLimitTransactional: integer('plan_limit_transactional'),
+  planLimitCampaigns: integer('plan_limit_campaigns'),
+  planLimitWorkflows: integer('plan_limit_workflows'),
+  planLimitInbound: integer('plan_limit_inbound'),
   plan: text('plan'),
   stripeCustomerId: text('stripe_customer_id'),
   stripeSubscriptionId: text('stripe_subscription_id'),

@@ -1,52 +1,88 @@
 import { eq } from 'drizzle-orm';
 import { lockKey } from '../../db/key-lock.ts';
+import type { Config } from '../../config.ts';
 import type { AppContext } from '../../context.ts';
 import { type Db, type Tx, withTransaction } from '../../db/client.ts';
 import { projectBilling } from '../../db/schema/billing.ts';
 import { ApiError } from '../../http/errors.ts';
 import { loggableError } from '../../loggable-error.ts';
 import { queueLimitWarnings } from './warnings.ts';
-import { type Category, foldUsageSnapshot, monthUsage, periodOf, usageForCap } from './usage.ts';
+import { CATEGORIES, type Category, foldUsageSnapshot, monthUsage, periodOf, usageForCap } from './usage.ts';
 
 /**
  * Monthly billing caps (decisions.md § 10). Every path that writes project mail calls
  * `assertWithinBillingLimit` inside the transaction that writes it, before writing anything:
  * /v1/send (transactional), each campaign batch (campaigns), the workflow SEND_EMAIL step
  * (workflows). Campaigns also call `assertAllowance` at send/schedule time for the whole audience.
+ * With Stripe on, a project's cap is the lower of its own and its plan's: the plan's is a ceiling
+ * the project cannot lift (PUT billing-limits refuses a cap above it, service.ts).
  */
 
 export type Limits = Record<Category, number | null>;
+/** Where a project's caps come from: its own (PUT billing-limits) and its Stripe plan's (the payments webhook). */
+export type CapSources = { own: Limits; plan: Limits };
 
-const COLUMN = {
+const OWN_COLUMN = {
   transactional: projectBilling.limitTransactional,
   campaigns: projectBilling.limitCampaigns,
   workflows: projectBilling.limitWorkflows,
   inbound: projectBilling.limitInbound,
 } as const;
+const PLAN_COLUMN = {
+  transactional: projectBilling.planLimitTransactional,
+  campaigns: projectBilling.planLimitCampaigns,
+  workflows: projectBilling.planLimitWorkflows,
+  inbound: projectBilling.planLimitInbound,
+} as const;
 
-export async function projectLimits(db: Db, projectId: string): Promise<Limits> {
+/**
+ * The plan's caps bind only while Stripe is on: a self-hosted server without it (or one that turned
+ * it off) is capped by the projects' own caps alone, whatever a past plan left in the row.
+ */
+export const planCapsApply = (config: Config): boolean => Boolean(config.stripeSecretKey);
+
+/** The cap that binds (null = none): the lower of the two, a missing one not capping. */
+export const bindingCap = (own: number | null, plan: number | null): number | null => (own === null ? plan : plan === null ? own : Math.min(own, plan));
+
+const noCaps = (): Limits => ({ transactional: null, campaigns: null, workflows: null, inbound: null });
+
+export async function projectCapSources(db: Db, projectId: string): Promise<CapSources> {
   const [row] = await db.select().from(projectBilling).where(eq(projectBilling.projectId, projectId));
+  if (!row) return { own: noCaps(), plan: noCaps() };
   return {
-    transactional: row?.limitTransactional ?? null,
-    campaigns: row?.limitCampaigns ?? null,
-    workflows: row?.limitWorkflows ?? null,
-    inbound: row?.limitInbound ?? null,
+    own: { transactional: row.limitTransactional, campaigns: row.limitCampaigns, workflows: row.limitWorkflows, inbound: row.limitInbound },
+    plan: { transactional: row.planLimitTransactional, campaigns: row.planLimitCampaigns, workflows: row.planLimitWorkflows, inbound: row.planLimitInbound },
   };
 }
 
-async function categoryLimit(db: Db, projectId: string, category: Category): Promise<number | null> {
-  const [row] = await db.select({ limit: COLUMN[category] }).from(projectBilling).where(eq(projectBilling.projectId, projectId));
-  return row?.limit ?? null;
+/** The caps that bind per category (the plan's count only while Stripe is on). */
+export async function projectLimits(ctx: AppContext, db: Db, projectId: string): Promise<Limits> {
+  const { own, plan } = await projectCapSources(db, projectId);
+  if (!planCapsApply(ctx.config)) return own;
+  const out = noCaps();
+  for (const c of CATEGORIES) out[c] = bindingCap(own[c], plan[c]);
+  return out;
 }
 
-export const limitExceeded = (category: Category, limit: number, usage: number, requested: number) =>
+/** One category's binding cap, and whether it is the plan's (one primary-key read). */
+async function categoryLimit(ctx: AppContext, db: Db, projectId: string, category: Category): Promise<{ limit: number | null; byPlan: boolean }> {
+  const [row] = await db.select({ own: OWN_COLUMN[category], plan: PLAN_COLUMN[category] }).from(projectBilling).where(eq(projectBilling.projectId, projectId));
+  if (!row) return { limit: null, byPlan: false };
+  if (!planCapsApply(ctx.config)) return { limit: row.own, byPlan: false };
+  const limit = bindingCap(row.own, row.plan);
+  return { limit, byPlan: limit !== null && limit === row.plan && limit !== row.own };
+}
+
+export const limitExceeded = (category: Category, limit: number, usage: number, requested: number, byPlan = false) =>
   new ApiError(
     403,
     'BILLING_LIMIT_EXCEEDED',
     `This would exceed the project's monthly ${category} limit (${usage} of ${limit} used, ${requested} more requested)`,
     {
       details: { category, limit, usage, requested, remaining: Math.max(0, limit - usage) },
-      suggestion: 'Raise the limit in the billing settings or wait for the next month',
+      suggestion: byPlan
+        ? "This is the plan's cap: change the plan in the billing portal or wait for the next month"
+        : 'Raise the limit in the billing settings or wait for the next month',
     },
   );
 
@@ -61,7 +97,7 @@ export const limitExceeded = (category: Category, limit: number, usage: number, 
  */
 export async function assertWithinBillingLimit(ctx: AppContext, t: Tx, projectId: string, category: Category, count: number): Promise<void> {
   if (count <= 0) return;
-  const limit = await categoryLimit(t.tx, projectId, category);
+  const { limit, byPlan } = await categoryLimit(ctx, t.tx, projectId, category);
   if (limit === null) return;
   await lockKey(t.tx, `billing:${projectId}:${category}`);
   const now = ctx.clock.now();
@@ -69,7 +105,7 @@ export async function assertWithinBillingLimit(ctx: AppContext, t: Tx, projectId
   if (usage + count > limit) {
     // The caller's transaction rolls back: a fold in it would be lost, and refused sends would keep counting.
     if (foldDue) foldSoon(ctx, projectId, now);
-    throw limitExceeded(category, limit, usage, count);
+    throw limitExceeded(category, limit, usage, count, byPlan);
   }
   // Under the lock, so the next check of this category counts only the emails since the fold.
   if (foldDue) await foldUsageSnapshot(t.tx, projectId, now);
@@ -105,8 +141,8 @@ export async function withinBillingLimit(ctx: AppContext, t: Tx, projectId: stri
 
 /** The check alone, for a campaign's whole audience at send/schedule time (nothing is written then). */
 export async function assertAllowance(ctx: AppContext, db: Db, projectId: string, category: Category, count: number): Promise<void> {
-  const limit = await categoryLimit(db, projectId, category);
+  const { limit, byPlan } = await categoryLimit(ctx, db, projectId, category);
   if (limit === null) return;
   const usage = (await monthUsage(db, projectId, ctx.clock.now(), category))[category];
-  if (usage + count > limit) throw limitExceeded(category, limit, usage, count);
+  if (usage + count > limit) throw limitExceeded(category, limit, usage, count, byPlan);
 }

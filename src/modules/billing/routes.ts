@@ -12,11 +12,13 @@ import { assertBillingEnabled } from './stripe.ts';
 import { handlePaymentWebhook } from './webhook.ts';
 
 const categoryLimit = z.object({
-  limit: z.number().int().nullable(),
+  limit: z.number().int().nullable().describe('The cap that binds (null: none): with Stripe billing, the lower of customLimit and planLimit'),
   usage: z.number().int(),
   percentage: z.number().nullable(),
   isWarning: z.boolean(),
   isBlocked: z.boolean(),
+  planLimit: z.number().int().nullable().optional().describe("With Stripe billing only: the plan's cap (null: the plan sets none)"),
+  customLimit: z.number().int().nullable().optional().describe('With Stripe billing only: the cap the project set with PUT (null: none of its own)'),
 });
 const period = z.object({ start: z.string(), end: z.string() });
 const limitsViewSchema = z.object({
@@ -74,11 +76,11 @@ export function billingRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: doc({
         operationId: 'billing.setLimits',
-        summary: 'Set monthly caps (null: no cap)',
+        summary: "Set monthly caps (null: no cap); with Stripe billing, at most the plan's caps",
         params: projectIdParams,
         body: putLimitsBody,
         responses: { 200: limitsViewSchema },
-        errors: [403, 404],
+        errors: [403, 404, 422],
       }),
       onRequest,
     },

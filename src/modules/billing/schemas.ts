@@ -9,4 +9,16 @@ export const putLimitsBody = z
   .strict()
   .refine((v) => Object.keys(v).length > 0, { message: 'Give at least one of transactional, campaigns, workflows, inbound' });
 
-export type CategoryLimit = { limit: number | null; usage: number; percentage: number | null; isWarning: boolean; isBlocked: boolean };
+/**
+ * One category's view: `limit` is the cap that binds. With Stripe on, `planLimit` is the plan's cap
+ * and `customLimit` the project's own (each null when none); `limit` is the lower of the two.
+ */
+export type CategoryLimit = {
+  limit: number | null;
+  usage: number;
+  percentage: number | null;
+  isWarning: boolean;
+  isBlocked: boolean;
+  planLimit?: number | null;
+  customLimit?: number | null;
+};

@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { projectBilling } from '../../db/schema/billing.ts';
-import { type Limits, projectLimits } from './limits.ts';
+import { ApiError, type FieldError } from '../../http/errors.ts';
+import { type Limits, bindingCap, planCapsApply, projectCapSources } from './limits.ts';
 import type { CategoryLimit } from './schemas.ts';
 import { CATEGORIES, type Category, monthUsage, periodOf } from './usage.ts';
 
@@ -15,17 +16,53 @@ const view = (limit: number | null, usage: number): CategoryLimit => ({
   isBlocked: limit !== null && usage >= limit,
 });
 
+/**
+ * Per category: `limit` is the cap that binds. With Stripe on, `planLimit` (the plan's cap) and
+ * `customLimit` (the project's own, as PUT set it) say where it comes from; without Stripe the
+ * view is as it always was, the project's own caps alone.
+ */
 export async function getBillingLimits(ctx: AppContext, projectId: string): Promise<LimitsView> {
   const now = ctx.clock.now();
-  const [limits, usage] = await Promise.all([projectLimits(ctx.database.db, projectId), monthUsage(ctx.database.db, projectId, now)]);
+  const [caps, usage] = await Promise.all([projectCapSources(ctx.database.db, projectId), monthUsage(ctx.database.db, projectId, now)]);
+  const withPlan = planCapsApply(ctx.config);
   const p = periodOf(now);
   const out = { period: { start: p.start.toISOString(), end: p.end.toISOString() } } as LimitsView;
-  for (const c of CATEGORIES) out[c] = view(limits[c], usage[c]);
+  for (const c of CATEGORIES) {
+    out[c] = withPlan
+      ? { ...view(bindingCap(caps.own[c], caps.plan[c]), usage[c]), planLimit: caps.plan[c], customLimit: caps.own[c] }
+      : view(caps.own[c], usage[c]);
+  }
   return out;
 }
 
-/** Sets the given categories (null removes a cap); the others keep theirs. */
+/**
+ * With Stripe on, a project's own cap may only be at or below its plan's (null, no cap of its own,
+ * leaves the plan's): 422 naming the plan's cap otherwise. A cap above it would be stored but never
+ * bind, and the project would read back a `limit` other than the one it set.
+ */
+async function assertWithinPlan(ctx: AppContext, projectId: string, input: Partial<Limits>): Promise<void> {
+  if (!planCapsApply(ctx.config)) return;
+  const { plan } = await projectCapSources(ctx.database.db, projectId);
+  const errors: FieldError[] = [];
+  const over: Partial<Limits> = {};
+  for (const c of CATEGORIES) {
+    const wanted = input[c];
+    const ceiling = plan[c];
+    if (wanted === undefined || wanted === null || ceiling === null || wanted <= ceiling) continue;
+    over[c] = ceiling;
+    errors.push({ field: c, code: 'too_big', message: `At most ${ceiling}, the plan's monthly ${c} cap` });
+  }
+  if (errors.length === 0) return;
+  throw new ApiError(422, 'VALIDATION_ERROR', 'Request validation failed', {
+    errors,
+    details: { planLimits: over },
+    suggestion: "Set a cap at or below the plan's, or null to keep the plan's; a higher cap needs another plan (billing portal)",
+  });
+}
+
+/** Sets the given categories (null removes the project's own cap); the others keep theirs. */
 export async function putBillingLimits(ctx: AppContext, projectId: string, input: Partial<Limits>): Promise<LimitsView> {
+  await assertWithinPlan(ctx, projectId, input);
   const set = {
     ...(input.transactional !== undefined && { limitTransactional: input.transactional }),
     ...(input.campaigns !== undefined && { limitCampaigns: input.campaigns }),

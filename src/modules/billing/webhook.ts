@@ -14,7 +14,9 @@ import { stripeClient } from './stripe.ts';
  * - customer.subscription.created/updated: plan (the price's lookup key, else its id), status and
  *   the caps named in the price's metadata (`herald_transactional`, `herald_campaigns`,
  *   `herald_workflows`, `herald_inbound`: a whole number, or `unlimited`);
- * - customer.subscription.deleted: no plan, every cap 0 until a new subscription;
+ * - customer.subscription.deleted: no plan, every cap 0 until a new subscription.
+ *   The plan's caps go to `plan_limit_*`, never to the project's own caps: they are a ceiling
+ *   the project cannot lift (billing/limits.ts);
  * - invoice.payment_failed on a renewal: the project is disabled with reason BILLING;
  * - invoice.paid: a project disabled for BILLING is enabled again.
  * Any other type is acknowledged and ignored.
@@ -73,10 +75,10 @@ async function applySubscription(t: Tx, sub: Stripe.Subscription, deleted: boole
   if (!customer) return;
   const price = sub.items.data[0]?.price;
   const caps = {
-    limitTransactional: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.transactional),
-    limitCampaigns: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.campaigns),
-    limitWorkflows: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.workflows),
-    limitInbound: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.inbound),
+    planLimitTransactional: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.transactional),
+    planLimitCampaigns: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.campaigns),
+    planLimitWorkflows: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.workflows),
+    planLimitInbound: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.inbound),
   };
   const set = Object.fromEntries(Object.entries(caps).filter(([, v]) => v !== undefined));
   await t.tx

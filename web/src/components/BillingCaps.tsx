@@ -15,7 +15,19 @@ const CATEGORIES = [
 ] as const;
 type Category = (typeof CATEGORIES)[number][0];
 
-/** Settings → Sending caps: this month's usage per category as bars, and the monthly caps (ADMIN and OWNER change them; empty means no cap). */
+type CategoryView = { limit: number | null; planLimit?: number | null; customLimit?: number | null };
+
+/** The cap the form edits: the project's own (with Stripe billing the binding `limit` may be the plan's, which PUT must not copy). */
+const ownCap = (l: CategoryView): number | '' => (l.customLimit !== undefined ? (l.customLimit ?? '') : (l.limit ?? ''));
+
+/** With Stripe billing: the plan's cap under the input (the most the project's own cap may be). */
+const planNote = (l: CategoryView): string | undefined =>
+  l.planLimit === undefined ? undefined : l.planLimit === null ? 'Plan: no cap' : `Plan cap: ${formatNumber(l.planLimit)}`;
+
+/**
+ * Settings → Sending caps: this month's usage per category as bars, and the monthly caps (ADMIN and OWNER change them; empty means no
+ * cap of the project's own). With Stripe billing the plan's caps are a ceiling, shown under each input.
+ */
 export function BillingCapsCard({ project }: { project: Project }) {
   const queryClient = useQueryClient();
   const canManage = project.role !== 'MEMBER';
@@ -24,7 +36,7 @@ export function BillingCapsCard({ project }: { project: Project }) {
   const form = useForm<Record<Category, number | ''>>({ mode: 'controlled', initialValues: { transactional: '', campaigns: '', workflows: '' } });
   const loaded = limits.data;
   useEffect(() => {
-    if (loaded && !form.initialized) form.initialize(Object.fromEntries(CATEGORIES.map(([c]) => [c, loaded[c].limit ?? ''])) as Record<Category, number | ''>);
+    if (loaded && !form.initialized) form.initialize(Object.fromEntries(CATEGORIES.map(([c]) => [c, ownCap(loaded[c])])) as Record<Category, number | ''>);
   }, [loaded, form]);
   const save = useMutation({
     mutationFn: (v: Record<Category, number | ''>) =>
@@ -80,8 +92,10 @@ export function BillingCapsCard({ project }: { project: Project }) {
                     </Text>
                     <NumberInput
                       label={`${label} cap`}
-                      placeholder="No cap"
+                      placeholder={l.planLimit != null ? "The plan's cap" : 'No cap'}
+                      description={planNote(l)}
                       min={0}
+                      max={l.planLimit ?? undefined}
                       allowDecimal={false}
                       allowNegative={false}
                       thousandSeparator=","

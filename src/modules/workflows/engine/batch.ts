@@ -51,7 +51,7 @@ export const fieldTypesFor = (b: BatchState, projectId: string): Promise<Map<str
 export async function countWorkflowEmail(b: BatchState, projectId: string): Promise<string | null> {
   let state = b.billing.get(projectId);
   if (!state) {
-    state = { capped: (await projectLimits(b.tx, projectId)).workflows !== null, reserved: 0 };
+    state = { capped: (await projectLimits(b.ctx, b.tx, projectId)).workflows !== null, reserved: 0 };
     b.billing.set(projectId, state);
   }
   if (state.capped) {
