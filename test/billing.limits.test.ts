@@ -6,6 +6,7 @@ import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { verifyDomain } from './helpers/domains.ts';
 import type { Api } from './helpers/http.ts';
 import { type MailEnv, startMailEnv, waitForStatus } from './helpers/mail.ts';
+import { joinWithInvitation } from './helpers/invitations.ts';
 import { asMember, signupUser } from './helpers/team.ts';
 import { buildWorkflow, waitFor } from './helpers/workflows.ts';
 
@@ -64,7 +65,7 @@ describe('billing limits', () => {
       assert.equal(res.body.error.errors[0].field, field);
     }
     const m = await signupUser(env.server.api);
-    await b.sk.post(`/projects/${b.project.id}/members`, { email: m.email });
+    await joinWithInvitation(env.server, await b.sk.post(`/projects/${b.project.id}/members`, { email: m.email }), m.cookie);
     const member = asMember(env.server.api, m.cookie, b.project.id);
     const refused = await member.put(limitsPath(b), { transactional: 1000 });
     assert.equal(refused.status, 403, refused.text);

@@ -4,6 +4,7 @@ import Stripe from 'stripe';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type FakeStripe, startFakeStripe } from './helpers/fake-stripe.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
+import { joinWithInvitation } from './helpers/invitations.ts';
 import { asMember, signupUser } from './helpers/team.ts';
 
 const WEBHOOK_SECRET = 'whsec_test_0123456789';
@@ -118,7 +119,7 @@ describe('with Stripe', () => {
 
   test('a MEMBER cannot start a checkout', async () => {
     const m = await signupUser(server.api);
-    await b.sk.post(`/projects/${b.project.id}/members`, { email: m.email });
+    await joinWithInvitation(server, await b.sk.post(`/projects/${b.project.id}/members`, { email: m.email }), m.cookie);
     const res = await asMember(server.api, m.cookie, b.project.id).post(`/users/@me/projects/${b.project.id}/checkout`);
     assert.equal(res.status, 403, res.text);
   });

@@ -5,6 +5,7 @@ import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { journey, openPage } from './helpers/browser.ts';
 import { waitForStatus } from './helpers/mail.ts';
 import { openDashboard } from './helpers/dashboard.ts';
+import { acceptInvitationAs, joinWithInvitation } from './helpers/invitations.ts';
 import type { TestServer } from './helpers/server.ts';
 
 /**
@@ -108,7 +109,7 @@ test('workflows: list, enable from the list, steps with counts, an execution can
   });
 });
 
-test('members: an existing account is added and promoted, a new address is invited and revoked', { timeout: 180_000 }, async () => {
+test('members: an existing account is invited, accepts and is promoted, a new address is invited and revoked', { timeout: 180_000 }, async () => {
   await journey(page, 'members', async () => {
     const colleague = await bootstrap(server.api, 'Elsewhere');
     const me = await server.api.get('/users/@me', { cookie: colleague.cookie });
@@ -118,9 +119,22 @@ test('members: an existing account is added and promoted, a new address is invit
     const members = page.getByTestId('members');
     await members.getByRole('row', { name: /OWNER/ }).waitFor();
 
+    // An address with an account is invited like any other, and joins by the emailed link.
     await page.getByLabel('Invite by email').fill(colleagueEmail);
     await page.getByRole('button', { name: 'Invite' }).click();
-    await page.getByText(`${colleagueEmail} added`).waitFor();
+    await page.getByText(`Invitation sent to ${colleagueEmail}`).waitFor();
+    await members
+      .getByRole('row')
+      .filter({ hasText: colleagueEmail })
+      .getByText(/invited, until/)
+      .waitFor();
+    const pending = await server.api.get(`/projects/${owner.project.id}/members`, { cookie: owner.cookie });
+    const invitation = pending.body.invitations.find((i: { email: string }) => i.email === colleagueEmail);
+    assert.equal(invitation?.role, 'MEMBER');
+    const accepted = await acceptInvitationAs(server, invitation, colleague.cookie);
+    assert.deepEqual(accepted.body, { projectId: owner.project.id, role: 'MEMBER' });
+
+    await page.reload();
     await page.getByRole('combobox', { name: `Role of ${colleagueEmail}` }).click();
     await page.getByRole('option', { name: 'ADMIN' }).click();
     await page.getByText('Role changed').waitFor();
@@ -195,8 +209,8 @@ test('settings: monthly sending caps with usage bars; a MEMBER sees them but can
 
     const member = await bootstrap(server.api, 'Mine');
     const memberEmail: string = (await server.api.get('/users/@me', { cookie: member.cookie })).body.email;
-    const added = await server.api.post(`/projects/${owner.project.id}/members`, { email: memberEmail, role: 'MEMBER' }, { cookie: owner.cookie });
-    assert.equal(added.status, 201, added.text);
+    const invited = await server.api.post(`/projects/${owner.project.id}/members`, { email: memberEmail, role: 'MEMBER' }, { cookie: owner.cookie });
+    await joinWithInvitation(server, invited, member.cookie);
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     try {
       const [name, value] = member.cookie.split('=');

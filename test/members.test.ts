@@ -25,15 +25,48 @@ after(async () => {
 const membersPath = () => `/projects/${owner.project.id}/members`;
 const ownerApi = () => server.api.as({ cookie: owner.cookie });
 
-describe('members', () => {
-  test('the owner is listed; an existing account is added at once with the role asked', async () => {
-    const colleague = await signupUser(server.api);
-    const added = await ownerApi().post(membersPath(), { email: colleague.email.toUpperCase(), role: 'ADMIN' });
-    assert.equal(added.status, 201, added.text);
-    assert.equal(added.body.status, 'added');
-    assert.equal(added.body.member.userId, colleague.id);
-    assert.equal(added.body.member.role, 'ADMIN');
+/** The invitee's part: the emailed link, opened while signed in as the invited address. */
+async function acceptMailed(user: { email: string; cookie: string }, projectName = 'Team project') {
+  const token = invitationToken(await waitForMail(sink, user.email, `invited to ${projectName}`));
+  const accepted = await server.api.post('/invitations/accept', { token }, { cookie: user.cookie });
+  assert.equal(accepted.status, 200, accepted.text);
+  return accepted.body as { projectId: string; role: string };
+}
 
+/** What an invitation answer says, without what differs between any two invitations (id, address, times). */
+const shapeOf = (body: { status: string; invitation: Record<string, unknown> }) => ({
+  status: body.status,
+  fields: Object.keys(body).sort(),
+  invitation: { ...body.invitation, id: typeof body.invitation.id, email: typeof body.invitation.email, createdAt: 0, expiresAt: 0 },
+});
+
+describe('members', () => {
+  test('an existing account is invited like any address: the same answer, and no membership until it uses the emailed link', async () => {
+    const colleague = await signupUser(server.api);
+    const invited = await ownerApi().post(membersPath(), { email: colleague.email.toUpperCase(), role: 'ADMIN' });
+    const unknown = await ownerApi().post(membersPath(), { email: `nobody-${Date.now()}@example.test`, role: 'ADMIN' });
+    assert.equal(invited.status, 201, invited.text);
+    assert.equal(invited.body.status, 'invited');
+    assert.equal(invited.body.member, undefined, 'no user id in the answer');
+    assert.equal(invited.body.invitation.email, colleague.email);
+    assert.equal(invited.body.invitation.role, 'ADMIN');
+    assert.equal(invited.body.invitation.invitedBy, owner.userId);
+    assert.deepEqual(shapeOf(invited.body), shapeOf(unknown.body));
+
+    // Nothing joined yet: the project is neither listed for the colleague nor open to them.
+    assert.deepEqual(await server.sql('SELECT role FROM memberships WHERE project_id = $1 AND user_id = $2', [owner.project.id, colleague.id]), []);
+    assert.deepEqual((await server.api.get('/users/@me/projects', { cookie: colleague.cookie })).body, []);
+    const closed = await asMember(server.api, colleague.cookie, owner.project.id).get('/contacts');
+    assert.equal(closed.status, 403, closed.text);
+    assert.equal(closed.body.error.message, 'You are not a member of this project');
+    const pending = await ownerApi().get(membersPath());
+    assert.deepEqual(
+      pending.body.members.map((m: { userId: string }) => m.userId),
+      [owner.userId],
+    );
+    assert.ok(pending.body.invitations.some((i: { email: string; role: string }) => i.email === colleague.email && i.role === 'ADMIN'));
+
+    assert.deepEqual(await acceptMailed(colleague), { projectId: owner.project.id, role: 'ADMIN' });
     const list = await ownerApi().get(membersPath());
     assert.equal(list.status, 200, list.text);
     assert.deepEqual(
@@ -44,6 +77,7 @@ describe('members', () => {
       ],
     );
     assert.ok(list.body.members.every((m: { email: string; createdAt: string }) => m.email.includes('@') && !Number.isNaN(Date.parse(m.createdAt))));
+    assert.ok(!list.body.invitations.some((i: { email: string }) => i.email === colleague.email), 'no longer pending');
 
     // The colleague now sees the project with their role.
     const projects = await server.api.get('/users/@me/projects', { cookie: colleague.cookie });
@@ -52,14 +86,42 @@ describe('members', () => {
       [[owner.project.id, 'ADMIN']],
     );
 
+    // Inviting a member again: 409 (the caller can list the members anyway), and no email goes out.
     const again = await ownerApi().post(membersPath(), { email: colleague.email });
     assert.equal(again.status, 409, again.text);
+    assert.equal(again.body.error.code, 'CONFLICT');
+  });
+
+  test('an address someone signed up with first gets nothing: only the inbox owner, through the emailed link, joins', async () => {
+    const address = `new.hire-${Date.now()}@corp.test`;
+    const squatter = await signupUser(server.api, address);
+    const invited = await ownerApi().post(membersPath(), { email: address, role: 'ADMIN' });
+    assert.equal(invited.status, 201, invited.text);
+    assert.equal(invited.body.status, 'invited');
+    assert.deepEqual((await server.api.get('/users/@me/projects', { cookie: squatter.cookie })).body, []);
+    const contacts = await asMember(server.api, squatter.cookie, owner.project.id).get('/contacts');
+    assert.equal(contacts.status, 403, contacts.text);
+    assert.equal(contacts.body.error.code, 'FORBIDDEN');
+    assert.equal((await server.api.post(`/users/@me/projects/${owner.project.id}/regenerate-keys`, undefined, { cookie: squatter.cookie })).status, 404);
+
+    // The real owner of the inbox takes the account back with a reset (which ends the squatter's
+    // sessions) and joins with the invitation only they received.
+    await server.api.post('/auth/request-password-reset', { email: address });
+    const reset = /reset-password\?token=([\w.-]+)/.exec(String((await waitForMail(sink, address, 'Reset your Herald password')).parsed.html));
+    assert.ok(reset, 'the reset mail carries a link');
+    assert.equal((await server.api.post('/auth/reset-password', { token: reset[1], password: 'the real new hire' })).status, 200);
+    assert.equal((await server.api.get('/users/@me', { cookie: squatter.cookie })).status, 401);
+    const login = await server.api.post('/auth/login', { email: address, password: 'the real new hire' });
+    assert.equal(login.status, 200, login.text);
+    const newHire = { email: address, cookie: (login.headers.get('set-cookie') ?? '').split(';')[0] };
+    assert.deepEqual(await acceptMailed(newHire), { projectId: owner.project.id, role: 'ADMIN' });
   });
 
   test('role defaults to MEMBER; PATCH changes it; a member may remove themselves', async () => {
     const u = await signupUser(server.api);
-    const added = await ownerApi().post(membersPath(), { email: u.email });
-    assert.equal(added.body.member.role, 'MEMBER');
+    const invited = await ownerApi().post(membersPath(), { email: u.email });
+    assert.equal(invited.body.invitation.role, 'MEMBER');
+    assert.equal((await acceptMailed(u)).role, 'MEMBER');
     const promoted = await ownerApi().patch(`${membersPath()}/${u.id}`, { role: 'ADMIN' });
     assert.equal(promoted.status, 200, promoted.text);
     assert.equal(promoted.body.role, 'ADMIN');
@@ -67,6 +129,7 @@ describe('members', () => {
 
     const other = await signupUser(server.api);
     await ownerApi().post(membersPath(), { email: other.email });
+    await acceptMailed(other);
     const removeOther = await server.api.delete(`${membersPath()}/${other.id}`, { cookie: u.cookie });
     assert.equal(removeOther.status, 403, removeOther.text);
     assert.equal(removeOther.body.error.code, 'FORBIDDEN');
@@ -80,6 +143,7 @@ describe('members', () => {
   test('the OWNER can be neither demoted nor removed, even by an ADMIN or through the API key', async () => {
     const admin = await signupUser(server.api);
     await ownerApi().post(membersPath(), { email: admin.email, role: 'ADMIN' });
+    await acceptMailed(admin);
     const demote = await server.api.patch(`${membersPath()}/${owner.userId}`, { role: 'MEMBER' }, { cookie: admin.cookie });
     assert.equal(demote.status, 403, demote.text);
     assert.equal(demote.body.error.code, 'FORBIDDEN');
@@ -96,6 +160,7 @@ describe('members', () => {
     const founder = await bootstrap(server.api, 'Orphan');
     const admin = await signupUser(server.api);
     await server.api.post(`/projects/${founder.project.id}/members`, { email: admin.email, role: 'ADMIN' }, { cookie: founder.cookie });
+    await acceptMailed(admin, 'Orphan');
     await server.sql('DELETE FROM users WHERE id = $1', [founder.userId]);
     const res = await server.api.delete(`/projects/${founder.project.id}/members/${admin.id}`, { cookie: admin.cookie });
     assert.equal(res.status, 409, res.text);
@@ -151,6 +216,24 @@ describe('invitations', () => {
     const twice = await server.api.post('/invitations/accept', { token }, { cookie: newcomer.cookie });
     assert.equal(twice.status, 400, twice.text);
     assert.equal(twice.body.error.code, 'BAD_REQUEST');
+  });
+
+  test('existing accounts count against the 20 invitation emails an hour, with the same answer as unknown addresses', async () => {
+    const team = await bootstrap(server.api, 'Probe team');
+    const invite = (email: string) => server.api.as({ cookie: team.cookie }).post(`/projects/${team.project.id}/members`, { email });
+    const accounts = await Promise.all(Array.from({ length: 12 }, () => signupUser(server.api)));
+    // Alternating: an address with an account, one without; 24 in all, in this order.
+    const guesses = accounts.flatMap((a, i) => [a.email, `unknown-${i}@example.test`]);
+    const answers = [];
+    for (const email of guesses) answers.push(await invite(email));
+    assert.deepEqual(
+      answers.map((r) => `${r.status} ${r.body.status ?? r.body.error.code}`),
+      [...Array(20).fill('201 invited'), ...Array(4).fill('429 RATE_LIMIT_EXCEEDED')],
+    );
+    const shapes = new Set(answers.slice(0, 20).map((r) => JSON.stringify(shapeOf(r.body))));
+    assert.equal(shapes.size, 1, [...shapes].join('\n'));
+    const joined = await server.sql('SELECT count(*)::int AS n FROM memberships WHERE project_id = $1', [team.project.id]);
+    assert.equal(joined[0].n, 1, 'only the owner');
   });
 
   test('a project sends at most 20 invitation emails an hour, and keeps at most 50 pending invitations', async () => {

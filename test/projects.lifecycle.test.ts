@@ -4,6 +4,7 @@ import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { verifyDomain } from './helpers/domains.ts';
 import type { Api } from './helpers/http.ts';
 import { type MailEnv, startMailEnv, waitForStatus } from './helpers/mail.ts';
+import { joinWithInvitation } from './helpers/invitations.ts';
 import { asMember, signupUser, waitForMail } from './helpers/team.ts';
 
 let env: MailEnv;
@@ -95,7 +96,7 @@ describe('reset and delete', () => {
     const b = await bootstrap(env.server.api, 'Guarded');
     await b.sk.post('/contacts', { email: 'keep@g.test' });
     const m = await signupUser(env.server.api);
-    await b.sk.post(`/projects/${b.project.id}/members`, { email: m.email });
+    await joinWithInvitation(env.server, await b.sk.post(`/projects/${b.project.id}/members`, { email: m.email }), m.cookie);
     const member = env.server.api.as({ cookie: m.cookie });
     const reset = await member.post(`/users/@me/projects/${b.project.id}/reset`);
     assert.equal(reset.status, 403, reset.text);
@@ -175,7 +176,7 @@ describe('reset and delete', () => {
     const byCookie = await env.server.api.get(`/projects/${b.project.id}/setup-state`, { cookie: a.cookie });
     assert.equal(byCookie.status, 404);
     const m = await signupUser(env.server.api);
-    await a.sk.post(`/projects/${a.project.id}/members`, { email: m.email });
+    await joinWithInvitation(env.server, await a.sk.post(`/projects/${a.project.id}/members`, { email: m.email }), m.cookie);
     const member: Api = asMember(env.server.api, m.cookie, a.project.id);
     const res = await member.get(`/projects/${a.project.id}/setup-state`);
     assert.equal(res.status, 200, res.text);

@@ -4,6 +4,7 @@ import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { verifyDomain } from './helpers/domains.ts';
 import type { Api } from './helpers/http.ts';
 import { type MailEnv, startMailEnv } from './helpers/mail.ts';
+import { joinWithInvitation } from './helpers/invitations.ts';
 import { asMember, signupUser } from './helpers/team.ts';
 
 /**
@@ -27,8 +28,7 @@ before(async () => {
   users.OWNER = { id: owner.userId, cookie: owner.cookie };
   for (const role of ['ADMIN', 'MEMBER'] as const) {
     const u = await signupUser(env.server.api);
-    const res = await owner.sk.post(`/projects/${owner.project.id}/members`, { email: u.email, role });
-    assert.equal(res.status, 201, res.text);
+    await joinWithInvitation(env.server, await owner.sk.post(`/projects/${owner.project.id}/members`, { email: u.email, role }), u.cookie);
     users[role] = u;
   }
 });
@@ -113,7 +113,11 @@ const rows: Row[] = [
     ok: 204,
     call: async (r) => {
       const u = await signupUser(env.server.api);
-      await ownerApi().post(`/projects/${p()}/members`, { email: u.email, role: r === 'MEMBER' ? 'MEMBER' : 'ADMIN' });
+      await joinWithInvitation(
+        env.server,
+        await ownerApi().post(`/projects/${p()}/members`, { email: u.email, role: r === 'MEMBER' ? 'MEMBER' : 'ADMIN' }),
+        u.cookie,
+      );
       return { method: 'DELETE', path: `/projects/${p()}/members/${u.id}` };
     },
   },
@@ -140,7 +144,8 @@ const rows: Row[] = [
       const created = await env.server.api.post('/users/@me/projects', { name: 'Doomed' }, { cookie: owner.cookie });
       for (const role of ['ADMIN', 'MEMBER'] as const) {
         const email = (await env.server.api.get('/users/@me', { cookie: users[role]!.cookie })).body.email;
-        await env.server.api.post(`/projects/${created.body.id}/members`, { email, role }, { cookie: owner.cookie });
+        const invited = await env.server.api.post(`/projects/${created.body.id}/members`, { email, role }, { cookie: owner.cookie });
+        await joinWithInvitation(env.server, invited, users[role]!.cookie);
       }
       return { method: 'DELETE', path: `/users/@me/projects/${created.body.id}` };
     },

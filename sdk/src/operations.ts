@@ -701,32 +701,52 @@ export interface Operations {
     body: never;
     response: {
       transactional: {
+        /** The cap that binds (null: none): with Stripe billing, the lower of customLimit and planLimit */
         limit: number | null;
         usage: number;
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
+        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        planLimit?: number | null;
+        /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
+        customLimit?: number | null;
       };
       campaigns: {
+        /** The cap that binds (null: none): with Stripe billing, the lower of customLimit and planLimit */
         limit: number | null;
         usage: number;
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
+        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        planLimit?: number | null;
+        /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
+        customLimit?: number | null;
       };
       workflows: {
+        /** The cap that binds (null: none): with Stripe billing, the lower of customLimit and planLimit */
         limit: number | null;
         usage: number;
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
+        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        planLimit?: number | null;
+        /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
+        customLimit?: number | null;
       };
       inbound: {
+        /** The cap that binds (null: none): with Stripe billing, the lower of customLimit and planLimit */
         limit: number | null;
         usage: number;
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
+        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        planLimit?: number | null;
+        /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
+        customLimit?: number | null;
       };
       period: {
         start: string;
@@ -743,7 +763,7 @@ export interface Operations {
       url: string;
     };
   };
-  /** PUT /users/@me/projects/{id}/billing-limits: Set monthly caps (null: no cap) */
+  /** PUT /users/@me/projects/{id}/billing-limits: Set monthly caps (null: no cap); with Stripe billing, at most the plan's caps */
   "billing.setLimits": {
     path: [id: string];
     query: never;
@@ -755,32 +775,52 @@ export interface Operations {
     };
     response: {
       transactional: {
+        /** The cap that binds (null: none): with Stripe billing, the lower of customLimit and planLimit */
         limit: number | null;
         usage: number;
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
+        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        planLimit?: number | null;
+        /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
+        customLimit?: number | null;
       };
       campaigns: {
+        /** The cap that binds (null: none): with Stripe billing, the lower of customLimit and planLimit */
         limit: number | null;
         usage: number;
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
+        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        planLimit?: number | null;
+        /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
+        customLimit?: number | null;
       };
       workflows: {
+        /** The cap that binds (null: none): with Stripe billing, the lower of customLimit and planLimit */
         limit: number | null;
         usage: number;
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
+        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        planLimit?: number | null;
+        /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
+        customLimit?: number | null;
       };
       inbound: {
+        /** The cap that binds (null: none): with Stripe billing, the lower of customLimit and planLimit */
         limit: number | null;
         usage: number;
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
+        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        planLimit?: number | null;
+        /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
+        customLimit?: number | null;
       };
       period: {
         start: string;
@@ -1490,7 +1530,7 @@ export interface Operations {
     body: never;
     response: string;
   };
-  /** POST /projects/{id}/members: Add an existing user, or invite an address by email */
+  /** POST /projects/{id}/members: Invite an address by email */
   "members.add": {
     path: [id: string];
     query: never;
@@ -1499,14 +1539,6 @@ export interface Operations {
       role?: "ADMIN" | "MEMBER";
     };
     response: {
-      status: "added";
-      member: {
-        userId: string;
-        email: string;
-        role: "OWNER" | "ADMIN" | "MEMBER";
-        createdAt: string;
-      };
-    } | {
       status: "invited";
       invitation: {
         id: string;

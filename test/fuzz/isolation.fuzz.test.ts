@@ -9,6 +9,7 @@ import { verifyDomain } from '../helpers/domains.ts';
 import type { Api } from '../helpers/http.ts';
 import { routeTable } from '../helpers/routes.ts';
 import { type MailEnv, startMailEnv, waitForStatus } from '../helpers/mail.ts';
+import { joinWithInvitation } from '../helpers/invitations.ts';
 import { asMember, signupUser } from '../helpers/team.ts';
 
 /**
@@ -170,8 +171,7 @@ before(async () => {
   await verifyDomain(b.sk, env.dns, DOMAIN_B);
   a = await bootstrap(env.server.api, 'A');
   member = await signupUser(env.server.api);
-  const added = await a.sk.post(`/projects/${a.project.id}/members`, { email: member.email, role: 'MEMBER' });
-  assert.equal(added.status, 201, added.text);
+  await joinWithInvitation(env.server, await a.sk.post(`/projects/${a.project.id}/members`, { email: member.email, role: 'MEMBER' }), member.cookie);
   app = await buildApp(env.server.ctx);
   await app.ready();
 

@@ -95,6 +95,9 @@ const invalidLink = () => new ApiError(400, 'BAD_REQUEST', 'This invitation link
 /**
  * The signed-in user accepts: the token must be valid, the invitation pending and unexpired, and
  * the account's address the invited one (403 otherwise, and the invitation stays usable).
+ * Holding the token, which was only ever emailed to that address, is what proves the inbox: an
+ * account's `emailVerifiedAt` is not required (it only records a use of the separate verify-email
+ * link, and a new invitee would have to wait for a second email for nothing).
  */
 export async function acceptInvitation(ctx: AppContext, userId: string, token: string): Promise<{ projectId: string; role: 'ADMIN' | 'MEMBER' }> {
   const now = ctx.clock.now();
@@ -114,7 +117,7 @@ export async function acceptInvitation(ctx: AppContext, userId: string, token: s
       throw new ApiError(403, 'FORBIDDEN', 'This invitation was sent to another address; sign in with that address to accept it');
     }
     await tx.update(invitations).set({ acceptedAt: now, acceptedBy: userId }).where(eq(invitations.id, invitationId));
-    // Already a member (added directly meanwhile): keep the current role.
+    // Already a member (an invitation sent while an earlier one was being accepted): keep the current role.
     await tx.insert(memberships).values({ projectId: invitation.projectId, userId, role: invitation.role, createdAt: now }).onConflictDoNothing();
     const role = await membershipRole(tx, invitation.projectId, userId);
     return { projectId: invitation.projectId, role: role as 'ADMIN' | 'MEMBER' };

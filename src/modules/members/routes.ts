@@ -43,7 +43,9 @@ export function memberRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: doc({
         operationId: 'members.add',
-        summary: 'Add an existing user, or invite an address by email',
+        summary: 'Invite an address by email',
+        description:
+          'Always sends an invitation email, also to an address that has an account: the answer is the same either way, and the address joins when its owner, signed in with it, opens the link (POST /invitations/accept). 409 if a member already has this address.',
         params: projectIdParams,
         body: addMemberBody,
         responses: { 201: addMemberResultSchema },

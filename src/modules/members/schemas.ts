@@ -44,7 +44,5 @@ export const invitationSchema = z.object({
 
 export const memberListSchema = z.object({ members: z.array(memberSchema), invitations: z.array(invitationSchema) });
 
-export const addMemberResultSchema = z.union([
-  z.object({ status: z.literal('added'), member: memberSchema }),
-  z.object({ status: z.literal('invited'), invitation: invitationSchema }),
-]);
+/** The same answer whether or not the address has an account (service.ts `addMember`). */
+export const addMemberResultSchema = z.object({ status: z.literal('invited'), invitation: invitationSchema });

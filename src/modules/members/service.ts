@@ -41,22 +41,29 @@ export async function listMembers(ctx: AppContext, projectId: string): Promise<M
   };
 }
 
-export type AddResult = { status: 'added'; member: MemberRecord } | { status: 'invited'; invitation: InvitationRecord };
+export type InviteResult = { status: 'invited'; invitation: InvitationRecord };
 
-/** An existing account joins at once; any other address gets an invitation email. */
-export async function addMember(ctx: AppContext, actor: Actor, input: { email: string; role: 'ADMIN' | 'MEMBER' }): Promise<AddResult> {
-  const [user] = await ctx.database.db.select().from(users).where(eq(users.email, input.email));
-  if (!user) {
-    const invitation = await createInvitation(ctx, actor.projectId, actor.userId, input);
-    return { status: 'invited', invitation: toInvitation(invitation) };
+/**
+ * Every address gets an invitation email, whether or not it has an account: the answer is the same
+ * either way (no account enumeration), each one counts against the invitation throttle, and only
+ * who reads that inbox can join, never someone who merely signed up with the address first.
+ */
+export async function addMember(ctx: AppContext, actor: Actor, input: { email: string; role: 'ADMIN' | 'MEMBER' }): Promise<InviteResult> {
+  // The caller can list the project's members anyway, so saying this one is already in reveals nothing.
+  if (await isMemberByEmail(ctx, actor.projectId, input.email)) {
+    throw conflict(`${input.email} is already a member of this project`, { email: input.email });
   }
-  const [row] = await ctx.database.db
-    .insert(memberships)
-    .values({ projectId: actor.projectId, userId: user.id, role: input.role, createdAt: ctx.clock.now() })
-    .onConflictDoNothing()
-    .returning();
-  if (!row) throw conflict(`${input.email} is already a member of this project`, { email: input.email });
-  return { status: 'added', member: { userId: user.id, email: user.email, role: input.role, createdAt: row.createdAt.toISOString() } };
+  const invitation = await createInvitation(ctx, actor.projectId, actor.userId, input);
+  return { status: 'invited', invitation: toInvitation(invitation) };
+}
+
+async function isMemberByEmail(ctx: AppContext, projectId: string, email: string): Promise<boolean> {
+  const rows = await ctx.database.db
+    .select({ userId: memberships.userId })
+    .from(memberships)
+    .innerJoin(users, eq(users.id, memberships.userId))
+    .where(and(eq(memberships.projectId, projectId), eq(users.email, email)));
+  return rows.length > 0;
 }
 
 async function memberRow(ctx: AppContext, projectId: string, userId: string) {

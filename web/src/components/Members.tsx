@@ -23,10 +23,10 @@ export function MembersCard({ project }: { project: Project }) {
   const form = useForm<{ email: string; role: GivenRole }>({ mode: 'controlled', initialValues: { email: '', role: 'MEMBER' } });
   const invite = useMutation({
     mutationFn: (v: typeof form.values) => herald.members.add(project.id, v),
-    onSuccess: (r, v) => {
+    onSuccess: (_, v) => {
       refresh();
       form.reset();
-      notifySuccess(r.status === 'added' ? `${v.email} added` : `Invitation sent to ${v.email}`);
+      notifySuccess(`Invitation sent to ${v.email}`);
     },
     onError: (err) => showApiError(err, form),
   });
@@ -139,6 +139,9 @@ export function MembersCard({ project }: { project: Project }) {
                 Invite
               </Button>
             </Group>
+            <Text size="xs" c="dimmed" mt={4}>
+              Every address, with or without a Herald account, gets an email with a link valid 7 days; it joins when opened while signed in with that address.
+            </Text>
           </form>
         )}
       </Stack>
