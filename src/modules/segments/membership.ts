@@ -181,27 +181,49 @@ export async function scheduleSegmentReevaluation(ctx: AppContext, projectId: st
   );
 }
 
+/** How long one run of the 5-minute job may take in all, and on one project's segments. */
+export type RecomputeBudget = { runMs: number; projectMs: number };
+const RECOMPUTE_BUDGET: RecomputeBudget = { runMs: 4 * 60_000, projectMs: 30_000 };
+
 /**
  * The 5-minute job: recompute every tracked segment (time-based filters move on their own) and
  * recount all others. A segment that fails (a stored condition past the engine's bounds answers
  * 400 before anything is built; one whose statements pass CONDITION_STATEMENT_MS is cancelled) is
- * logged by id, without its condition or data, and skipped: one tenant's slow segments cannot hold
- * the job for everyone.
+ * logged by id, without its condition or data, and skipped.
+ *
+ * One tenant's slow segments cannot hold the job for everyone: each project gets at most
+ * `projectMs` of a run past its first segment (its stalest segments first, so the rest come next
+ * time), the run stops at `runMs` (before the next one is due), and the projects are taken from a random place in
+ * their order each run, so none is always last.
  */
-export async function recomputeAllSegments(ctx: AppContext): Promise<void> {
+export async function recomputeAllSegments(ctx: AppContext, budget: RecomputeBudget = RECOMPUTE_BUDGET): Promise<void> {
+  const runEnds = Date.now() + budget.runMs;
   const { rows } = await ctx.database.db.execute<{ id: string; project_id: string; tracked: boolean }>(sql`
-    SELECT id, project_id, track_membership AS tracked FROM segments ORDER BY project_id, created_at, id`);
-  for (const s of rows) {
-    try {
-      if (s.tracked) {
-        await computeSegment(ctx, s.project_id, s.id);
-      } else {
-        const row = await findSegmentRow(ctx.database.db, s.project_id, s.id);
-        const now = ctx.clock.now();
-        if (row) await storeMemberCount(ctx.database.db, row.id, await withConditionTimeout(ctx.database, (db) => countMembers(db, row, now)), now);
-      }
-    } catch (err) {
-      ctx.log.warn({ error: loggableError(err), projectId: s.project_id, segmentId: s.id }, 'segment recompute failed');
+    SELECT id, project_id, track_membership AS tracked FROM segments
+     ORDER BY project_id, member_count_at NULLS FIRST, created_at, id`);
+  const byProject = [...Map.groupBy(rows, (s) => s.project_id).values()];
+  const first = Math.floor(Math.random() * byProject.length);
+  for (const projectSegments of [...byProject.slice(first), ...byProject.slice(0, first)]) {
+    const projectEnds = Math.min(runEnds, Date.now() + budget.projectMs);
+    // At least one segment of each project a run reaches: every project makes progress.
+    for (const s of projectSegments) {
+      await recomputeOne(ctx, s);
+      if (Date.now() >= projectEnds) break;
     }
+    if (Date.now() >= runEnds) return;
+  }
+}
+
+async function recomputeOne(ctx: AppContext, s: { id: string; project_id: string; tracked: boolean }): Promise<void> {
+  try {
+    if (s.tracked) {
+      await computeSegment(ctx, s.project_id, s.id);
+    } else {
+      const row = await findSegmentRow(ctx.database.db, s.project_id, s.id);
+      const now = ctx.clock.now();
+      if (row) await storeMemberCount(ctx.database.db, row.id, await withConditionTimeout(ctx.database, (db) => countMembers(db, row, now)), now);
+    }
+  } catch (err) {
+    ctx.log.warn({ error: loggableError(err), projectId: s.project_id, segmentId: s.id }, 'segment recompute failed');
   }
 }
