@@ -57,6 +57,28 @@ test('one line per request, with method, URL, status, time and request id; link 
   assert.ok(!JSON.stringify(lines).includes('some.secret-token'));
 });
 
+test('no credential and no email address in a request line: tracking links, addresses in paths and queries, unmatched paths', async () => {
+  const api = createApi(base);
+  const b = await bootstrap(api);
+  const logged = async (res: { headers: Headers }) => {
+    const requestId = res.headers.get('x-request-id');
+    const mine = lines.filter((l) => l.reqId === requestId && typeof l.url === 'string');
+    assert.equal(mine.length, 1, JSON.stringify(mine));
+    return mine[0].url;
+  };
+  const click = await fetch(`${base}/t/c/AmMBoiS-c2VjcmV0LWNsaWNrLXRva2Vu`, { redirect: 'manual' });
+  assert.equal(await logged(click), '/t/c/*');
+  assert.equal(await logged(await fetch(`${base}/t/o/AmMBoiS-c2VjcmV0LW9wZW4tdG9rZW4`)), '/t/o/*');
+  assert.equal(await logged(await b.sk.delete('/suppressions/bob.private@example.com')), '/suppressions/***');
+  assert.equal(await logged(await b.sk.get('/contacts?search=carol.private%40example.com&limit=5')), '/contacts?search=***&limit=5');
+  assert.equal(await logged(await b.sk.get('/contacts?email=dan.private@example.com')), '/contacts?email=***');
+  assert.equal(await logged(await api.get('/unsubscribe/SECRET-UNSUB-TOKEN/extra')), '/unsubscribe/…');
+  const keys = await api.get('/v1/x?apikey=S1&auth=S2&access_token=S3&code=S4&jwt=S5&session=S6&page=2');
+  assert.equal(await logged(keys), '/v1/…?apikey=***&auth=***&access_token=***&code=***&jwt=***&session=***&page=2');
+  const all = JSON.stringify(lines);
+  for (const secret of ['private@', 'private%40', 'SECRET-UNSUB', 'c2VjcmV0', 'S1&', 'S6&']) assert.ok(!all.includes(secret), `${secret} was logged`);
+});
+
 test('one line per email outcome, with the email id, project and reply, and no recipient', async () => {
   const b = await bootstrap(createApi(base));
   const sent = await b.sk.post('/v1/send', { to: 'grace@example.com', from: 'hi@sandbox.herald.test', subject: 'Hi', body: '<p>x</p>' });

@@ -1,13 +1,15 @@
 import type { FastifyRequest } from 'fastify';
+import { loggableUrl } from './request-log.ts';
 
 /**
- * The request as the request log records it. Account links (`/auth/verify-email?token=…`, and
- * anything else under `/auth/`) carry bearer tokens in their query string: it is never logged.
+ * The request as a log line that names it records it (Fastify logs one with a 5xx): its URL as the
+ * request log writes it (loggableUrl), and no query string at all under `/auth/`, whose account
+ * links carry bearer tokens.
  */
 export function requestLogSerializer(req: FastifyRequest) {
   return {
     method: req.method,
-    url: redactUrl(req.url),
+    url: redactUrl(loggableUrl(req)),
     host: req.host,
     remoteAddress: req.ip,
     remotePort: req.socket ? req.socket.remotePort : undefined,

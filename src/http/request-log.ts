@@ -1,17 +1,37 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 
-const SECRET_QUERY = /token|key|secret|password|signature|sig$/i;
+/** Query values never logged: credentials, and free text (a search is often a name or an address). */
+const SECRET_QUERY = /token|key|secret|password|signature|sig$|auth|jwt|session|code|state/i;
+const FREE_TEXT_QUERY = /^(search|q|query)$/i;
+const EMAIL_LIKE = /@|%40/;
 
-/** The request's URL for a log line: signed link tokens in the path and secret-looking query values are replaced. */
+/**
+ * The request's URL for a log line, with no credential and no email address in it: signed link
+ * tokens in the path become the route's pattern (`/unsubscribe/:token`, `/t/c/*`), an address in
+ * the path or a query value becomes `***`, and a path no route matched keeps only its first
+ * segment (whatever follows may be a mistyped link's token).
+ */
 export function loggableUrl(req: FastifyRequest): string {
   const [rawPath, query] = req.url.split('?', 2);
-  let path = rawPath;
-  const pattern = req.routeOptions.url;
-  if (pattern && /:\w*token/i.test(pattern)) path = pattern;
+  const path = loggablePath(rawPath, req.routeOptions.url);
   if (!query) return path;
   const params = new URLSearchParams(query);
-  for (const key of [...params.keys()]) if (SECRET_QUERY.test(key)) params.set(key, '***');
+  for (const [key, value] of [...params]) {
+    if (SECRET_QUERY.test(key) || FREE_TEXT_QUERY.test(key) || value.includes('@')) params.set(key, '***');
+  }
   return `${path}?${params.toString()}`;
+}
+
+function loggablePath(path: string, pattern: string | undefined): string {
+  if (!pattern) {
+    const second = path.indexOf('/', 1);
+    return second === -1 ? path : `${path.slice(0, second)}/…`;
+  }
+  if (pattern.includes('*') || /:\w*token/i.test(pattern)) return pattern;
+  return path
+    .split('/')
+    .map((segment) => (EMAIL_LIKE.test(segment) ? '***' : segment))
+    .join('/');
 }
 
 /** One line per request, written when the response is sent (Fastify's own two lines are off). */
