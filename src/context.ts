@@ -10,6 +10,7 @@ import type { Transport } from './mail/transport.ts';
 import type { ComposePool } from './render/compose-pool.ts';
 import type { Accepted } from './modules/emails/lifecycle.ts';
 import type { EngagementRecorder } from './modules/tracking/engagement.ts';
+import type { ReputationChecks } from './modules/reputation/guard.ts';
 
 export type Clock = { now: () => Date };
 
@@ -31,6 +32,10 @@ export type AppContext = {
   previews: BusySlots;
   /** Downloads of captured sources under way, per project and in all (modules/emails/raw-source.ts). */
   rawDownloads: BusySlots;
+  /** DELETE /contacts/fields/:field under way, per project and in all (modules/contacts/fields.ts). */
+  fieldDeletes: BusySlots;
+  /** Reputation checks after bounces and complaints, running or due, per project (modules/reputation/guard.ts). */
+  reputationChecks: ReputationChecks;
   /**
    * Records a message the relay accepted; resolves once it is recorded. Shared by all delivery
    * batches running in this process, so their accepted messages are written together

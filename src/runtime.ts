@@ -14,6 +14,7 @@ import { startJobs } from './jobs/boss.ts';
 import { queues } from './jobs/registry.ts';
 import { acceptedRecorder } from './modules/emails/delivery/accepted.ts';
 import { engagementRecorder } from './modules/tracking/engagement.ts';
+import { fieldDeleteSlots } from './modules/contacts/fields.ts';
 import { rawDownloadSlots } from './modules/emails/raw-source.ts';
 import { PREVIEWS_PER_PROCESS, PREVIEWS_PER_PROJECT, previewSlots } from './modules/templates/preview.ts';
 import { createTransport } from './mail/transport.ts';
@@ -82,6 +83,8 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
       threads,
       previews: previewSlots(PREVIEWS_PER_PROJECT, PREVIEWS_PER_PROCESS),
       rawDownloads: rawDownloadSlots(),
+      fieldDeletes: fieldDeleteSlots(),
+      reputationChecks: new Map(),
       recordAccepted: acceptedRecorder(() => ctx),
       recordEngagement: engagementRecorder(() => ctx),
       dns,

@@ -5,6 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { rebuildOutcomeRollups } from '../src/modules/analytics/outcome-rollups.ts';
 import { evaluateActiveProjects } from '../src/modules/reputation/guard.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { TestDns } from './helpers/dns-server.ts';
@@ -75,6 +76,8 @@ async function fixtures(projectId: string, count: number, status: string, daysAg
        FROM generate_series(1, $2)`,
     [projectId, count, status, daysAgo],
   );
+  // Written around emails/lifecycle.ts: count them into the outcome summary the rates are read from.
+  await rebuildOutcomeRollups(server.ctx.database.db, projectId);
 }
 
 async function sentEmail(p: Project, to: string) {

@@ -3,7 +3,7 @@ import type { AppContext } from '../../context.ts';
 import { projectOf, requireProject } from '../../http/auth.ts';
 import { cursorList, describe, simpleOrErrorSchema } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
-import { deleteField, fieldUsage, fieldValues, listFields } from './fields.ts';
+import { deleteField, FIELD_DELETES_PER_PROCESS, FIELD_DELETES_PER_PROJECT, fieldUsage, fieldValues, listFields } from './fields.ts';
 import { listContacts } from './list.ts';
 import {
   contactIdParams,
@@ -150,16 +150,13 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'contacts.deleteField',
         summary: 'Remove a custom field from every contact',
+        description: `Rewrites the project's contacts in short batches and answers when all are done. At most ${FIELD_DELETES_PER_PROJECT} field delete of a project at once (${FIELD_DELETES_PER_PROCESS} of all projects, per process); another is a 429 at once, with \`details.retryAfter\` and Retry-After.`,
         params: fieldParams,
         responses: { 200: fieldDeletedSchema },
-        errors: [400, 409],
+        errors: [400, 409, 429],
       }),
     },
-    async (req) => {
-      const { field } = parse(fieldParams, req.params);
-      const projectId = projectOf(req).projectId;
-      return deleteField(ctx.database, projectId, field, ctx.clock.now());
-    },
+    async (req) => deleteField(ctx, projectOf(req).projectId, parse(fieldParams, req.params).field),
   );
 
   app.get(

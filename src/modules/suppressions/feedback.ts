@@ -2,7 +2,7 @@ import type { AppContext } from '../../context.ts';
 import { withTransaction } from '../../db/client.ts';
 import { setSubscribed } from '../contacts/service.ts';
 import { type EmailRow as ClaimedEmail, emailEventData, markBounced, markComplained, noteTransientBounce } from '../emails/lifecycle.ts';
-import { evaluateReputation } from '../reputation/guard.ts';
+import { reputationEventRecorded } from '../reputation/guard.ts';
 import { suppressAddress } from './service.ts';
 
 type EmailRow = ClaimedEmail;
@@ -23,7 +23,7 @@ export type Bounce = {
 /**
  * A bounce, from the SMTP relay (a 5xx refusal of the recipient) or from SES. A permanent bounce
  * ends the email BOUNCED, suppresses the address in the project, unsubscribes the contact with
- * `{ reason: 'bounce' }` and re-evaluates the project's reputation. A transient one is only an
+ * `{ reason: 'bounce' }` and has the project's reputation checked (reputation/guard.ts). A transient one is only an
  * `email.bounced` event (the provider may still deliver; it does not count against reputation).
  * Every step runs once per email, however often the bounce is reported.
  */
@@ -43,13 +43,13 @@ export async function recordBounce(ctx: AppContext, email: EmailRow, b: Bounce):
     if (email.contactId) await setSubscribed(tx, email.projectId, email.contactId, false, { reason: 'bounce' }, { now: at });
     return true;
   });
-  if (changed) await evaluateReputation(ctx, email.projectId);
+  if (changed) await reputationEventRecorded(ctx, email.projectId);
 }
 
 /**
  * A spam complaint: the email is COMPLAINED (when it had been sent or delivered), the address
  * suppressed, the contact unsubscribed with `{ reason: 'complaint' }`, and the project's reputation
- * re-evaluated. Counted once per email.
+ * checked. Counted once per email.
  */
 export async function recordComplaint(ctx: AppContext, email: EmailRow, c: { at?: Date; details?: Record<string, unknown> } = {}): Promise<void> {
   const at = c.at ?? ctx.clock.now();
@@ -59,5 +59,5 @@ export async function recordComplaint(ctx: AppContext, email: EmailRow, c: { at?
     if (email.contactId) await setSubscribed(tx, email.projectId, email.contactId, false, { reason: 'complaint' }, { now: at });
     return true;
   });
-  if (changed) await evaluateReputation(ctx, email.projectId);
+  if (changed) await reputationEventRecorded(ctx, email.projectId);
 }
