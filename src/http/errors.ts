@@ -5,6 +5,12 @@ import { invalidJson } from './body-types.ts';
 
 export type FieldError = { field: string; message: string; code: string; received?: string };
 
+/**
+ * Field errors in one answer at most; past it the answer lists the first ones and says in
+ * `details` that more were cut. A 1 MB body of bad array items had made a 56 MB answer.
+ */
+export const MAX_FIELD_ERRORS = 100;
+
 /** The one error type services throw; the error handler shapes it into the spec's error body. */
 export class ApiError extends Error {
   readonly statusCode: number;
@@ -22,8 +28,9 @@ export class ApiError extends Error {
     super(message);
     this.statusCode = statusCode;
     this.code = code;
-    this.details = extra.details;
-    this.errors = extra.errors;
+    const cut = (extra.errors?.length ?? 0) > MAX_FIELD_ERRORS;
+    this.errors = extra.errors?.slice(0, MAX_FIELD_ERRORS);
+    this.details = cut ? { ...extra.details, errorsTruncated: true, maxErrors: MAX_FIELD_ERRORS } : extra.details;
     this.suggestion = extra.suggestion;
   }
 }
@@ -60,29 +67,48 @@ function capitalise(s: string) {
   return words.map((w, i) => (i === 0 ? w[0].toUpperCase() + w.slice(1) : w)).join(' ');
 }
 
-/** zod issues as the spec's field errors, with zod 3 codes and `received` for type errors. */
+/**
+ * zod issues as the spec's field errors, with zod 3 codes and `received` for type errors. Stops
+ * after MAX_FIELD_ERRORS + 1: the one past the cap is how ApiError knows more were cut.
+ */
 export function fieldErrors(err: ZodError, prefix: (string | number)[] = []): FieldError[] {
-  return err.issues.flatMap((issue) => issueToFieldErrors(issue, prefix));
+  const out: FieldError[] = [];
+  collectFieldErrors(err.issues, prefix, out);
+  return out;
 }
 
-function issueToFieldErrors(issue: ZodIssue, prefix: (string | number)[]): FieldError[] {
-  if (issue.code === 'invalid_union' && issue.unionErrors.length > 0) {
-    // Report the branch that got furthest rather than an opaque "invalid input".
-    const best = issue.unionErrors.map((e) => e.issues).sort((a, b) => depth(b) - depth(a) || a.length - b.length)[0];
-    if (best.every((i) => i.code !== 'invalid_type' || i.path.length > issue.path.length)) {
-      return best.flatMap((i) => issueToFieldErrors(i, prefix));
-    }
+function collectFieldErrors(issues: ZodIssue[], prefix: (string | number)[], out: FieldError[]): void {
+  for (const issue of issues) {
+    if (out.length > MAX_FIELD_ERRORS) return;
+    const best = issue.code === 'invalid_union' ? furthestBranch(issue) : undefined;
+    if (best) collectFieldErrors(best, prefix, out);
+    else out.push(fieldErrorOf(issue, prefix));
   }
+}
+
+/** The union branch that got furthest, when it says more than an opaque "invalid input". */
+function furthestBranch(issue: ZodIssue & { code: 'invalid_union' }): ZodIssue[] | undefined {
+  if (issue.unionErrors.length === 0) return undefined;
+  const best = issue.unionErrors.map((e) => e.issues).sort((a, b) => depth(b) - depth(a) || a.length - b.length)[0];
+  return best.every((i) => i.code !== 'invalid_type' || i.path.length > issue.path.length) ? best : undefined;
+}
+
+function fieldErrorOf(issue: ZodIssue, prefix: (string | number)[]): FieldError {
   const out: FieldError = {
     field: [...prefix, ...issue.path].join('.'),
     message: issue.message,
     code: issue.code,
   };
   if (issue.code === 'invalid_type') out.received = String(issue.received);
-  return [out];
+  return out;
 }
 
-const depth = (issues: ZodIssue[]) => Math.max(0, ...issues.map((i) => i.path.length));
+/** The longest issue path (a loop: spreading a long issue list into Math.max overflows the stack). */
+function depth(issues: ZodIssue[]): number {
+  let deepest = 0;
+  for (const issue of issues) deepest = Math.max(deepest, issue.path.length);
+  return deepest;
+}
 
 export type ErrorBody = {
   success: false;

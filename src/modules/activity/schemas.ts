@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { lengthFirst } from '../../http/bounded-array.ts';
 import { limitParam } from '../../http/pagination.ts';
 import { rangeQuery } from '../events/range.ts';
 import { ACTIVITY_TYPES } from './types.ts';
@@ -15,7 +16,7 @@ const typesParam = z
           .map((s) => s.trim())
           .filter(Boolean),
   )
-  .pipe(z.array(z.enum(ACTIVITY_TYPES)).max(ACTIVITY_TYPES.length * 2));
+  .pipe(lengthFirst(z.array(z.enum(ACTIVITY_TYPES)).max(ACTIVITY_TYPES.length * 2)));
 
 export const activityQuery = rangeQuery.extend({
   limit: limitParam,

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { PREFIXED_ID } from '../../db/ids.ts';
+import { lengthFirst } from '../../http/bounded-array.ts';
 import { SimpleError } from '../../http/errors.ts';
 import { component } from '../../http/openapi.ts';
 import { dirParam, fallbackEnum, limitParam } from '../../http/pagination.ts';
@@ -80,10 +81,9 @@ export type ListContactsQuery = z.output<typeof listContactsQuery>;
 
 export const lookupBody = z
   .object({
-    emails: z
-      .array(z.string().trim().max(254).email('Invalid email address'))
-      .min(1, 'At least one email is required')
-      .max(500, 'At most 500 emails per lookup'),
+    emails: lengthFirst(
+      z.array(z.string().trim().max(254).email('Invalid email address')).min(1, 'At least one email is required').max(500, 'At most 500 emails per lookup'),
+    ),
   })
   .strict();
 

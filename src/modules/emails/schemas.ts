@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { EmailStatus, EmailType } from '../../db/schema/emails.ts';
+import { lengthFirst } from '../../http/bounded-array.ts';
 import { component, envelope } from '../../http/openapi.ts';
 import { customDataSchema } from '../contacts/custom-data.ts';
 
@@ -33,13 +34,8 @@ const RESERVED_HEADERS = new Set([
 /** Custom headers per message: a request's stored size stays proportional to what a message carries. */
 export const MAX_CUSTOM_HEADERS = 100;
 
-const headers = z.record(z.string().max(998).regex(NO_CRLF, 'must not contain CR or LF')).superRefine((h, ctx) => {
-  const names = Object.keys(h);
-  if (names.length > MAX_CUSTOM_HEADERS) {
-    ctx.addIssue({ code: 'too_big', type: 'array', maximum: MAX_CUSTOM_HEADERS, inclusive: true, message: `At most ${MAX_CUSTOM_HEADERS} custom headers` });
-    return;
-  }
-  for (const name of names) {
+const headerValues = z.record(z.string().max(998).regex(NO_CRLF, 'must not contain CR or LF')).superRefine((h, ctx) => {
+  for (const name of Object.keys(h)) {
     if (!/^[\x21-\x39\x3b-\x7e]{1,76}$/.test(name)) {
       ctx.addIssue({ code: 'custom', path: [name], message: 'Header names are printable ASCII without spaces, colons, CR or LF' });
     } else if (RESERVED_HEADERS.has(name.toLowerCase())) {
@@ -47,6 +43,14 @@ const headers = z.record(z.string().max(998).regex(NO_CRLF, 'must not contain CR
     }
   }
 });
+
+// Counted before the values are checked: zod checks every value of a record, one issue per bad one
+// (100,000 bad headers in a 1 MB body were 0.3 s and an 11 MB answer).
+const headers = z.preprocess((h, ctx) => {
+  if (typeof h !== 'object' || h === null || Array.isArray(h) || Object.keys(h).length <= MAX_CUSTOM_HEADERS) return h;
+  ctx.addIssue({ code: 'too_big', type: 'array', maximum: MAX_CUSTOM_HEADERS, inclusive: true, message: `At most ${MAX_CUSTOM_HEADERS} custom headers` });
+  return {};
+}, headerValues);
 
 // Groups of four characters, the last padded with at most two `=`: a length multiple of four and
 // one run of the alphabet, tested without a repeated group (`(?:[…]{4})*` kept a backtracking
@@ -81,7 +85,7 @@ export const decodedSize = (base64: string) => Math.floor((base64.length * 3) / 
 
 export const sendBody = z
   .object({
-    to: z.union([address, z.array(address).min(1).max(50)]),
+    to: z.union([address, lengthFirst(z.array(address).min(1).max(50))]),
     subject: z.string().min(1).max(998).regex(NO_CRLF, 'must not contain newline characters').optional(),
     body: z.string().min(1).optional(),
     template: z.string().min(1).max(100).optional(),
@@ -91,7 +95,7 @@ export const sendBody = z
     data: customDataSchema.optional(),
     headers: headers.optional(),
     reply: email.optional(),
-    attachments: z.array(attachment).max(10).optional(),
+    attachments: lengthFirst(z.array(attachment).max(10)).optional(),
   })
   .superRefine((b, ctx) => {
     if (!b.template && (b.subject === undefined || b.body === undefined)) {

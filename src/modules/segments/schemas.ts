@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { SegmentType } from '../../db/schema/segments.ts';
+import { lengthFirst } from '../../http/bounded-array.ts';
 import { SimpleError } from '../../http/errors.ts';
 import { component } from '../../http/openapi.ts';
 import { pageParams } from '../../http/pagination.ts';
@@ -78,10 +79,11 @@ export const segmentIdParams = z.object({ id: z.string() });
 export const segmentContactsQuery = pageParams(100);
 
 const email = z.string().trim().max(254, 'Email must be at most 254 characters').email('Invalid email address');
+const emailList = () => lengthFirst(z.array(email).min(1, 'At least one email is required').max(1000, 'At most 1000 emails per call'));
 
 export const addMembersBody = z
   .object({
-    emails: z.array(email).min(1, 'At least one email is required').max(1000, 'At most 1000 emails per call'),
+    emails: emailList(),
     createMissing: z.boolean().default(false),
     subscribed: z.boolean().optional(),
   })
@@ -89,9 +91,7 @@ export const addMembersBody = z
 
 export type AddMembersInput = z.output<typeof addMembersBody>;
 
-export const removeMembersBody = z
-  .object({ emails: z.array(email).min(1, 'At least one email is required').max(1000, 'At most 1000 emails per call') })
-  .strict();
+export const removeMembersBody = z.object({ emails: emailList() }).strict();
 
 // Responses (the document and the strict response check: src/http/openapi.ts)
 

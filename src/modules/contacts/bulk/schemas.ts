@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { PREFIXED_ID } from '../../../db/ids.ts';
 import type { BulkError, BulkType, JobStatus } from '../../../db/schema/jobs.ts';
 import { isStorableText } from '../../../db/storable-text.ts';
+import { lengthFirst } from '../../../http/bounded-array.ts';
 
 /** api-spec § Limits: at most 1,000 contacts per bulk call. */
 export const MAX_BULK_IDS = 1000;
@@ -12,16 +13,18 @@ export const BULK_TYPES = ['bulk-subscribe', 'bulk-unsubscribe', 'bulk-delete'] 
 
 export const bulkBody = z
   .object({
-    contactIds: z
-      .array(
-        z
-          .string()
-          .min(1, 'Contact ids must not be empty')
-          .max(100, 'Contact ids are at most 100 characters')
-          .refine(isStorableText, 'Contact ids must not contain NUL characters'),
-      )
-      .min(1, 'At least one contact id is required')
-      .max(MAX_BULK_IDS, `At most ${MAX_BULK_IDS} contact ids per call`),
+    contactIds: lengthFirst(
+      z
+        .array(
+          z
+            .string()
+            .min(1, 'Contact ids must not be empty')
+            .max(100, 'Contact ids are at most 100 characters')
+            .refine(isStorableText, 'Contact ids must not contain NUL characters'),
+        )
+        .min(1, 'At least one contact id is required')
+        .max(MAX_BULK_IDS, `At most ${MAX_BULK_IDS} contact ids per call`),
+    ),
   })
   .strict();
 
