@@ -10,6 +10,7 @@ import type { Transport } from './mail/transport.ts';
 import type { ComposePool } from './render/compose-pool.ts';
 import type { Accepted } from './modules/emails/lifecycle.ts';
 import type { EngagementRecorder } from './modules/tracking/engagement.ts';
+import type { KeyTurns } from './modules/domains/key-slots.ts';
 import type { ReputationChecks } from './modules/reputation/guard.ts';
 
 export type Clock = { now: () => Date };
@@ -34,6 +35,8 @@ export type AppContext = {
   rawDownloads: BusySlots;
   /** DELETE /contacts/fields/:field under way, per project and in all (modules/contacts/fields.ts). */
   fieldDeletes: BusySlots;
+  /** Turns at generating a new domain's DKIM key, one at a time, in rotation across projects (modules/domains/key-slots.ts). */
+  dkimKeyTurns: KeyTurns;
   /** Reputation checks after bounces and complaints, running or due, per project (modules/reputation/guard.ts). */
   reputationChecks: ReputationChecks;
   /**

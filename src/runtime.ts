@@ -15,6 +15,7 @@ import { queues } from './jobs/registry.ts';
 import { acceptedRecorder } from './modules/emails/delivery/accepted.ts';
 import { engagementRecorder } from './modules/tracking/engagement.ts';
 import { fieldDeleteSlots } from './modules/contacts/fields.ts';
+import { keyTurns } from './modules/domains/key-slots.ts';
 import { rawDownloadSlots } from './modules/emails/raw-source.ts';
 import { PREVIEWS_PER_PROCESS, PREVIEWS_PER_PROJECT, previewSlots } from './modules/templates/preview.ts';
 import { createTransport } from './mail/transport.ts';
@@ -85,6 +86,7 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
       rawDownloads: rawDownloadSlots(),
       fieldDeletes: fieldDeleteSlots(),
       reputationChecks: new Map(),
+      dkimKeyTurns: keyTurns(),
       recordAccepted: acceptedRecorder(() => ctx),
       recordEngagement: engagementRecorder(() => ctx),
       dns,

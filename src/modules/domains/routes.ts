@@ -20,7 +20,7 @@ export function domainRoutes(app: FastifyInstance, ctx: AppContext): void {
         body: createDomainBody,
         bodyExample: { domain: 'acme.test' },
         responses: { 201: domainSchema },
-        errors: [403, 409],
+        errors: [403, 409, 429],
       }),
       onRequest,
     },

@@ -1,4 +1,5 @@
-import { and, asc, desc, eq, sql } from 'drizzle-orm';
+import type { Resolver } from 'node:dns/promises';
+import { and, desc, eq, sql } from 'drizzle-orm';
 import { lockKey } from '../../db/key-lock.ts';
 import type { AppContext } from '../../context.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
@@ -57,37 +58,46 @@ const domainCount = async (db: Db, projectId: string): Promise<number> =>
       .where(eq(domains.projectId, projectId))
   )[0].n;
 
+const isAdded = async (db: Db, projectId: string, domain: string): Promise<boolean> =>
+  (
+    await db
+      .select({ id: domains.id })
+      .from(domains)
+      .where(and(eq(domains.projectId, projectId), eq(domains.domain, domain)))
+  ).length > 0;
+
 export async function addDomain(ctx: AppContext, projectId: string, domain: string): Promise<DomainRecord> {
   if (domain === SANDBOX_DOMAIN || domain.endsWith(`.${SANDBOX_DOMAIN}`)) throw sandboxReserved();
-  const exists = await ctx.database.db
-    .select({ id: domains.id })
-    .from(domains)
-    .where(and(eq(domains.projectId, projectId), eq(domains.domain, domain)));
-  if (exists.length > 0) throw alreadyAdded(domain);
+  if (await isAdded(ctx.database.db, projectId, domain)) throw alreadyAdded(domain);
+  // Answered before taking a turn, so a project at its cap costs no key and no turn.
   if ((await domainCount(ctx.database.db, projectId)) >= MAX_DOMAINS_PER_PROJECT) throw tooManyDomains();
-  const key = await generateDkimKey();
-  const now = ctx.clock.now();
-  const row = await withTransaction(ctx.database, async ({ tx }) => {
-    // Counted again under a lock of the project's domains: concurrent adds cannot pass the cap together.
-    await lockKey(tx, `domains:${projectId}`);
-    if ((await domainCount(tx, projectId)) >= MAX_DOMAINS_PER_PROJECT) throw tooManyDomains();
-    const [inserted] = await tx
-      .insert(domains)
-      .values({
-        id: uuidv7(now.getTime()),
-        projectId,
-        domain,
-        status: 'pending',
-        dkimSelector: DKIM_SELECTOR,
-        dkimPublicKey: key.publicKey,
-        dkimPrivateKeyEnc: encryptPrivateKey(key.privateKeyPem, ctx.config.jwtSecret),
-        records: recordsFor(domain, key.publicKey, ctx.config),
-        createdAt: now,
-      })
-      .onConflictDoNothing()
-      .returning();
-    return inserted;
-  });
+  const row = await ctx.dkimKeyTurns.run(projectId, () =>
+    withTransaction(ctx.database, async ({ tx }) => {
+      // Counted again under a lock of the project's domains, and only then is the key generated:
+      // concurrent adds (in any process) can neither pass the cap together nor spend keys past it.
+      await lockKey(tx, `domains:${projectId}`);
+      if (await isAdded(tx, projectId, domain)) throw alreadyAdded(domain);
+      if ((await domainCount(tx, projectId)) >= MAX_DOMAINS_PER_PROJECT) throw tooManyDomains();
+      const key = await generateDkimKey();
+      const now = ctx.clock.now();
+      const [inserted] = await tx
+        .insert(domains)
+        .values({
+          id: uuidv7(now.getTime()),
+          projectId,
+          domain,
+          status: 'pending',
+          dkimSelector: DKIM_SELECTOR,
+          dkimPublicKey: key.publicKey,
+          dkimPrivateKeyEnc: encryptPrivateKey(key.privateKeyPem, ctx.config.jwtSecret),
+          records: recordsFor(domain, key.publicKey, ctx.config),
+          createdAt: now,
+        })
+        .onConflictDoNothing()
+        .returning();
+      return inserted;
+    }),
+  );
   if (!row) throw alreadyAdded(domain); // added concurrently
   return toDomainRecord(row);
 }
@@ -102,10 +112,10 @@ export async function listDomains(ctx: AppContext, callerProjectId: string, proj
 /**
  * Resolves the domain's records now and stores the outcome. A domain is verified when every required
  * record is found; it goes (back) to pending only on a definitive "not there" answer, so a DNS outage
- * does not unverify a domain.
+ * does not unverify a domain. The background jobs pass their own, less patient `resolver`.
  */
-export async function checkDomain(ctx: AppContext, row: DomainRow): Promise<DomainRow> {
-  const result = await checkRecords(ctx.dns, row.records);
+export async function checkDomain(ctx: AppContext, row: DomainRow, resolver: Resolver = ctx.dns): Promise<DomainRow> {
+  const result = await checkRecords(resolver, row.records);
   let status: DomainStatus = row.status;
   if (result.allRequiredFound) status = 'verified';
   else if (result.requiredMissing) status = 'pending';
@@ -138,12 +148,27 @@ export async function deleteDomain(ctx: AppContext, projectId: string, id: strin
   await ctx.keys.notifyChanged(projectId);
 }
 
-/** Domains in `status` for a background check, least recently checked first. */
+/**
+ * Domains in `status` for a background check, in turns across projects: every project's least
+ * recently checked domain, then every project's second, and so on (least recently checked first
+ * within a turn). One project's domains whose DNS never answers cannot push another's to the end.
+ */
 export async function domainsToCheck(ctx: AppContext, status: DomainStatus, limit: number): Promise<DomainRow[]> {
-  return ctx.database.db
-    .select()
+  const db = ctx.database.db;
+  const ranked = db
+    .select({
+      id: domains.id,
+      lastCheckedAt: domains.lastCheckedAt,
+      turn: sql<number>`row_number() over (partition by ${domains.projectId} order by ${domains.lastCheckedAt} asc nulls first, ${domains.id})`.as('turn'),
+    })
     .from(domains)
     .where(eq(domains.status, status))
-    .orderBy(sql`${domains.lastCheckedAt} ASC NULLS FIRST`, asc(domains.id))
+    .as('ranked');
+  const rows = await db
+    .select({ domain: domains })
+    .from(ranked)
+    .innerJoin(domains, eq(domains.id, ranked.id))
+    .orderBy(ranked.turn, sql`${ranked.lastCheckedAt} asc nulls first`, ranked.id)
     .limit(limit);
+  return rows.map((r) => r.domain);
 }
