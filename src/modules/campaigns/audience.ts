@@ -4,7 +4,7 @@ import type { AudienceType } from '../../db/schema/campaigns.ts';
 import type { EmailType } from '../../db/schema/emails.ts';
 import { compileCondition, parseCondition, validateCondition } from '../../conditions/index.ts';
 import { withConditionTimeout } from '../../conditions/time-bound.ts';
-import { validationError } from '../../http/errors.ts';
+import { ApiError, validationError } from '../../http/errors.ts';
 import { getSegment, segmentMembershipSql } from '../segments/service.ts';
 import { customFieldTypes } from '../contacts/fields.ts';
 
@@ -94,6 +94,25 @@ export async function countRecipients(db: Db, projectId: string, a: Audience, no
 /** countRecipients for a request that waits for it: its statements bounded in time (a 400 on the audience past it). */
 export const countRecipientsInTime = (database: Database, projectId: string, a: Audience, now: Date): Promise<number> =>
   withConditionTimeout(database, (db) => countRecipients(db, projectId, a, now), 'audience');
+
+/** What the campaign worker read of an audience, or why it could not (a message for the user). */
+export type AudienceRead<T> = { value: T } | { unreadable: string };
+
+/**
+ * An audience statement of the campaign worker (the scheduled start's count, a fan-out batch), in a
+ * transaction of its own under the API's condition bound (CONDITION_STATEMENT_MS), so it never
+ * runs while the campaign row is locked. Unreadable: PostgreSQL cancelled it past the bound, or the
+ * rule no longer compiles (a 4xx from the conditions or segments module); any other error is thrown
+ * (the job retries it).
+ */
+export async function readAudienceInTime<T>(database: Database, work: (db: Db) => Promise<T>): Promise<AudienceRead<T>> {
+  try {
+    return { value: await withConditionTimeout(database, work, 'audience') };
+  } catch (err) {
+    if (err instanceof ApiError && err.statusCode < 500) return { unreadable: err.message };
+    throw err;
+  }
+}
 
 export type Recipient = { id: string; email: string };
 

@@ -4,7 +4,8 @@ import { withTransaction } from '../../db/client.ts';
 import { campaigns } from '../../db/schema/campaigns.ts';
 import { projects } from '../../db/schema/users.ts';
 import { skipQueuedOfCampaign } from '../emails/lifecycle.ts';
-import { countRecipients } from './audience.ts';
+import { countRecipients, readAudienceInTime } from './audience.ts';
+import { unscheduleForAudience } from './audience-stop.ts';
 import { handOver, sendingState } from './chain.ts';
 import { type FanoutStep, fanOutBatch } from './fanout.ts';
 import { finalise } from './finalise.ts';
@@ -42,18 +43,41 @@ export async function runCampaignJob(ctx: AppContext, campaignId: string, jobId:
   await continueLater(ctx, campaignId, jobId, step === 'more' ? 0 : NEXT_TICK_MS);
 }
 
-/** SCHEDULED → SENDING when the scheduled time has come (a job that fires early re-arms itself). */
+type CampaignRow = typeof campaigns.$inferSelect;
+
+const isLiveSchedule = (c: CampaignRow | undefined, jobId: string): c is CampaignRow => !!c && c.status === 'SCHEDULED' && c.sendJobId === jobId;
+
+/** Its time has come (a job may fire up to a second early). */
+const isDue = (c: CampaignRow, now: Date) => !c.scheduledFor || c.scheduledFor.getTime() <= now.getTime() + 1000;
+
+/**
+ * SCHEDULED → SENDING when the scheduled time has come (a job that fires early re-arms itself).
+ * The audience is counted before the row is locked, under the condition bound (audience.ts
+ * readAudienceInTime): a slow audience used to be counted for as long as it took with the row
+ * locked, holding both campaign workers, and the watchdog and cancels behind them.
+ */
 async function startScheduled(ctx: AppContext, campaignId: string, jobId: string): Promise<boolean> {
+  const now = ctx.clock.now();
+  const [seen] = await ctx.database.db.select().from(campaigns).where(eq(campaigns.id, campaignId));
+  if (!isLiveSchedule(seen, jobId)) return false;
+  const counted = isDue(seen, now) ? await readAudienceInTime(ctx.database, (db) => countRecipients(db, seen.projectId, seen, now)) : null;
   return withTransaction(ctx.database, async (t) => {
     const [c] = await t.tx.select().from(campaigns).where(eq(campaigns.id, campaignId)).for('update');
-    if (!c || c.status !== 'SCHEDULED' || c.sendJobId !== jobId) return false;
-    const now = ctx.clock.now();
-    if (c.scheduledFor && c.scheduledFor.getTime() > now.getTime() + 1000) {
-      await handOver(ctx, t, campaignId, c.scheduledFor);
+    if (!isLiveSchedule(c, jobId)) return false;
+    if (!isDue(c, now)) {
+      await handOver(ctx, t, campaignId, c.scheduledFor!);
       return false;
     }
-    const total = await countRecipients(t.tx, c.projectId, c, now);
-    if (total === 0) {
+    if (!counted || c.updatedAt.getTime() !== seen.updatedAt.getTime()) {
+      // Edited (PUT keeps the schedule) while it was counted: count again, in a successor job.
+      await handOver(ctx, t, campaignId);
+      return false;
+    }
+    if ('unreadable' in counted) {
+      await unscheduleForAudience(ctx, t.tx, c, counted.unreadable);
+      return false;
+    }
+    if (counted.value === 0) {
       // The audience emptied since it was scheduled: nothing to send.
       await t.tx
         .update(campaigns)
@@ -61,7 +85,7 @@ async function startScheduled(ctx: AppContext, campaignId: string, jobId: string
         .where(eq(campaigns.id, campaignId));
       return false;
     }
-    await t.tx.update(campaigns).set(sendingState(now, total)).where(eq(campaigns.id, campaignId));
+    await t.tx.update(campaigns).set(sendingState(now, counted.value)).where(eq(campaigns.id, campaignId));
     return true;
   });
 }

@@ -4,14 +4,15 @@ import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
 import { campaigns } from '../../db/schema/campaigns.ts';
 import { type NewEmail, queueEmails } from '../emails/queue.ts';
-import { nextRecipients } from './audience.ts';
+import { type Cursor, nextRecipients, readAudienceInTime } from './audience.ts';
+import { stopSendingForAudience } from './audience-stop.ts';
 import { withinBillingLimit } from '../billing/limits.ts';
 
 /**
  * Fan-out: writes the campaign's emails batch by batch, walking the audience by keyset. Each batch
  * (emails, their delivery jobs, and the advanced cursor) is one transaction under the campaign row
- * lock, so a crash loses at most an uncommitted batch and a resumed or duplicated job continues
- * exactly after the last committed one.
+ * lock, written only from the cursor its recipients were read after, so a crash loses at most an
+ * uncommitted batch and a resumed or duplicated job continues exactly after the last committed one.
  *
  * The fan-out keeps at most a window of the campaign's emails waiting for delivery (about five
  * seconds of the project's send rate), rather than queueing the whole audience at once: cancelling
@@ -37,28 +38,63 @@ export async function pendingEmails(db: Db, campaignId: string, cap: number): Pr
  */
 export type FanoutStep = 'more' | 'full' | 'done' | 'stopped' | 'stale';
 
-export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: string): Promise<FanoutStep> {
-  return withTransaction(ctx.database, async (t) => {
-    const [c] = await t.tx
-      .select({
-        ...getTableColumns(campaigns),
-        // The cursor's timestamp with its microseconds: a JS Date would round it and skip or repeat contacts.
-        cursorAt: sql<string | null>`to_char(${campaigns.fanoutCursorAt} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`,
-      })
-      .from(campaigns)
-      .where(eq(campaigns.id, campaignId))
-      .for('update');
-    if (!c || c.sendJobId !== jobId) return 'stale';
-    if (c.status !== 'SENDING') return 'stopped';
-    if (c.fanoutDone) return 'done';
+/** The campaign row with its fan-out cursor's timestamp as an exact string (a JS Date would round its microseconds and skip or repeat contacts). */
+async function campaignForFanout(db: Db, campaignId: string, opts: { lock: boolean }) {
+  const query = db
+    .select({
+      ...getTableColumns(campaigns),
+      cursorAt: sql<string | null>`to_char(${campaigns.fanoutCursorAt} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`,
+    })
+    .from(campaigns)
+    .where(eq(campaigns.id, campaignId));
+  const [c] = await (opts.lock ? query.for('update') : query);
+  return c;
+}
 
-    const window = windowSize(ctx.config);
-    const pending = await pendingEmails(t.tx, campaignId, window);
-    if (pending > window / 2) return 'full';
-    const limit = Math.min(MAX_BATCH, window - pending);
-    const cursor = c.cursorAt && c.fanoutCursorId ? { at: c.cursorAt, id: c.fanoutCursorId } : null;
-    const now = ctx.clock.now();
-    const batch = await nextRecipients(t.tx, { ...c, sentAt: c.sentAt ?? now }, cursor, limit, now);
+type FanoutRow = NonNullable<Awaited<ReturnType<typeof campaignForFanout>>>;
+
+const cursorOf = (c: FanoutRow): Cursor => (c.cursorAt && c.fanoutCursorId ? { at: c.cursorAt, id: c.fanoutCursorId } : null);
+
+const sameCursor = (a: Cursor, b: Cursor) => a?.at === b?.at && a?.id === b?.id;
+
+/** Where the campaign stands for job `jobId`, or null when a batch may be written. */
+function stepOf(c: FanoutRow | undefined, jobId: string): FanoutStep | null {
+  if (!c || c.sendJobId !== jobId) return 'stale';
+  if (c.status !== 'SENDING') return 'stopped';
+  if (c.fanoutDone) return 'done';
+  return null;
+}
+
+/**
+ * One batch. Its recipients are read before the row is locked, under the condition bound
+ * (audience.ts readAudienceInTime), so a slow audience holds no lock that the watchdog, a cancel or
+ * a successor job waits on; the batch is then written under the lock only if the cursor has not
+ * moved meanwhile (otherwise it is read again). An audience past the bound stops the campaign
+ * (audience-stop.ts).
+ */
+export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: string): Promise<FanoutStep> {
+  const seen = await campaignForFanout(ctx.database.db, campaignId, { lock: false });
+  const early = stepOf(seen, jobId);
+  if (early || !seen) return early ?? 'stale';
+
+  const window = windowSize(ctx.config);
+  const pending = await pendingEmails(ctx.database.db, campaignId, window);
+  if (pending > window / 2) return 'full';
+  const limit = Math.min(MAX_BATCH, window - pending);
+  const cursor = cursorOf(seen);
+  const now = ctx.clock.now();
+  const read = await readAudienceInTime(ctx.database, (db) => nextRecipients(db, { ...seen, sentAt: seen.sentAt ?? now }, cursor, limit, now));
+  if ('unreadable' in read) {
+    await stopSendingForAudience(ctx, campaignId, jobId, read.unreadable);
+    return 'stopped';
+  }
+  const batch = read.value;
+
+  return withTransaction(ctx.database, async (t) => {
+    const c = await campaignForFanout(t.tx, campaignId, { lock: true });
+    const step = stepOf(c, jobId);
+    if (step || !c) return step ?? 'stale';
+    if (!sameCursor(cursorOf(c), cursor)) return 'more';
 
     if (!(await withinBillingLimit(ctx, t, c.projectId, 'campaigns', batch.recipients.length))) {
       // The month's campaign allowance ran out since the send started: stop here, like a cancel.

@@ -13,7 +13,8 @@ export const campaignSendQueue: QueueDef<z.infer<typeof sendPayload>> = {
   workers: 2,
   retryLimit: 20,
   retryDelaySeconds: 2,
-  // A job runs for about five seconds; one held longer belongs to a dead worker.
+  // A job runs for about five seconds (its audience statements at most 10 s each, campaigns/audience.ts
+  // readAudienceInTime); one held longer belongs to a dead worker.
   expireInSeconds: 60,
 };
 

@@ -16,6 +16,7 @@ import { pendingEmails, windowSize } from './fanout.ts';
  *   moved for STALL_SECONDS, emails left without a live delivery job get a new one.
  * - `restartStalledCampaigns` (cron, every minute): a SENDING campaign whose engine has not ticked
  *   for 30 s, or a SCHEDULED one 30 s overdue, gets a new engine job; the lost one becomes stale.
+ *   It skips a campaign whose row is locked rather than wait for it.
  */
 
 const STALL_SECONDS = 20;
@@ -47,7 +48,9 @@ export async function restartStalledCampaigns(ctx: AppContext): Promise<number> 
   let restarted = 0;
   for (const { id } of rows) {
     const done = await withTransaction(ctx.database, async (t) => {
-      const locked = await t.tx.execute(sql`SELECT 1 FROM campaigns AS c WHERE c.id = ${id} AND (${stalled}) FOR UPDATE`);
+      // SKIP LOCKED: a campaign whose row is locked has a job at work on it (not lost), and the
+      // watchdog serves every tenant, so it never waits behind one campaign (the next sweep looks again).
+      const locked = await t.tx.execute(sql`SELECT 1 FROM campaigns AS c WHERE c.id = ${id} AND (${stalled}) FOR UPDATE SKIP LOCKED`);
       if (locked.rows.length === 0) return false;
       await handOver(ctx, t, id);
       return true;
