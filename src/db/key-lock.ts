@@ -9,3 +9,9 @@ import type { Db } from './client.ts';
 export async function lockKey(tx: Db, key: string): Promise<void> {
   await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${key}, 0))`);
 }
+
+/** lockKey without waiting: false (and nothing held) when another transaction holds the key. */
+export async function tryLockKey(tx: Db, key: string): Promise<boolean> {
+  const { rows } = await tx.execute<{ locked: boolean }>(sql`SELECT pg_try_advisory_xact_lock(hashtextextended(${key}, 0)) AS locked`);
+  return rows[0].locked;
+}

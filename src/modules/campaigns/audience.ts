@@ -7,6 +7,7 @@ import { withConditionTimeout } from '../../conditions/time-bound.ts';
 import { ApiError, validationError } from '../../http/errors.ts';
 import { getSegment, segmentMembershipSql } from '../segments/service.ts';
 import { customFieldTypes } from '../contacts/fields.ts';
+import { takeAudienceTurn } from './turns.ts';
 
 /**
  * Who a campaign goes to. The audience rule (ALL, a segment, or a condition tree) comes from the
@@ -95,19 +96,26 @@ export async function countRecipients(db: Db, projectId: string, a: Audience, no
 export const countRecipientsInTime = (database: Database, projectId: string, a: Audience, now: Date): Promise<number> =>
   withConditionTimeout(database, (db) => countRecipients(db, projectId, a, now), 'audience');
 
-/** What the campaign worker read of an audience, or why it could not (a message for the user). */
-export type AudienceRead<T> = { value: T } | { unreadable: string };
+/**
+ * What the campaign worker read of an audience, why it could not (a message for the user), or
+ * `busy`: another audience read of the project holds its turn (turns.ts), so nothing was read.
+ */
+export type AudienceRead<T> = { value: T } | { unreadable: string } | { busy: true };
 
 /**
  * An audience statement of the campaign worker (the scheduled start's count, a fan-out batch), in a
  * transaction of its own under the API's condition bound (CONDITION_STATEMENT_MS), so it never
- * runs while the campaign row is locked. Unreadable: PostgreSQL cancelled it past the bound, or the
- * rule no longer compiles (a 4xx from the conditions or segments module); any other error is thrown
- * (the job retries it).
+ * runs while the campaign row is locked, and in the project's turn (turns.ts). Unreadable:
+ * PostgreSQL cancelled it past the bound, or the rule no longer compiles (a 4xx from the conditions
+ * or segments module); any other error is thrown (the job retries it).
  */
-export async function readAudienceInTime<T>(database: Database, work: (db: Db) => Promise<T>): Promise<AudienceRead<T>> {
+export async function readAudienceInTime<T>(database: Database, projectId: string, work: (db: Db) => Promise<T>): Promise<AudienceRead<T>> {
   try {
-    return { value: await withConditionTimeout(database, work, 'audience') };
+    return await withConditionTimeout(
+      database,
+      async (db): Promise<AudienceRead<T>> => ((await takeAudienceTurn(db, projectId)) ? { value: await work(db) } : { busy: true }),
+      'audience',
+    );
   } catch (err) {
     if (err instanceof ApiError && err.statusCode < 500) return { unreadable: err.message };
     throw err;

@@ -10,11 +10,13 @@ import { handOver, sendingState } from './chain.ts';
 import { type FanoutStep, fanOutBatch } from './fanout.ts';
 import { finalise } from './finalise.ts';
 import { watchProgress } from './recovery.ts';
+import { nextTurnAt } from './turns.ts';
 
 /**
  * The campaign engine: schedule → fan out → finalise, one `campaign-send` job at a time per
  * campaign (chain.ts). Each job starts a due scheduled campaign, writes batches for up to
- * TICK_BUDGET_MS, checks for completion and stalls, and hands over to its successor.
+ * TICK_BUDGET_MS, checks for completion and stalls, and hands over to its successor. Audience reads
+ * take turns per project (turns.ts): a job that finds its project's turn taken ends without work.
  */
 
 const TICK_BUDGET_MS = 5_000;
@@ -22,7 +24,7 @@ const NEXT_TICK_MS = 1_000;
 
 export async function runCampaignJob(ctx: AppContext, campaignId: string, jobId: string): Promise<void> {
   const [row] = await ctx.database.db
-    .select({ status: campaigns.status, sendJobId: campaigns.sendJobId, projectDisabled: projects.disabled })
+    .select({ status: campaigns.status, sendJobId: campaigns.sendJobId, projectId: campaigns.projectId, projectDisabled: projects.disabled })
     .from(campaigns)
     .innerJoin(projects, eq(projects.id, campaigns.projectId))
     .where(eq(campaigns.id, campaignId));
@@ -40,7 +42,14 @@ export async function runCampaignJob(ctx: AppContext, campaignId: string, jobId:
   if (step === 'stale' || step === 'stopped') return;
   if (step === 'done' && (await finalise(ctx, campaignId, jobId))) return;
   await watchProgress(ctx, campaignId, jobId);
-  await continueLater(ctx, campaignId, jobId, step === 'more' ? 0 : NEXT_TICK_MS);
+  await continueLater(ctx, campaignId, jobId, await nextTickAt(ctx, step, row.projectId));
+}
+
+/** When the successor job starts: at once after a full batch, after the project's turn when it was taken (turns.ts), else in a second. */
+async function nextTickAt(ctx: AppContext, step: FanoutStep, projectId: string): Promise<Date | undefined> {
+  if (step === 'more') return undefined;
+  if (step === 'busy') return nextTurnAt(ctx.database.db, projectId);
+  return new Date(Date.now() + NEXT_TICK_MS);
 }
 
 type CampaignRow = typeof campaigns.$inferSelect;
@@ -60,12 +69,17 @@ async function startScheduled(ctx: AppContext, campaignId: string, jobId: string
   const now = ctx.clock.now();
   const [seen] = await ctx.database.db.select().from(campaigns).where(eq(campaigns.id, campaignId));
   if (!isLiveSchedule(seen, jobId)) return false;
-  const counted = isDue(seen, now) ? await readAudienceInTime(ctx.database, (db) => countRecipients(db, seen.projectId, seen, now)) : null;
+  const counted = isDue(seen, now) ? await readAudienceInTime(ctx.database, seen.projectId, (db) => countRecipients(db, seen.projectId, seen, now)) : null;
   return withTransaction(ctx.database, async (t) => {
     const [c] = await t.tx.select().from(campaigns).where(eq(campaigns.id, campaignId)).for('update');
     if (!isLiveSchedule(c, jobId)) return false;
     if (!isDue(c, now)) {
       await handOver(ctx, t, campaignId, c.scheduledFor!);
+      return false;
+    }
+    if (counted && 'busy' in counted) {
+      // Another audience read of the project holds its turn (turns.ts): count again in a successor job.
+      await handOver(ctx, t, campaignId, await nextTurnAt(t.tx, c.projectId));
       return false;
     }
     if (!counted || c.updatedAt.getTime() !== seen.updatedAt.getTime()) {
@@ -112,7 +126,7 @@ async function stopForDisabledProject(ctx: AppContext, campaignId: string, jobId
   ctx.log.warn({ campaignId }, 'campaign stopped: its project is disabled');
 }
 
-async function continueLater(ctx: AppContext, campaignId: string, jobId: string, delayMs: number): Promise<void> {
+async function continueLater(ctx: AppContext, campaignId: string, jobId: string, startAfter: Date | undefined): Promise<void> {
   await withTransaction(ctx.database, async (t) => {
     const [c] = await t.tx
       .select({ status: campaigns.status, sendJobId: campaigns.sendJobId })
@@ -120,6 +134,6 @@ async function continueLater(ctx: AppContext, campaignId: string, jobId: string,
       .where(eq(campaigns.id, campaignId))
       .for('update');
     if (!c || c.status !== 'SENDING' || c.sendJobId !== jobId) return;
-    await handOver(ctx, t, campaignId, delayMs > 0 ? new Date(Date.now() + delayMs) : undefined);
+    await handOver(ctx, t, campaignId, startAfter);
   });
 }

@@ -34,9 +34,10 @@ export async function pendingEmails(db: Db, campaignId: string, cap: number): Pr
 
 /**
  * `more`: a batch was written and more contacts may follow; `full`: the window is full, try later;
+ * `busy`: another audience read of the project holds its turn (turns.ts), try after it;
  * `done`: every recipient has an email; `stopped`: no longer SENDING; `stale`: this job is not the live one.
  */
-export type FanoutStep = 'more' | 'full' | 'done' | 'stopped' | 'stale';
+export type FanoutStep = 'more' | 'full' | 'busy' | 'done' | 'stopped' | 'stale';
 
 /** The campaign row with its fan-out cursor's timestamp as an exact string (a JS Date would round its microseconds and skip or repeat contacts). */
 async function campaignForFanout(db: Db, campaignId: string, opts: { lock: boolean }) {
@@ -70,7 +71,7 @@ function stepOf(c: FanoutRow | undefined, jobId: string): FanoutStep | null {
  * (audience.ts readAudienceInTime), so a slow audience holds no lock that the watchdog, a cancel or
  * a successor job waits on; the batch is then written under the lock only if the cursor has not
  * moved meanwhile (otherwise it is read again). An audience past the bound stops the campaign
- * (audience-stop.ts).
+ * (audience-stop.ts); one whose project's turn is taken (turns.ts) is not read.
  */
 export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: string): Promise<FanoutStep> {
   const seen = await campaignForFanout(ctx.database.db, campaignId, { lock: false });
@@ -83,11 +84,12 @@ export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: st
   const limit = Math.min(MAX_BATCH, window - pending);
   const cursor = cursorOf(seen);
   const now = ctx.clock.now();
-  const read = await readAudienceInTime(ctx.database, (db) => nextRecipients(db, { ...seen, sentAt: seen.sentAt ?? now }, cursor, limit, now));
+  const read = await readAudienceInTime(ctx.database, seen.projectId, (db) => nextRecipients(db, { ...seen, sentAt: seen.sentAt ?? now }, cursor, limit, now));
   if ('unreadable' in read) {
     await stopSendingForAudience(ctx, campaignId, jobId, read.unreadable);
     return 'stopped';
   }
+  if ('busy' in read) return 'busy';
   const batch = read.value;
 
   return withTransaction(ctx.database, async (t) => {

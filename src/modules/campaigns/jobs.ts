@@ -10,6 +10,7 @@ export const campaignSendQueue: QueueDef<z.infer<typeof sendPayload>> = {
   name: CAMPAIGN_QUEUE,
   schema: sendPayload,
   handler: (ctx, data, job) => runCampaignJob(ctx, data.campaignId, job.id),
+  // One project's audience reads hold one of them at a time, across processes (turns.ts).
   workers: 2,
   retryLimit: 20,
   retryDelaySeconds: 2,

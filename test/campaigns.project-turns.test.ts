@@ -1,0 +1,159 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { verifyDomain } from './helpers/domains.ts';
+import { type MailEnv, startMailEnv } from './helpers/mail.ts';
+
+/**
+ * A project's campaign audience reads take turns (campaigns/turns.ts): however many of its
+ * campaigns are due at once, at most one of their audience statements runs at a time, across
+ * every worker, so the other `campaign-send` worker stays free for other projects.
+ *
+ * A slow audience is made deterministic as in campaigns.audience-timeout.test.ts: another
+ * connection holds `contact_fields` locked, which every FILTERED audience statement reads first
+ * and an ALL audience and delivery never read. Before the change both workers took project A's
+ * campaigns and waited on the lock (up to the 10 s bound each), and project B's campaign, due at
+ * the same moment, waited behind all of them.
+ */
+
+const DOMAIN = 'turns.example.test';
+const FROM = `news@${DOMAIN}`;
+const EVERYONE = { logic: 'AND', groups: [{ filters: [{ field: 'data.d', operator: 'olderThan', value: 1, unit: 'minutes' }] }] };
+const A_CAMPAIGNS = 6;
+const A_CONTACTS = 3;
+const B_CONTACTS = 20;
+
+let env: MailEnv;
+
+before(async () => {
+  env = await startMailEnv();
+});
+after(async () => env?.stop());
+
+async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs: number, stepMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+}
+
+async function tenantWithContacts(label: string, count: number): Promise<Bootstrapped> {
+  const b = await bootstrap(env.server.api, label);
+  await verifyDomain(b.sk, env.dns, DOMAIN);
+  await Promise.all(
+    Array.from({ length: count }, async (_, i) => {
+      const res = await b.sk.post('/contacts', { email: `${label}${i}@rcpt.test`, data: { d: '2024-05-01T10:00:00Z' } });
+      assert.equal(res.status, 201, res.text);
+    }),
+  );
+  return b;
+}
+
+async function createCampaign(b: Bootstrapped, audience: object): Promise<string> {
+  const res = await b.sk.post('/campaigns', { name: 'Turns', subject: 'Hi', body: '<p>hi</p>', from: FROM, ...audience });
+  assert.equal(res.status, 201, res.text);
+  return res.body.data.id;
+}
+
+async function schedule(b: Bootstrapped, id: string, at: number): Promise<void> {
+  const res = await b.sk.post(`/campaigns/${id}/send`, { scheduledFor: new Date(at).toISOString() });
+  assert.equal(res.status, 200, res.text);
+  assert.equal(res.body.data.status, 'SCHEDULED');
+}
+
+/** A connection of its own holding `contact_fields` locked in an open transaction until release(). */
+async function lockContactFields(): Promise<{ release: () => Promise<void> }> {
+  const client = new pg.Client({ connectionString: env.server.databaseUrl });
+  await client.connect();
+  await client.query('BEGIN');
+  await client.query('LOCK TABLE contact_fields IN ACCESS EXCLUSIVE MODE');
+  let released = false;
+  return {
+    release: async () => {
+      if (released) return;
+      released = true;
+      await client.query('ROLLBACK');
+      await client.end();
+    },
+  };
+}
+
+/** How many statements wait for the lock on contact_fields: the audience statements under way. */
+const audienceStatementsWaiting = async () =>
+  (await env.server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE relation = 'contact_fields'::regclass AND NOT granted`))[0].n;
+
+const statusOf = async (id: string) => (await env.server.sql<{ status: string }>(`SELECT status FROM campaigns WHERE id = $1`, [id]))[0].status;
+
+/** Per campaign: its emails, and how many distinct contacts they went to. */
+const emailsOf = async (id: string) =>
+  (
+    await env.server.sql<{ n: number; contacts: number }>(
+      `SELECT count(*)::int AS n, count(DISTINCT contact_id)::int AS contacts FROM emails WHERE campaign_id = $1`,
+      [id],
+    )
+  )[0];
+
+const messagesTo = (label: string) => env.sink.messages.filter((m) => m.envelope.to[0].startsWith(label) && m.envelope.to[0].endsWith('@rcpt.test')).length;
+
+describe('campaign audience reads take turns per project', () => {
+  test(
+    "one project's slow audiences hold one campaign worker at most: another project's campaign due with them is sent at once",
+    { timeout: 180_000 },
+    async (t) => {
+      const a = await tenantWithContacts('turna', A_CONTACTS);
+      const b = await tenantWithContacts('turnb', B_CONTACTS);
+      const slow: string[] = [];
+      for (let i = 0; i < A_CAMPAIGNS; i++) slow.push(await createCampaign(a, { audienceType: 'FILTERED', audienceCondition: EVERYONE }));
+      const other = await createCampaign(b, { audienceType: 'ALL' });
+
+      // All due at the same moment; B's last, so its job comes after A's in the queue.
+      const due = Date.now() + 4_000;
+      for (const id of slow) await schedule(a, id, due);
+      await schedule(b, other, due);
+      assert.ok(Date.now() < due - 500, 'scheduled before they are due');
+
+      const lock = await lockContactFields();
+      let mostWaiting = 0;
+      let otherSentAfter: number | null = null;
+      try {
+        await waitFor('an audience statement of project A to wait for contact_fields', async () => (await audienceStatementsWaiting()) > 0, 20_000);
+        // B's campaign, sent while A's audience reads are held (well within the 10 s bound of the one under way).
+        await waitFor(
+          "project B's campaign to be SENT",
+          async () => {
+            mostWaiting = Math.max(mostWaiting, await audienceStatementsWaiting());
+            if ((await statusOf(other)) !== 'SENT') return false;
+            otherSentAfter = Date.now() - due;
+            return true;
+          },
+          40_000,
+        );
+      } finally {
+        await lock.release();
+      }
+      t.diagnostic(`project B's campaign SENT ${otherSentAfter} ms after due; most audience statements waiting at once: ${mostWaiting}`);
+      assert.ok(otherSentAfter !== null && otherSentAfter < 5_000, `project B's campaign was SENT ${otherSentAfter} ms after it was due (alone: 1-2 s)`);
+      assert.equal(mostWaiting, 1, "at most one of project A's audience statements ran at a time");
+      assert.deepEqual(await emailsOf(other), { n: B_CONTACTS, contacts: B_CONTACTS });
+      await waitFor("B's messages", async () => messagesTo('turnb') === B_CONTACTS, 10_000);
+
+      // A's campaigns, once their audience reads, are each sent exactly once to every contact.
+      for (const id of slow) await waitFor(`campaign ${id} to be SENT`, async () => (await statusOf(id)) === 'SENT', 90_000, 100);
+      for (const id of slow) assert.deepEqual(await emailsOf(id), { n: A_CONTACTS, contacts: A_CONTACTS });
+      await waitFor("A's messages", async () => messagesTo('turna') === A_CAMPAIGNS * A_CONTACTS, 10_000);
+      for (const id of slow) {
+        const read = await a.sk.get(`/campaigns/${id}`);
+        assert.equal(read.status, 200, read.text);
+        assert.equal(read.body.status, 'SENT');
+        assert.equal(read.body.totalRecipients, A_CONTACTS);
+      }
+      await new Promise((r) => setTimeout(r, 1_000));
+      assert.equal(messagesTo('turna'), A_CAMPAIGNS * A_CONTACTS, 'no duplicate');
+      assert.equal(messagesTo('turnb'), B_CONTACTS, 'no duplicate');
+    },
+  );
+});
