@@ -203,9 +203,11 @@ describe('WEBHOOK steps with private networks allowed', () => {
         const started = await p.sk.post(`/workflows/${wf.id}/executions`, { contactId: contact.body.id });
         assert.equal(started.status, 201, started.text);
         return waitFor(`the ${name} step's first outcome`, async () => {
-          const x = await execution(wf.id);
-          const row = x && (await hookRow(x.id, wf.steps.hook));
-          return row && (row.status !== 'WAITING' || row.attempt > 1) ? { execution: x, row } : null;
+          const started = await execution(wf.id);
+          const row = started && (await hookRow(started.id, wf.steps.hook));
+          if (!row || (row.status === 'WAITING' && row.attempt <= 1)) return null;
+          // Read again after the step's outcome: the execution read before it may predate its commit.
+          return { execution: await execution(wf.id), row };
         });
       });
       return { ...usage.result, rssGrowthMb: usage.rssGrowthMb, stallMs: usage.stallMs };
