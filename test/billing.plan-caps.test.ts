@@ -1,52 +1,29 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import Stripe from 'stripe';
 import { withTransaction } from '../src/db/client.ts';
 import { assertWithinBillingLimit } from '../src/modules/billing/limits.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
-import { type FakeStripe, startFakeStripe } from './helpers/fake-stripe.ts';
+import { type StripeEnv, startStripeEnv } from './helpers/fake-stripe.ts';
 import type { Api } from './helpers/http.ts';
-import { type TestServer, startTestServer } from './helpers/server.ts';
+import type { TestServer } from './helpers/server.ts';
 
 /**
  * With Stripe on, the plan's caps (or a cancellation's 0) are a ceiling a project ADMIN cannot lift
  * with PUT billing-limits; without Stripe a project sets any caps, as before.
  */
 
-const WEBHOOK_SECRET = 'whsec_test_plan_caps';
-const stripe = new Stripe('sk_test_fake');
-
-let fake: FakeStripe;
+let env: StripeEnv;
 let server: TestServer;
 let plain: TestServer;
 
 before(async () => {
-  fake = await startFakeStripe();
-  server = await startTestServer({
-    STRIPE_SECRET_KEY: 'sk_test_fake',
-    STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
-    STRIPE_API_BASE: fake.url,
-    STRIPE_PRICE_ID: 'price_pro',
-  });
-  plain = await startTestServer();
+  env = await startStripeEnv('whsec_test_plan_caps');
+  ({ server, plain } = env);
 });
-after(async () => {
-  await server?.stop();
-  await plain?.stop();
-  await fake?.stop();
-});
+after(() => env?.stop());
 
-let seq = 0;
 async function deliver(type: string, object: Record<string, unknown>): Promise<void> {
-  const payload = JSON.stringify({
-    id: `evt_caps_${++seq}_${Date.now()}`,
-    object: 'event',
-    type,
-    api_version: '2025-01-01',
-    created: Math.floor(Date.now() / 1000),
-    data: { object },
-  });
-  const header = stripe.webhooks.generateTestHeaderString({ payload, secret: WEBHOOK_SECRET });
+  const { payload, header } = env.signed(type, object);
   const res = await server.api.post('/webhooks/incoming/payments', undefined, {
     raw: payload,
     headers: { 'content-type': 'application/json', 'stripe-signature': header },

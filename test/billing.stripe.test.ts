@@ -1,42 +1,27 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import Stripe from 'stripe';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
-import { type FakeStripe, startFakeStripe } from './helpers/fake-stripe.ts';
-import { type TestServer, startTestServer } from './helpers/server.ts';
+import { type FakeStripe, type StripeEnv, startStripeEnv } from './helpers/fake-stripe.ts';
+import type { TestServer } from './helpers/server.ts';
 import { joinWithInvitation } from './helpers/invitations.ts';
 import { asMember, signupUser } from './helpers/team.ts';
 
 const WEBHOOK_SECRET = 'whsec_test_0123456789';
-const stripe = new Stripe('sk_test_fake');
 
+let env: StripeEnv;
 let fake: FakeStripe;
 let server: TestServer;
 let plain: TestServer;
 let b: Bootstrapped;
+let signed: StripeEnv['signed'];
 
 before(async () => {
-  fake = await startFakeStripe();
-  server = await startTestServer({
-    STRIPE_SECRET_KEY: 'sk_test_fake',
-    STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
-    STRIPE_API_BASE: fake.url,
-    STRIPE_PRICE_ID: 'price_pro',
-  });
-  plain = await startTestServer();
+  env = await startStripeEnv(WEBHOOK_SECRET);
+  ({ fake, server, plain, signed } = env);
   b = await bootstrap(server.api, 'Paying');
 });
-after(async () => {
-  await server?.stop();
-  await plain?.stop();
-  await fake?.stop();
-});
+after(() => env?.stop());
 
-let eventSeq = 0;
-function signed(type: string, object: Record<string, unknown>, id = `evt_${++eventSeq}_${Date.now()}`) {
-  const payload = JSON.stringify({ id, object: 'event', type, api_version: '2025-01-01', created: Math.floor(Date.now() / 1000), data: { object } });
-  return { id, payload, header: stripe.webhooks.generateTestHeaderString({ payload, secret: WEBHOOK_SECRET }) };
-}
 const deliver = (e: { payload: string; header?: string }) =>
   server.api.post('/webhooks/incoming/payments', undefined, {
     raw: e.payload,

@@ -5,6 +5,7 @@ import { restartStalledCampaigns } from '../src/modules/campaigns/recovery.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { verifyDomain } from './helpers/domains.ts';
 import { type MailEnv, startMailEnv } from './helpers/mail.ts';
+import { waitFor } from './helpers/workflows.ts';
 
 /**
  * The campaign worker's audience statements (a scheduled campaign's count at its start, each
@@ -31,16 +32,6 @@ before(async () => {
   env = await startMailEnv({ SEND_RATE_PER_SECOND: '10', DELIVERY_RETRY_BASE_SECONDS: '300' });
 });
 after(async () => env?.stop());
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs: number, stepMs = 50): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-}
 
 async function tenantWithContacts(label: string, count: number): Promise<Bootstrapped> {
   const b = await bootstrap(env.server.api, label);

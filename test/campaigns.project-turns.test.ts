@@ -4,6 +4,7 @@ import pg from 'pg';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { verifyDomain } from './helpers/domains.ts';
 import { type MailEnv, startMailEnv } from './helpers/mail.ts';
+import { waitFor } from './helpers/workflows.ts';
 
 /**
  * A project's campaign audience reads take turns (campaigns/turns.ts): however many of its
@@ -30,16 +31,6 @@ before(async () => {
   env = await startMailEnv();
 });
 after(async () => env?.stop());
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs: number, stepMs = 50): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-}
 
 async function tenantWithContacts(label: string, count: number): Promise<Bootstrapped> {
   const b = await bootstrap(env.server.api, label);

@@ -8,6 +8,7 @@ import type { Api } from './helpers/http.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
 import { killed, spawnWorker } from './helpers/worker-process.ts';
+import { waitFor } from './helpers/workflows.ts';
 
 /**
  * The campaign engine end to end: real SMTP sink, real DNS, real PostgreSQL and pg-boss, and for
@@ -22,16 +23,6 @@ before(async () => {
   dns = await startTestDns();
 });
 after(async () => dns?.stop());
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 20_000, stepMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-}
 
 async function campaignIn(api: Api, id: string, statuses: string[], timeoutMs = 20_000) {
   return waitFor(

@@ -6,6 +6,7 @@ import { verifyDomain } from './helpers/domains.ts';
 import type { Api } from './helpers/http.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
+import { waitFor } from './helpers/workflows.ts';
 
 let dns: TestDns;
 let sink: SmtpSink;
@@ -38,16 +39,6 @@ async function createCampaign(api: Api, over: Record<string, unknown> = {}) {
   const res = await api.post('/campaigns', campaign(over));
   assert.equal(res.status, 201, res.text);
   return res.body.data;
-}
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 const waitForStatus = (api: Api, id: string, status: string) =>

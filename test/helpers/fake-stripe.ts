@@ -1,5 +1,7 @@
 import { type IncomingMessage, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import Stripe from 'stripe';
+import { type TestServer, startTestServer } from './server.ts';
 
 export type StripeCall = { method: string; path: string; query: URLSearchParams; form: URLSearchParams };
 
@@ -56,4 +58,40 @@ export async function startFakeStripe(): Promise<FakeStripe> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as AddressInfo;
   return { url: `http://127.0.0.1:${port}`, calls, stop: () => new Promise((r) => server.close(() => r())) };
+}
+
+export type StripeEnv = {
+  fake: FakeStripe;
+  /** A server with Stripe billing on, against the fake. */
+  server: TestServer;
+  /** A server without Stripe. */
+  plain: TestServer;
+  /** A payments webhook event of `type`, and its Stripe-Signature header for the environment's secret. */
+  signed: (type: string, object: Record<string, unknown>, id?: string) => { id: string; payload: string; header: string };
+  stop: () => Promise<void>;
+};
+
+let eventSeq = 0;
+
+/** The fake Stripe API, a Herald server billing through it with `webhookSecret`, and one without Stripe. */
+export async function startStripeEnv(webhookSecret: string): Promise<StripeEnv> {
+  const fake = await startFakeStripe();
+  const server = await startTestServer({
+    STRIPE_SECRET_KEY: 'sk_test_fake',
+    STRIPE_WEBHOOK_SECRET: webhookSecret,
+    STRIPE_API_BASE: fake.url,
+    STRIPE_PRICE_ID: 'price_pro',
+  });
+  const plain = await startTestServer();
+  const stripe = new Stripe('sk_test_fake');
+  const signed = (type: string, object: Record<string, unknown>, id = `evt_${++eventSeq}_${Date.now()}`) => {
+    const payload = JSON.stringify({ id, object: 'event', type, api_version: '2025-01-01', created: Math.floor(Date.now() / 1000), data: { object } });
+    return { id, payload, header: stripe.webhooks.generateTestHeaderString({ payload, secret: webhookSecret }) };
+  };
+  const stop = async () => {
+    await server.stop();
+    await plain.stop();
+    await fake.stop();
+  };
+  return { fake, server, plain, signed, stop };
 }
