@@ -1,4 +1,4 @@
-import { parentPort } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import { keepParsedPrivateKeys } from '../mail/dkim-key-cache.ts';
 import { type ComposedHtml, type ComposedSource, composeHtml } from './compose-html.ts';
 import type { ThreadInput } from './compose-pool.ts';
@@ -7,6 +7,9 @@ import { checkTemplates } from './engine.ts';
 type Request = { id: number; input: ThreadInput };
 
 keepParsedPrivateKeys();
+
+/** Set by the pool: a job whose id is below it was recalled and is not started (compose-pool.ts, Slot.recall). */
+const recall = (workerData as { recall: BigInt64Array }).recall;
 
 /**
  * The message source's memory moves to the event loop instead of being copied. A Buffer that is a
@@ -22,21 +25,28 @@ function transferable(result: ComposedHtml | ComposedSource): { result: Composed
 /**
  * A compose thread: renders, builds and signs messages so no template, filter, HTML or RSA
  * signature can stall the event loop, and checks the templates too large to parse there. The pool posts several requests ahead; they run one at a
- * time, in order, each timed by the pool from its `started` reply.
+ * time, in order, each timed by the pool from its `started` reply; a job the pool recalled is
+ * answered `recalled` and not started.
  */
 async function compose(req: Request): Promise<void> {
+  if (BigInt(req.id) < Atomics.load(recall, 0)) {
+    parentPort!.postMessage({ id: req.id, recalled: true });
+    return;
+  }
   // The hard limit counts from here: starting the thread (loading modules) is not the message's cost.
   parentPort!.postMessage({ id: req.id, started: true });
+  const started = performance.now();
+  const ms = () => performance.now() - started;
   try {
     if ('check' in req.input) {
-      parentPort!.postMessage({ id: req.id, result: checkTemplates(req.input.check) });
+      parentPort!.postMessage({ id: req.id, result: checkTemplates(req.input.check), ms: ms() });
       return;
     }
     const { result, transfer } = transferable(await composeHtml(req.input));
-    parentPort!.postMessage({ id: req.id, result }, transfer);
+    parentPort!.postMessage({ id: req.id, result, ms: ms() }, transfer);
   } catch (err) {
     const e = err as Error & { field?: string };
-    parentPort!.postMessage({ id: req.id, error: { name: e.name ?? 'Error', message: String(e.message ?? err), field: e.field } });
+    parentPort!.postMessage({ id: req.id, ms: ms(), error: { name: e.name ?? 'Error', message: String(e.message ?? err), field: e.field } });
   }
 }
 

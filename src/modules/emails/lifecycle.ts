@@ -255,6 +255,34 @@ export async function markForRetry(ctx: AppContext, email: EmailRow, response: s
   });
 }
 
+/**
+ * Claimed emails this worker gives back untried (their message was never built, so nothing reached
+ * the relay): QUEUED again, the claim's attempt not counted, and `then` (in the same transaction)
+ * queues the delivery job of those given back. Only rows this claim still holds change (SENDING,
+ * the same attempt, not handed off), so a claim another worker has since taken over stays its own.
+ */
+export async function releaseClaims(ctx: AppContext, claimed: EmailRow[], then: (client: pg.PoolClient, ids: string[]) => Promise<void>): Promise<string[]> {
+  if (claimed.length === 0) return [];
+  const ids = sql.param(claimed.map((e) => e.id));
+  const attempts = sql.param(claimed.map((e) => e.attempts));
+  return withTransaction(ctx.database, async ({ tx, client }) => {
+    const released = await tx
+      .update(emails)
+      .set({ status: 'QUEUED', attempts: sql`${emails.attempts} - 1`, lockedUntil: null, updatedAt: ctx.clock.now() })
+      .where(
+        and(
+          sql`(${emails.id}, ${emails.attempts}) IN (SELECT * FROM unnest(${ids}::uuid[], ${attempts}::int[]))`,
+          eq(emails.status, 'SENDING'),
+          isNull(emails.handedOffAt),
+        ),
+      )
+      .returning({ id: emails.id });
+    const releasedIds = released.map((r) => r.id);
+    if (releasedIds.length > 0) await then(client, releasedIds);
+    return releasedIds;
+  });
+}
+
 /** SENT → DELIVERED with `email.delivered`, once (an email still SENDING is left to its worker). */
 export async function markDelivered(ctx: AppContext, email: EmailRow, at: Date): Promise<void> {
   await withTransaction(ctx.database, async ({ tx }) => {

@@ -13,6 +13,13 @@ export type ComposedMessage = { raw: Buffer; subject: string; messageId: string 
 const USES_UNSUBSCRIBE_URL = /\{\{-?\s*unsubscribeUrl\b/;
 
 /**
+ * How long an email of a project whose messages are slow to compose (over SLOW_COMPOSE_MS on
+ * average) may wait for a compose thread before it is given back to the queue (ComposeDeferredError;
+ * delivery/index.ts, giveBack): its batch then ends, and the poller holding it takes the next.
+ */
+export const COMPOSE_WAIT_MS = 1000;
+
+/**
  * Renders the email (its subject source and its shared content) for its contact and builds the
  * signed RFC 5322 message: HTML and text, Message-ID on the sending domain, custom headers,
  * attachments, and for MARKETING/HEADLESS mail the one-click List-Unsubscribe headers (RFC 8058)
@@ -48,23 +55,26 @@ export async function composeMessage(
     }
   }
   const messageId = `<${email.id}@${sender.domain}>`;
-  const rendered = await ctx.threads.compose.compose({
-    subject: email.subjectSource,
-    body: content.bodySource,
-    vars,
-    footer,
-    tracking: trackingOptions(ctx, email, project.tracking),
-    message: {
-      messageId,
-      date: ctx.clock.now(),
-      from: { email: email.fromEmail, name: email.fromName },
-      to: { email: email.toEmail, name: email.toName },
-      replyTo: email.replyTo,
-      headers,
-      attachments: content.attachments,
+  const rendered = await ctx.threads.compose.compose(
+    {
+      subject: email.subjectSource,
+      body: content.bodySource,
+      vars,
+      footer,
+      tracking: trackingOptions(ctx, email, project.tracking),
+      message: {
+        messageId,
+        date: ctx.clock.now(),
+        from: { email: email.fromEmail, name: email.fromName },
+        to: { email: email.toEmail, name: email.toName },
+        replyTo: email.replyTo,
+        headers,
+        attachments: content.attachments,
+      },
+      dkim: { domain: sender.domain, selector: sender.dkimSelector, privateKeyPem: sender.dkimPrivateKeyPem },
     },
-    dkim: { domain: sender.domain, selector: sender.dkimSelector, privateKeyPem: sender.dkimPrivateKeyPem },
-  });
+    { tenant: email.projectId, giveUpAfterMs: COMPOSE_WAIT_MS },
+  );
   // A Uint8Array after the thread hop: the same bytes as a Buffer, without a copy.
   const raw = Buffer.from(rendered.raw.buffer, rendered.raw.byteOffset, rendered.raw.byteLength);
   return { raw, subject: rendered.subject, messageId };

@@ -3,6 +3,7 @@ import { loggableError } from '../../../loggable-error.ts';
 import type { AppContext } from '../../../context.ts';
 import type { QueueDef } from '../../../jobs/boss.ts';
 import { RenderLimitError, TemplateRenderError, TemplateSyntaxError } from '../../../render/engine.ts';
+import { ComposeDeferredError, SLOW_COMPOSE_MS } from '../../../render/compose-pool.ts';
 import { getContactsByIds } from '../../contacts/batch.ts';
 import type { ContactRecord } from '../../contacts/service.ts';
 import { type SenderDomain, SenderNotVerifiedError, emailDomain, senderDomainFor } from '../../domains/sender.ts';
@@ -14,7 +15,7 @@ import { composeMessage } from './compose.ts';
 import { type StoredContent, contentsOf, fullContent } from './content.ts';
 import { logOutcome } from './log.ts';
 import { DELIVERY_QUEUE } from './queue-name.ts';
-import { DELIVERY_JOB_WEIGHT, DELIVERY_JOB_EMAILS, type DeliveryPayload, deliveryPayload } from './job.ts';
+import { DELIVERY_JOB_WEIGHT, DELIVERY_JOB_EMAILS, type DeliveryPayload, deliveryJobs, deliveryPayload } from './job.ts';
 import {
   type Accepted,
   CLAIM_RENEW_MS,
@@ -23,6 +24,7 @@ import {
   markForRetry,
   markNotSent,
   peekEmails,
+  releaseClaims,
   renewClaims,
   settleOrphanedHandOffs,
 } from '../lifecycle.ts';
@@ -53,7 +55,7 @@ export async function deliverBatch(ctx: AppContext, items: DeliveryPayload[]): P
   const slots = new Map<string, Date>();
   for (const [projectId, ids] of groupBy(waiting, (w) => w.projectId)) {
     const unslotted = ids.filter((w) => !givenSlots.has(w.id));
-    const reserved = unslotted.length > 0 ? await reserveSendSlots(ctx, projectId, unslotted.length) : [];
+    const reserved = unslotted.length > 0 ? await reserveSendSlots(ctx, projectId, unslotted.length, composeSpacingMs(ctx, projectId)) : [];
     unslotted.forEach((w, i) => slots.set(w.id, reserved[i]));
     ids.filter((w) => givenSlots.has(w.id)).forEach((w) => slots.set(w.id, givenSlots.get(w.id)!));
   }
@@ -80,9 +82,25 @@ export async function deliverBatch(ctx: AppContext, items: DeliveryPayload[]): P
   }
 }
 
-/** Checks, composes, sends and records each claimed email, at its reserved slot; `held` loses each email as it is settled. */
+/**
+ * A project whose messages take over SLOW_COMPOSE_MS each to compose gets its send slots spaced by
+ * that time (shared by this process's compose threads) when that is wider than its send rate's: its
+ * emails come due no faster than they can be composed, instead of piling up claimed in the
+ * compose queue. Other projects' spacing is their send rate's.
+ */
+function composeSpacingMs(ctx: AppContext, projectId: string): number {
+  const cost = ctx.threads.compose.costOf(projectId);
+  return cost > SLOW_COMPOSE_MS ? cost / ctx.threads.compose.size : 0;
+}
+
+/**
+ * Checks, composes, sends and records each claimed email, at its reserved slot; `held` loses each
+ * email as it is settled. Each project's lookups run one after another, then all the projects'
+ * emails are sent side by side: one project's slow messages do not hold another's.
+ */
 async function sendClaimed(ctx: AppContext, claimed: ClaimedEmail[], slots: Map<string, Date>, held: Map<string, ClaimedEmail>): Promise<void> {
   const contents = await contentsOf(ctx, claimed);
+  const sending: Promise<void>[] = [];
   for (const [projectId, batch] of groupBy(claimed, (e) => e.projectId)) {
     const blocked = await sendingBlocked(ctx, projectId);
     const project = await projectForMail(ctx, projectId);
@@ -105,19 +123,24 @@ async function sendClaimed(ctx: AppContext, claimed: ClaimedEmail[], slots: Map<
       if (!found) senders.set(domain, (found = senderDomainFor(ctx, projectId, fromEmail)));
       return found;
     };
+    const deferred: ClaimedEmail[] = [];
     const sendAt = async (email: ClaimedEmail, content: () => StoredContent | Promise<StoredContent>) => {
       const wait = slots.get(email.id)!.getTime() - Date.now();
       if (wait > 0) await sleep(wait);
       const contact = email.contactId ? (contacts.get(email.contactId) ?? null) : null;
+      let givenBack = false;
       try {
         const done = await sendOne(ctx, email, await content(), contact, project, {
           blocked,
           suppressed: suppressed.has(email.toEmail),
           senderOf,
         });
-        if (done) await ctx.recordAccepted(done);
+        if (done === DEFERRED) {
+          deferred.push(email);
+          givenBack = true;
+        } else if (done) await ctx.recordAccepted(done);
       } finally {
-        held.delete(email.id);
+        if (!givenBack) held.delete(email.id);
       }
     };
     // Emails with large attachments go one at a time, each reading its content (and the last one
@@ -130,14 +153,44 @@ async function sendClaimed(ctx: AppContext, claimed: ClaimedEmail[], slots: Map<
         await sendAt(email, async () => (last = last?.id === email.contentId ? last : await fullContent(ctx, email.contentId)));
       }
     };
-    await Promise.all([...batch.filter((e) => !contents.get(e.contentId)!.heavy).map((e) => sendAt(e, () => contents.get(e.contentId)!)), oneByOne()]);
+    const sends = [...batch.filter((e) => !contents.get(e.contentId)!.heavy).map((e) => sendAt(e, () => contents.get(e.contentId)!)), oneByOne()];
+    sending.push(allSettled(sends).finally(() => giveBack(ctx, deferred, held)));
+  }
+  await allSettled(sending);
+}
+
+/** Waits for every promise; then throws the first rejection, if any (a rejection never goes unhandled while others run). */
+async function allSettled(promises: Promise<unknown>[]): Promise<void> {
+  const failed = (await Promise.allSettled(promises)).find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
+}
+
+/**
+ * Emails given back untried: their compose was deferred (their project's messages are slow, and
+ * they waited past COMPOSE_WAIT_MS for a thread), so nothing reached the relay. They are QUEUED
+ * again with a new job, which reserves them new send slots, spaced by their compose time
+ * (composeSpacingMs), and this batch's poller is free for the next batch.
+ */
+async function giveBack(ctx: AppContext, emails: ClaimedEmail[], held: Map<string, ClaimedEmail>): Promise<void> {
+  if (emails.length === 0) return;
+  try {
+    const released = await releaseClaims(ctx, emails, (client, ids) => ctx.jobs.sendMany(DELIVERY_QUEUE, deliveryJobs(ids), { client }));
+    ctx.log.info({ projectId: emails[0].projectId, emails: released.length }, 'slow messages waited for a compose thread; queued them again');
+  } finally {
+    for (const email of emails) held.delete(email.id);
   }
 }
 
 /** One job's worth: used by tests and by callers that deliver a single email. */
 export const deliverEmail = (ctx: AppContext, emailId: string) => deliverBatch(ctx, [{ emailIds: [emailId] }]);
 
-/** Checks, composes and sends one claimed email. Returns the accepted message for the caller to record; records every other outcome itself. */
+/** sendOne's answer for an email whose compose was deferred: nothing was done, the caller gives it back. */
+const DEFERRED = 'deferred';
+
+/**
+ * Checks, composes and sends one claimed email. Returns the accepted message for the caller to
+ * record, or DEFERRED; records every other outcome itself.
+ */
 async function sendOne(
   ctx: AppContext,
   email: ClaimedEmail,
@@ -145,7 +198,7 @@ async function sendOne(
   contact: ContactRecord | null,
   project: ProjectForMail,
   state: { blocked: string | null; suppressed: boolean; senderOf: (fromEmail: string) => Promise<SenderDomain> },
-): Promise<Accepted | null> {
+): Promise<Accepted | typeof DEFERRED | null> {
   const refusal = state.blocked
     ? (['FAILED', state.blocked] as const)
     : state.suppressed
@@ -164,6 +217,7 @@ async function sendOne(
     const sender = await state.senderOf(email.fromEmail);
     composed = await composeMessage(ctx, email, content, contact, sender, project);
   } catch (err) {
+    if (err instanceof ComposeDeferredError) return DEFERRED;
     const known =
       err instanceof RenderLimitError || err instanceof TemplateSyntaxError || err instanceof TemplateRenderError || err instanceof SenderNotVerifiedError;
     if (!known) ctx.log.error({ error: loggableError(err), emailId: email.id }, 'composing an email failed');
