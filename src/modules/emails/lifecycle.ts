@@ -38,7 +38,7 @@ export function emailEventData(email: EmailRow, subject: string | null, extra: R
   return { ...data, ...extra };
 }
 
-// ── Counting: what stats (campaigns/stats.ts) and reputation (reputation/rates.ts) call sent, … ──
+// ── Counting: what campaign stats (campaigns/stats.ts) call sent, … (reputation reads the outcome rollups) ──
 
 const column = (alias: string | null, name: string) => sql.raw(alias ? `${alias}.${name}` : name);
 
