@@ -5,6 +5,7 @@ import { restartStalledCampaigns } from '../src/modules/campaigns/recovery.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { verifyDomain } from './helpers/domains.ts';
 import { type MailEnv, startMailEnv } from './helpers/mail.ts';
+import { holdLock as holdLockOn, lockContactFields as lockContactFieldsOf } from './helpers/locks.ts';
 import { waitFor } from './helpers/workflows.ts';
 
 /**
@@ -60,24 +61,8 @@ async function filteredCampaign(b: Bootstrapped): Promise<string> {
   return res.body.data.id;
 }
 
-/** A connection of its own holding `lock` in an open transaction until release(). */
-async function holdLock(lock: string, values: unknown[] = []): Promise<{ release: () => Promise<void> }> {
-  const client = new pg.Client({ connectionString: env.server.databaseUrl });
-  await client.connect();
-  await client.query('BEGIN');
-  await client.query(lock, values);
-  let released = false;
-  return {
-    release: async () => {
-      if (released) return;
-      released = true;
-      await client.query('ROLLBACK');
-      await client.end();
-    },
-  };
-}
-
-const lockContactFields = () => holdLock('LOCK TABLE contact_fields IN ACCESS EXCLUSIVE MODE');
+const holdLock = (lock: string, values: unknown[] = []) => holdLockOn(env.server.databaseUrl, lock, values);
+const lockContactFields = () => lockContactFieldsOf(env.server.databaseUrl);
 
 /** Some statement waits for the lock on contact_fields: an audience statement is under way. */
 const audienceWaiting = async () =>

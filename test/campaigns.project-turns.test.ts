@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import pg from 'pg';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { verifyDomain } from './helpers/domains.ts';
 import { type MailEnv, startMailEnv } from './helpers/mail.ts';
 import { waitFor } from './helpers/workflows.ts';
+import { lockContactFields as lockContactFieldsOf } from './helpers/locks.ts';
 
 /**
  * A project's campaign audience reads take turns (campaigns/turns.ts): however many of its
@@ -56,22 +56,7 @@ async function schedule(b: Bootstrapped, id: string, at: number): Promise<void> 
   assert.equal(res.body.data.status, 'SCHEDULED');
 }
 
-/** A connection of its own holding `contact_fields` locked in an open transaction until release(). */
-async function lockContactFields(): Promise<{ release: () => Promise<void> }> {
-  const client = new pg.Client({ connectionString: env.server.databaseUrl });
-  await client.connect();
-  await client.query('BEGIN');
-  await client.query('LOCK TABLE contact_fields IN ACCESS EXCLUSIVE MODE');
-  let released = false;
-  return {
-    release: async () => {
-      if (released) return;
-      released = true;
-      await client.query('ROLLBACK');
-      await client.end();
-    },
-  };
-}
+const lockContactFields = () => lockContactFieldsOf(env.server.databaseUrl);
 
 /** How many statements wait for the lock on contact_fields: the audience statements under way. */
 const audienceStatementsWaiting = async () =>

@@ -1,0 +1,24 @@
+import pg from 'pg';
+
+/** A connection of its own that runs `lock` in an open transaction and holds what it took until release(). */
+export async function holdLock(databaseUrl: string, lock: string, values: unknown[] = []): Promise<{ release: () => Promise<void> }> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  await client.query('BEGIN');
+  await client.query(lock, values);
+  let released = false;
+  return {
+    release: async () => {
+      if (released) return;
+      released = true;
+      await client.query('ROLLBACK');
+      await client.end();
+    },
+  };
+}
+
+/**
+ * `contact_fields` locked: every FILTERED audience statement reads that table first and waits,
+ * which holds a campaign's audience read for as long as a test needs; delivery never reads it.
+ */
+export const lockContactFields = (databaseUrl: string) => holdLock(databaseUrl, 'LOCK TABLE contact_fields IN ACCESS EXCLUSIVE MODE');
