@@ -262,10 +262,11 @@ export function createComposePool(
 
   /**
    * The thread began composing job `id`: from now on it has `limitMillis`, plus time for its
-   * attachments. Past SLOW_COMPOSE_MS it is slow: nothing more is posted to its thread, and its
-   * tenant's jobs posted behind it, likely as slow, are recalled (the thread answers `recalled`
-   * instead of starting them, and they go back to their tenant's queue, to be served in turn with
-   * the other tenants' work). Work without a tenant, and work someone waits on, stays where it is.
+   * attachments. Past SLOW_COMPOSE_MS it is slow: nothing more is posted to its thread, and if its
+   * tenant has jobs posted behind it (likely as slow), the thread is told to start none of the jobs
+   * posted so far (it knows only an id bound): each answers `recalled` and goes back to the front of
+   * its queue (a preview's to the front of the previews), to be served in turn with the other
+   * tenants' work. A slow job of work without a tenant, or of work someone waits on, recalls nothing.
    */
   function startClock(slot: Slot, id: number): void {
     if (slot.running) clearTimeout(slot.running.timer);
