@@ -75,3 +75,24 @@ describe('caches across processes', () => {
     assert.equal((await send(viaSecond, 'hi@returning.test')).status, 200);
   });
 });
+
+describe('the API key cache', () => {
+  test('a lookup an eviction overtook answers once but is not cached: a key rotated while it was read stops working', async () => {
+    const b = await bootstrap(first.api, 'key race');
+    const keys = first.ctx.keys;
+    // The lookup is under way (its SELECT sent) when the project's eviction arrives, as when a
+    // rotation commits between the lookup's read and its answer.
+    const lookup = keys.resolve(b.project.secretKey);
+    await keys.notifyChanged(b.project.id);
+    assert.equal((await lookup)?.projectId, b.project.id, 'the overtaken lookup still answers');
+    // The key changes in the database with no notification: only an entry cached above could still answer for it.
+    await first.sql(`UPDATE projects SET secret_key_hash = 'rotated-' || id WHERE id = $1`, [b.project.id]);
+    assert.equal(await keys.resolve(b.project.secretKey), null, 'the old key is not served from the cache');
+
+    // Without an eviction in between, a lookup is cached as before (the same update then goes unseen until the TTL).
+    const c = await bootstrap(first.api, 'key cached');
+    assert.equal((await keys.resolve(c.project.secretKey))?.projectId, c.project.id);
+    await first.sql(`UPDATE projects SET secret_key_hash = 'rotated-' || id WHERE id = $1`, [c.project.id]);
+    assert.equal((await keys.resolve(c.project.secretKey))?.projectId, c.project.id, 'served from the cache');
+  });
+});

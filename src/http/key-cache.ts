@@ -41,7 +41,11 @@ export async function createKeyCache(
   const hash = apiKeyHasher(jwtSecret);
   // Keyed by the key's hash: not even memory holds secret keys longer than a request.
   const entries = new Map<string, KeyOwner & { at: number }>();
+  // Counts evictions: a lookup that an eviction overtook (it read the row before a rotation
+  // committed, the notification came before its answer) answers once but caches nothing.
+  let evictions = 0;
   const evictProject = (projectId: string) => {
+    evictions++;
     for (const [key, owner] of entries) if (owner.projectId === projectId) entries.delete(key);
     onProjectChanged(projectId);
   };
@@ -53,6 +57,7 @@ export async function createKeyCache(
     client.on('notification', (msg) => msg.payload && evictProject(msg.payload));
     client.on('error', (err) => {
       log.warn({ err }, 'key cache listener lost; reconnecting');
+      evictions++;
       entries.clear();
       listener = null;
       if (!closed) setTimeout(() => void listen().catch(() => {}), 1000).unref();
@@ -69,6 +74,7 @@ export async function createKeyCache(
       const hit = entries.get(hashed);
       if (hit && Date.now() - hit.at < TTL_MS) return hit;
       const isPublic = key.startsWith('pk_');
+      const evictionsBefore = evictions;
       const [row] = await database.db
         .select({ id: projects.id, disabled: projects.disabled, disabledReason: projects.disabledReason })
         .from(projects)
@@ -81,7 +87,7 @@ export async function createKeyCache(
         disabledReason: row.disabledReason,
         at: Date.now(),
       };
-      entries.set(hashed, owner);
+      if (evictions === evictionsBefore) entries.set(hashed, owner);
       return owner;
     },
     notifyChanged: async (projectId, client) => {
