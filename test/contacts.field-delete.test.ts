@@ -156,6 +156,32 @@ describe('DELETE /contacts/fields/:field under way', () => {
     assert.equal(unknown.body.error.code, 'FIELD_NOT_FOUND');
   });
 
+  test('a batch held past the 10 s bound stops the delete with a 409 saying how far it got; asked again, it finishes', { timeout: 60_000 }, async () => {
+    const c = await bootstrap(server.api, 'Held contact');
+    const ids: string[] = [];
+    for (const email of ['h1@fd.test', 'h2@fd.test', 'h3@fd.test']) {
+      const res = await c.sk.post('/contacts', { email, data: { g: 'x' } });
+      assert.equal(res.status, 201, res.text);
+      ids.push(res.body.id);
+    }
+    const release = await lockContact(ids[2]);
+    let stopped: Res;
+    try {
+      stopped = await c.sk.delete('/contacts/fields/data.g');
+    } finally {
+      await release();
+    }
+    assert.equal(stopped.status, 409, stopped.text);
+    assert.equal(stopped.body.error.code, 'CONFLICT');
+    assert.deepEqual(stopped.body.error.details, { field: 'data.g', deletedFrom: 0 });
+    assert.match(stopped.body.error.message, /took longer than 10 s .*ask again to finish/);
+    assert.equal(await contactsWith(c.project.id, 'g'), 3, 'the held batch was rolled back whole');
+    const again = await c.sk.delete('/contacts/fields/data.g');
+    assert.equal(again.status, 200, again.text);
+    assert.deepEqual(again.body, { deletedFrom: 3 });
+    assert.equal(await contactsWith(c.project.id, 'g'), 0);
+  });
+
   test('a field in use is still refused with 409 and nothing is removed', async () => {
     const segment = await a.sk.post('/segments', {
       name: 'Uses f1',

@@ -2,7 +2,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { type Database, type Db, withTransaction } from '../../db/client.ts';
 import { isTransientDbError } from '../../db/pg-error.ts';
-import { withStatementTimeout } from '../../db/statement-timeout.ts';
+import { isStatementTimeout, withStatementTimeout } from '../../db/statement-timeout.ts';
 import { type BusySlots, busySlots } from '../../http/busy-slots.ts';
 import { ApiError, badRequest, conflict } from '../../http/errors.ts';
 import { type FieldUsers, usage } from '../usage/service.ts';
@@ -143,7 +143,7 @@ export const fieldDeleteSlots = (): BusySlots =>
  * upsert) waits about one batch at most for its row lock, and no connection is held between batches.
  */
 export const FIELD_DELETE_BATCH = { first: 100, min: 20, max: 2000, targetMs: 200 };
-/** A batch PostgreSQL runs longer than this is cancelled (a 500; the delete can be asked again). */
+/** A batch PostgreSQL runs longer than this is cancelled: the delete stops with a 409 and can be asked again. */
 const BATCH_STATEMENT_MS = 10_000;
 /** A batch chosen as a deadlock victim was rolled back whole: it runs again, this many times at most. */
 const BATCH_ATTEMPTS = 3;
@@ -200,7 +200,14 @@ async function removeFromContacts(database: Database, projectId: string, ref: Cu
   let removed = 0;
   for (;;) {
     const started = performance.now();
-    const batch = await runBatch(database, projectId, ref, now, after, size);
+    const batch: BatchResult = await runBatch(database, projectId, ref, now, after, size).catch((err: unknown) => {
+      // Most likely a contact another write held past the bound: say how far the delete got.
+      if (!isStatementTimeout(err)) throw err;
+      throw conflict(
+        `Removing '${ref.field}' stopped after ${removed} contacts: a batch of contacts took longer than ${BATCH_STATEMENT_MS / 1000} s (contacts held by other writes?); ask again to finish`,
+        { field: ref.field, deletedFrom: removed },
+      );
+    });
     removed += batch.removed;
     if (batch.last === null || batch.scanned < size) return removed;
     after = batch.last;
