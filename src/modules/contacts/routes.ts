@@ -150,7 +150,7 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'contacts.deleteField',
         summary: 'Remove a custom field from every contact',
-        description: `Rewrites the project's contacts in short batches and answers when all are done. At most ${FIELD_DELETES_PER_PROJECT} field delete of a project at once (${FIELD_DELETES_PER_PROCESS} of all projects, per process); another is a 429 at once, with \`details.retryAfter\` and Retry-After.`,
+        description: `Rewrites the project's contacts in short batches and answers when all are done. At most ${FIELD_DELETES_PER_PROJECT} field delete of a project at once (${FIELD_DELETES_PER_PROCESS} of all projects, per process); another is a 429 at once, with \`details.retryAfter\` and Retry-After. A batch held past 10 s (contacts locked by other writes) stops the delete with a 409 whose \`details.deletedFrom\` counts the contacts done; ask again to finish.`,
         params: fieldParams,
         responses: { 200: fieldDeletedSchema },
         errors: [400, 409, 429],
