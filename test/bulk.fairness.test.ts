@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
-import type { Api, Res } from './helpers/http.ts';
+import type { Res } from './helpers/http.ts';
+import { waitForJob } from './helpers/bulk.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 /**
@@ -15,19 +16,6 @@ before(async () => {
   server = await startTestServer();
 });
 after(async () => server?.stop());
-
-type BulkJob = { jobId: string; status: string; total: number; succeeded: number; unchanged: number; failed: number };
-
-async function waitForJob(api: Api, jobId: string): Promise<BulkJob> {
-  const until = Date.now() + 60_000;
-  while (Date.now() < until) {
-    const res = await api.get<BulkJob>(`/contacts/bulk/${jobId}`);
-    assert.equal(res.status, 200, res.text);
-    if (res.body.status === 'completed' || res.body.status === 'failed') return res.body;
-    await sleep(20);
-  }
-  throw new Error(`bulk job ${jobId} did not finish`);
-}
 
 async function seedContacts(p: Bootstrapped, n: number, tag: string): Promise<string[]> {
   const rows = await server.sql<{ id: string }>(
@@ -87,7 +75,7 @@ describe('bulk jobs per project', () => {
 
     // The five run in order: the first unsubscribes all 1,000, the other four find them unsubscribed.
     const done = [];
-    for (const r of accepted) done.push(await waitForJob(a.sk, r.body.jobId));
+    for (const r of accepted) done.push(await waitForJob(a.sk, r.body.jobId, 60_000));
     assert.deepEqual(
       done.map((j) => [j.status, j.total, j.succeeded + j.unchanged, j.failed]),
       Array(5).fill(['completed', 1000, 1000, 0]),
@@ -111,7 +99,7 @@ describe('bulk jobs per project', () => {
       assertCapReached(await a.sk.post('/contacts/bulk-delete', { contactIds: ids }));
       return five;
     });
-    for (const r of again) await waitForJob(a.sk, r.body.jobId);
+    for (const r of again) await waitForJob(a.sk, r.body.jobId, 60_000);
   });
 
   test("another project's job of one contact completes within seconds while one project keeps itself at the cap", async () => {
@@ -136,7 +124,7 @@ describe('bulk jobs per project', () => {
     const t0 = performance.now();
     const posted = await victim.sk.post('/contacts/bulk-unsubscribe', { contactIds: [victimId] });
     assert.equal(posted.status, 202, posted.text);
-    const job = await waitForJob(victim.sk, posted.body.jobId);
+    const job = await waitForJob(victim.sk, posted.body.jobId, 60_000);
     const waitedMs = performance.now() - t0;
     flooding = false;
     await refill;
@@ -158,7 +146,7 @@ describe('bulk jobs per project', () => {
     await insertUnfinished('61 minutes');
     const res = await a.sk.post('/contacts/bulk-unsubscribe', { contactIds: ids });
     assert.equal(res.status, 202, res.text);
-    const job = await waitForJob(a.sk, res.body.jobId);
+    const job = await waitForJob(a.sk, res.body.jobId, 60_000);
     assert.deepEqual([job.status, job.succeeded], ['completed', 1]);
 
     await insertUnfinished('59 minutes');

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
 import { runBulk } from '../src/modules/contacts/bulk/jobs.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { Api } from './helpers/http.ts';
+import { type BulkJob, waitForJob } from './helpers/bulk.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 const BLK_ID = /^blk_[0-9a-f]{32}$/;
@@ -18,32 +18,6 @@ before(async () => {
   other = await bootstrap(server.api, 'theirs');
 });
 after(async () => server?.stop());
-
-type BulkJob = {
-  jobId: string;
-  type: string;
-  status: string;
-  total: number;
-  processed: number;
-  succeeded: number;
-  unchanged: number;
-  failed: number;
-  errors: { id: string; reason: string }[];
-  failureReason?: string;
-  createdAt: string;
-  completedAt: string | null;
-};
-
-async function waitForJob(api: Api, jobId: string): Promise<BulkJob> {
-  const until = Date.now() + 30_000;
-  while (Date.now() < until) {
-    const res = await api.get<BulkJob>(`/contacts/bulk/${jobId}`);
-    assert.equal(res.status, 200, res.text);
-    if (res.body.status === 'completed' || res.body.status === 'failed') return res.body;
-    await sleep(20);
-  }
-  throw new Error(`bulk job ${jobId} did not finish`);
-}
 
 async function runJob(api: Api, op: string, contactIds: string[]): Promise<BulkJob> {
   const res = await api.post(`/contacts/${op}`, { contactIds });
