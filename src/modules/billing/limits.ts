@@ -41,8 +41,12 @@ const PLAN_COLUMN = {
  */
 export const planCapsApply = (config: Config): boolean => Boolean(config.stripeSecretKey);
 
-/** The cap that binds (null = none): the lower of the two, a missing one not capping. */
-export const bindingCap = (own: number | null, plan: number | null): number | null => (own === null ? plan : plan === null ? own : Math.min(own, plan));
+/**
+ * The cap that binds (null = none): with Stripe on, the lower of the project's own and its plan's
+ * (a missing one not capping); without, the project's own.
+ */
+export const bindingCap = (config: Config, own: number | null, plan: number | null): number | null =>
+  !planCapsApply(config) || plan === null ? own : own === null ? plan : Math.min(own, plan);
 
 const noCaps = (): Limits => ({ transactional: null, campaigns: null, workflows: null, inbound: null });
 
@@ -58,9 +62,8 @@ export async function projectCapSources(db: Db, projectId: string): Promise<CapS
 /** The caps that bind per category (the plan's count only while Stripe is on). */
 export async function projectLimits(ctx: AppContext, db: Db, projectId: string): Promise<Limits> {
   const { own, plan } = await projectCapSources(db, projectId);
-  if (!planCapsApply(ctx.config)) return own;
   const out = noCaps();
-  for (const c of CATEGORIES) out[c] = bindingCap(own[c], plan[c]);
+  for (const c of CATEGORIES) out[c] = bindingCap(ctx.config, own[c], plan[c]);
   return out;
 }
 
@@ -68,8 +71,7 @@ export async function projectLimits(ctx: AppContext, db: Db, projectId: string):
 async function categoryLimit(ctx: AppContext, db: Db, projectId: string, category: Category): Promise<{ limit: number | null; byPlan: boolean }> {
   const [row] = await db.select({ own: OWN_COLUMN[category], plan: PLAN_COLUMN[category] }).from(projectBilling).where(eq(projectBilling.projectId, projectId));
   if (!row) return { limit: null, byPlan: false };
-  if (!planCapsApply(ctx.config)) return { limit: row.own, byPlan: false };
-  const limit = bindingCap(row.own, row.plan);
+  const limit = bindingCap(ctx.config, row.own, row.plan);
   return { limit, byPlan: limit !== null && limit === row.plan && limit !== row.own };
 }
 

@@ -28,9 +28,8 @@ export async function getBillingLimits(ctx: AppContext, projectId: string): Prom
   const p = periodOf(now);
   const out = { period: { start: p.start.toISOString(), end: p.end.toISOString() } } as LimitsView;
   for (const c of CATEGORIES) {
-    out[c] = withPlan
-      ? { ...view(bindingCap(caps.own[c], caps.plan[c]), usage[c]), planLimit: caps.plan[c], customLimit: caps.own[c] }
-      : view(caps.own[c], usage[c]);
+    const shown = view(bindingCap(ctx.config, caps.own[c], caps.plan[c]), usage[c]);
+    out[c] = withPlan ? { ...shown, planLimit: caps.plan[c], customLimit: caps.own[c] } : shown;
   }
   return out;
 }
