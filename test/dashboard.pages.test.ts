@@ -270,6 +270,7 @@ test("a template's live preview waits while the project's previews are busy, and
     await alert.waitFor({ timeout: 20_000 });
     assert.equal(await alert.getByText('The server is busy rendering previews').count(), 1);
     assert.match(await alert.innerText(), /This project already has 2 previews rendering; try again in 1 second/);
+    assert.match(await alert.innerText(), /The preview is tried again at your next change\./);
     assert.equal(await page.getByText('The template does not render').count(), 0);
 
     // Free again: the next edit renders.

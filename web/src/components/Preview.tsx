@@ -64,6 +64,11 @@ export function LivePreview({ subject, body }: { subject: string; body: string }
             data-testid="preview-error"
           >
             {errors.length > 0 ? errors.map((e) => <Text key={e.field + e.message} size="sm">{`${e.field}: ${e.message}`}</Text>) : preview.error.message}
+            {isApiError(preview.error, 429) && (
+              <Text size="sm" c="dimmed">
+                The preview is tried again at your next change.
+              </Text>
+            )}
           </Alert>
         ) : null}
         {preview.data ? (
