@@ -96,6 +96,24 @@ describe('revocable sessions', () => {
     assert.equal(stolen.body.error.code, 'UNAUTHORIZED');
   });
 
+  test('a sign-out that another site starts (a link or redirect, which carries the cookie) is refused', async () => {
+    const cookie = await signup(address('forced-logout'));
+    for (const site of ['cross-site', 'same-site']) {
+      const res = await server.api.get('/auth/logout', { cookie, headers: { 'sec-fetch-site': site } });
+      assert.equal(res.status, 403, site);
+      assert.equal(res.body.error.code, 'FORBIDDEN');
+      assert.equal(res.headers.get('set-cookie'), null, 'the cookie is left as it is');
+    }
+    assert.equal((await me(cookie)).status, 200, 'the session still works');
+    // The dashboard's own request, and one typed in the address bar.
+    const own = await server.api.get('/auth/logout', { cookie, headers: { 'sec-fetch-site': 'same-origin' } });
+    assert.equal(own.status, 200);
+    assert.equal((await me(cookie)).status, 401);
+    const typed = await signup(address('typed-logout'));
+    assert.equal((await server.api.get('/auth/logout', { cookie: typed, headers: { 'sec-fetch-site': 'none' } })).status, 200);
+    assert.equal((await me(typed)).status, 401);
+  });
+
   test("logout-all ends every session of the user on every device, not other users' sessions", async () => {
     const email = address('everywhere');
     const laptop = await signup(email);

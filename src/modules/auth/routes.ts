@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { SESSION_COOKIE, SESSION_TTL_SECONDS } from '../../http/sessions.ts';
 import { endAllSessions, endSession, sessionIdOf, startSession } from '../../http/sessions.ts';
-import { ApiError } from '../../http/errors.ts';
+import { ApiError, forbidden } from '../../http/errors.ts';
 import { describer } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { requireUser, userOf } from '../../http/auth.ts';
@@ -89,8 +89,13 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
 
   app.get(
     '/auth/logout',
-    { schema: doc({ operationId: 'auth.logout', summary: 'Sign out (ends this session)', access: 'none', responses: { 200: okSchema } }) },
+    { schema: doc({ operationId: 'auth.logout', summary: 'Sign out (ends this session)', access: 'none', responses: { 200: okSchema }, errors: [403] }) },
     async (req, reply) => {
+      // A GET carries the SameSite=Lax cookie on a top-level navigation from any site, so a link or
+      // redirect elsewhere could sign the user out; browsers say where such a request came from.
+      const from = req.headers['sec-fetch-site'];
+      if (from === 'cross-site' || from === 'same-site')
+        throw forbidden('Signing out is only possible from Herald itself: this request came from another site');
       await endSession(ctx, req);
       reply.clearCookie(SESSION_COOKIE, { path: '/' });
       return { success: true };
