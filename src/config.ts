@@ -34,6 +34,8 @@ const int = (min: number, max: number) =>
     .transform(Number)
     .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 
+const MB = 1024 * 1024;
+
 const hostPort = z.string().regex(/^[0-9a-fA-F.:[\]]+$/, 'must be ip or ip:port');
 
 export const envSchema = z.object({
@@ -106,6 +108,8 @@ export const envSchema = z.object({
   S3_ACCESS_KEY_ID: z.string().optional(),
   S3_SECRET_ACCESS_KEY: z.string().optional(),
   S3_FORCE_PATH_STYLE: bool.default('true'),
+  UPLOAD_QUOTA_MB: int(1, 10_000_000).default('100'),
+  UPLOAD_MIN_FREE_MB: int(0, 10_000_000).default('1024'),
   STRICT_RESPONSES: bool.default('false'),
 });
 
@@ -154,6 +158,10 @@ export type Config = Readonly<{
   stripe: Readonly<{ webhookSecret: string | undefined; apiBase: string | undefined; priceId: string | undefined }>;
   /** Set when S3_BUCKET is: uploads go to this bucket instead of DATA_DIR/uploads. */
   s3: S3Config | undefined;
+  /** Total bytes of images one project may keep uploaded (UPLOAD_QUOTA_MB). */
+  uploadQuotaBytes: number;
+  /** Uploads to DATA_DIR/uploads are refused when they would leave less than this free (UPLOAD_MIN_FREE_MB); not for S3. */
+  uploadMinFreeBytes: number;
   /** Check every JSON response against its route's schema; a mismatch is a 500 (tests turn it on). */
   strictResponses: boolean;
 }>;
@@ -219,6 +227,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     stripeSecretKey: e.STRIPE_SECRET_KEY,
     stripe: { webhookSecret: e.STRIPE_WEBHOOK_SECRET, apiBase: e.STRIPE_API_BASE, priceId: e.STRIPE_PRICE_ID },
     s3: s3Config(e),
+    uploadQuotaBytes: e.UPLOAD_QUOTA_MB * MB,
+    uploadMinFreeBytes: e.UPLOAD_MIN_FREE_MB * MB,
     strictResponses: e.STRICT_RESPONSES,
   });
 }

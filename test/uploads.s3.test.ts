@@ -20,6 +20,8 @@ type FakeS3 = {
   endpoint: string;
   objects: Map<string, { bytes: Buffer; contentType: string }>;
   log: { method: string; path: string; status: number; reason?: string }[];
+  /** While set, every PUT is answered 503 SlowDown. */
+  refusePuts: boolean;
   stop: () => Promise<void>;
 };
 
@@ -76,6 +78,7 @@ async function startFakeS3(): Promise<FakeS3> {
     if (!objectPath.startsWith(`/${BUCKET}/`)) return reply(404, '<Error><Code>NoSuchBucket</Code></Error>');
     const objectKey = objectPath.slice(BUCKET.length + 2);
     if (req.method === 'PUT') {
+      if (fake.refusePuts) return reply(503, '<Error><Code>SlowDown</Code></Error>');
       objects.set(objectKey, { bytes: body, contentType: String(req.headers['content-type']) });
       return reply(200, '', { etag: `"${createHash('md5').update(body).digest('hex')}"` });
     }
@@ -84,16 +87,22 @@ async function startFakeS3(): Promise<FakeS3> {
       if (!object) return reply(404, '<Error><Code>NoSuchKey</Code></Error>', { 'content-type': 'application/xml' });
       return reply(200, object.bytes, { 'content-type': object.contentType, 'content-length': String(object.bytes.length) });
     }
+    if (req.method === 'DELETE') {
+      objects.delete(objectKey);
+      return reply(204); // as S3: whether or not the key existed
+    }
     return reply(405);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
-  return {
+  const fake: FakeS3 = {
     endpoint: `http://127.0.0.1:${port}`,
     objects,
     log,
+    refusePuts: false,
     stop: () => new Promise((resolve) => server.close(() => resolve())),
   };
+  return fake;
 }
 
 function form(bytes: Buffer, filename: string): FormData {
@@ -113,6 +122,8 @@ before(async () => {
     S3_ENDPOINT: s3.endpoint,
     S3_ACCESS_KEY_ID: ACCESS_KEY,
     S3_SECRET_ACCESS_KEY: SECRET,
+    // Far more than any disk: the floor guards DATA_DIR only, so uploads to a bucket go on regardless.
+    UPLOAD_MIN_FREE_MB: '10000000',
   });
   b = await bootstrap(server.api);
 });
@@ -160,6 +171,62 @@ describe('uploads in an S3-compatible bucket', () => {
     const foreign = await server.api.get(`/uploads/${b.project.id}%2F..%2F..%2Fother-bucket`);
     assert.equal(foreign.status, 404);
     assert.equal(s3.log.length, before + 1);
+  });
+
+  test('DELETE /uploads/* removes the object with a signed DELETE; the public URL is then a 404', async () => {
+    const up = await b.sk.request('POST', '/uploads/image', { raw: form(PNG, 'gone.png') });
+    assert.equal(up.status, 201, up.text);
+    assert.ok(s3.objects.has(up.body.key));
+    const before = s3.log.length;
+    const res = await b.sk.request('DELETE', `/uploads/${up.body.key}`);
+    assert.equal(res.status, 204, res.text);
+    assert.deepEqual(s3.log.slice(before), [{ method: 'DELETE', path: `/${BUCKET}/${up.body.key}`, status: 204, reason: undefined }]);
+    assert.equal(s3.objects.has(up.body.key), false);
+    const served = await server.api.get(`/uploads/${up.body.key}`);
+    assert.equal(served.status, 404);
+    assert.equal(served.body.error.code, 'UPLOAD_NOT_FOUND');
+    const listed = await b.sk.get('/uploads');
+    assert.equal(
+      listed.body.data.some((u: { key: string }) => u.key === up.body.key),
+      false,
+    );
+  });
+
+  test('a PUT the bucket refuses records nothing: no row, no usage', async () => {
+    const p = await bootstrap(server.api, 'Refused');
+    s3.refusePuts = true;
+    try {
+      const res = await p.sk.request('POST', '/uploads/image', { raw: form(PNG, 'refused.png') });
+      assert.equal(res.status, 500, res.text);
+    } finally {
+      s3.refusePuts = false;
+    }
+    const listed = await p.sk.get('/uploads');
+    assert.deepEqual(listed.body.data, []);
+    assert.deepEqual(listed.body.usage, { bytes: 0, files: 0, quotaBytes: 100 * 1024 * 1024, maxFiles: 10_000 });
+  });
+
+  test("deleting a project deletes each of its objects from the bucket; other projects' stay", async () => {
+    const doomed = await bootstrap(server.api, 'Doomed');
+    const keys: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await doomed.sk.request('POST', '/uploads/image', { raw: form(PNG, `${i}.png`) });
+      assert.equal(res.status, 201, res.text);
+      keys.push(res.body.key);
+    }
+    const kept = await b.sk.request('POST', '/uploads/image', { raw: form(PNG, 'kept.png') });
+    const before = s3.log.length;
+    const res = await server.api.request('DELETE', `/users/@me/projects/${doomed.project.id}`, { cookie: doomed.cookie });
+    assert.equal(res.status, 204, res.text);
+    assert.deepEqual(
+      s3.log
+        .slice(before)
+        .map((l) => `${l.method} ${l.path} ${l.status}`)
+        .sort(),
+      keys.map((key) => `DELETE /${BUCKET}/${key} 204`).sort(),
+    );
+    for (const key of keys) assert.equal(s3.objects.has(key), false, key);
+    assert.ok(s3.objects.has(kept.body.key));
   });
 
   test('the fake bucket refuses a wrong secret, so the checks above prove the signature', async () => {

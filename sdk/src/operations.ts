@@ -2174,6 +2174,13 @@ export interface Operations {
     body: never;
     response: string;
   };
+  /** DELETE /uploads/{path}: Delete an uploaded image (its public URL stops working) */
+  "uploads.delete": {
+    path: [path: string];
+    query: never;
+    body: never;
+    response: void;
+  };
   /** GET /uploads/{path}: An uploaded image (public, immutable) */
   "uploads.get": {
     path: [path: string];
@@ -2191,6 +2198,37 @@ export interface Operations {
       key: string;
       contentType: string;
       size: number;
+    };
+  };
+  /** GET /uploads: The project's uploaded images, newest first, with its quota usage */
+  "uploads.list": {
+    path: [];
+    query: {
+      limit?: number;
+      cursor?: string;
+    };
+    body: never;
+    response: {
+      data: Array<{
+        key: string;
+        url: string;
+        contentType: string;
+        size: number;
+        createdAt: string;
+      }>;
+      /** Pass as `?cursor=` for the next page; absent on the last page */
+      cursor?: string;
+      hasMore: boolean;
+      /** Matching items; on the first page */
+      total?: number;
+      /** What the project's uploads use of its quota */
+      usage: {
+        bytes: number;
+        files: number;
+        /** UPLOAD_QUOTA_MB in bytes */
+        quotaBytes: number;
+        maxFiles: number;
+      };
     };
   };
   /** GET /users/@me: The signed-in user */
@@ -2666,8 +2704,10 @@ export const OPERATIONS = {
   "templates.usage": { method: 'GET', path: '/templates/{id}/usage', body: 'none', idempotent: false },
   "tracking.click": { method: 'GET', path: '/t/c/{path}', body: 'none', idempotent: false },
   "tracking.open": { method: 'GET', path: '/t/o/{path}', body: 'none', idempotent: false },
+  "uploads.delete": { method: 'DELETE', path: '/uploads/{path}', body: 'none', idempotent: false },
   "uploads.get": { method: 'GET', path: '/uploads/{path}', body: 'none', idempotent: false },
   "uploads.image": { method: 'POST', path: '/uploads/image', body: 'multipart', idempotent: false },
+  "uploads.list": { method: 'GET', path: '/uploads', body: 'none', idempotent: false },
   "users.me": { method: 'GET', path: '/users/@me', body: 'none', idempotent: false },
   "webhooks.sesNotification": { method: 'POST', path: '/webhooks/notifications', body: 'none', idempotent: false },
   "workflows.addStep": { method: 'POST', path: '/workflows/{id}/steps', body: 'json', idempotent: false },

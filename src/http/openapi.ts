@@ -145,6 +145,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   500: 'Unexpected error',
   502: 'Upstream failure',
   503: 'Unavailable',
+  507: 'Insufficient storage',
 };
 
 function errorSchemaFor(status: number): ZodTypeAny {

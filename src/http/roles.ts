@@ -27,7 +27,7 @@ const MEMBER_WRITES: RegExp[] = [
   /^\/campaigns(\/|$)/,
   /^\/workflows(\/|$)/,
   /^\/events\/track$/,
-  /^\/uploads\/image$/,
+  /^\/uploads\/(image|\*)$/, // upload, and DELETE /uploads/* (GET /uploads/* is public, GET /uploads a read)
   /^\/projects\/:id\/members\/:userId$/, // DELETE only reaches here for self-removal; the service checks whose
 ];
 

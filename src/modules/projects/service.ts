@@ -8,6 +8,7 @@ import { memberships, projects } from '../../db/schema/users.ts';
 import type { Role } from '../../db/schema/users.ts';
 import { pgErrorCode } from '../../db/pg-error.ts';
 import { limitReached, notFound, validationError } from '../../http/errors.ts';
+import { projectUploadKeys, removeProjectUploads } from '../uploads/service.ts';
 import { lockProject, stopPendingSends } from './lifecycle.ts';
 import type { ProjectRecord } from './schemas.ts';
 
@@ -127,14 +128,18 @@ async function checkDatabaseTimeZone(db: Db, timezone: string): Promise<void> {
   }
 }
 
+/** Deletes the project (its rows cascade), then its uploaded images once that has committed. */
 export async function deleteProject(ctx: AppContext, userId: string, projectId: string): Promise<void> {
   await projectForUser(ctx, userId, projectId);
-  await withTransaction(ctx.database, async ({ tx, client }) => {
+  const uploadKeys = await withTransaction(ctx.database, async ({ tx, client }) => {
     await lockProject(tx, projectId);
     await stopPendingSends(tx, projectId);
+    const keys = await projectUploadKeys(ctx, tx, projectId); // read before the cascade takes the rows
     await tx.delete(projects).where(eq(projects.id, projectId));
     await ctx.keys.notifyChanged(projectId, client);
+    return keys;
   });
+  await removeProjectUploads(ctx, projectId, uploadKeys);
 }
 
 /** A new webhook signing secret; the old one stops being used at once (receivers must switch). */

@@ -4,8 +4,8 @@ import type { S3Config } from '../../config.ts';
 import type { UploadStorage } from './storage.ts';
 
 /**
- * PUT/GET Object against any S3-compatible API (AWS, MinIO, R2, …), signed with AWS Signature
- * Version 4 by hand so that two requests don't cost us the whole AWS SDK.
+ * PUT/GET/DELETE Object against any S3-compatible API (AWS, MinIO, R2, …), signed with AWS Signature
+ * Version 4 by hand so that three requests don't cost us the whole AWS SDK.
  */
 
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
@@ -19,7 +19,7 @@ const encodePath = (p: string) =>
     .join('/');
 
 export type SignInput = {
-  method: 'GET' | 'PUT';
+  method: 'GET' | 'PUT' | 'DELETE';
   url: URL;
   headers: Record<string, string>;
   payloadHash: string;
@@ -67,6 +67,8 @@ export function objectUrl(cfg: Pick<S3Config, 'endpoint' | 'bucket' | 'forcePath
 }
 
 const TIMEOUT_MS = 30_000;
+/** DELETEs in flight at once when a deleted project's images go. */
+const DELETE_CONCURRENCY = 8;
 
 async function failure(op: string, key: string, res: Response): Promise<Error> {
   const body = (await res.text().catch(() => '')).slice(0, 300);
@@ -75,6 +77,15 @@ async function failure(op: string, key: string, res: Response): Promise<Error> {
 }
 
 export function createS3Storage(cfg: S3Config, now: () => Date = () => new Date()): UploadStorage {
+  async function deleteObject(key: string): Promise<void> {
+    const url = objectUrl(cfg, key);
+    const headers = signV4(cfg, { method: 'DELETE', url, headers: {}, payloadHash: sha256(''), now: now() });
+    const res = await fetch(url, { method: 'DELETE', headers, signal: AbortSignal.timeout(TIMEOUT_MS) });
+    // S3 answers 204 whether or not the key existed; some compatible stores answer 404 for a missing one.
+    if (!res.ok && res.status !== 404) throw await failure('DELETE', key, res);
+    await res.arrayBuffer();
+  }
+
   return {
     async put(key, bytes, contentType) {
       const url = objectUrl(cfg, key);
@@ -104,6 +115,20 @@ export function createS3Storage(cfg: S3Config, now: () => Date = () => new Date(
       const size = Number(res.headers.get('content-length'));
       if (!res.body || !Number.isSafeInteger(size)) throw new Error(`S3 GET ${key} failed: no content-length`);
       return { body: Readable.fromWeb(res.body), size, contentType: res.headers.get('content-type') ?? 'application/octet-stream' };
+    },
+    delete: deleteObject,
+    async deleteProject(_projectId, keys) {
+      // Every key is tried; the failures are reported together once all have been.
+      const failures: unknown[] = [];
+      let next = 0;
+      const worker = async () => {
+        while (next < keys.length) await deleteObject(keys[next++]).catch((err: unknown) => failures.push(err));
+      };
+      await Promise.all(Array.from({ length: Math.min(DELETE_CONCURRENCY, keys.length) }, worker));
+      if (failures.length > 0) throw new AggregateError(failures, `S3 DELETE failed for ${failures.length} of ${keys.length} images`);
+    },
+    async hasRoomFor() {
+      return true; // the bucket is not on Herald's disk
     },
   };
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, rename, writeFile } from 'node:fs/promises';
+import { mkdir, open, rename, rm, statfs, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Config } from '../../config.ts';
@@ -15,18 +15,35 @@ export type StoredObject = { body: Readable; size: number; contentType: string }
 export type UploadStorage = {
   put(key: string, bytes: Buffer, contentType: string): Promise<void>;
   get(key: string): Promise<StoredObject | null>;
+  /** Removes one image; one already gone is fine. */
+  delete(key: string): Promise<void>;
+  /** Removes a deleted project's images: `keys` are those its rows listed (local storage removes its whole folder). */
+  deleteProject(projectId: string, keys: readonly string[]): Promise<void>;
+  /** Whether `bytes` more still leave the configured free space on the disk (always true for a bucket). */
+  hasRoomFor(bytes: number): Promise<boolean>;
 };
 
-/** Files under `dir`; the content type is not stored, so `get` reports it from the key's extension via `typeOf`. */
-export function createFileStorage(dir: string, typeOf: (key: string) => string): UploadStorage {
+/** `<DATA_DIR>/uploads/<projectId>`: never anything else, whatever `projectId` holds. */
+const PROJECT_DIR = /^prj_[0-9a-f]{32}$/;
+
+/**
+ * Files under `dir`; the content type is not stored, so `get` reports it from the key's extension via `typeOf`.
+ * `minFreeBytes` is the space a write must leave free: `dir` is on the same disk as the embedded PostgreSQL.
+ */
+export function createFileStorage(dir: string, typeOf: (key: string) => string, minFreeBytes = 0): UploadStorage {
   return {
     async put(key, bytes) {
       const file = path.join(dir, key);
       await mkdir(path.dirname(file), { recursive: true });
       // Write then rename, so a reader never sees a half-written image under its final name.
       const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
-      await writeFile(tmp, bytes, { flag: 'wx' });
-      await rename(tmp, file);
+      try {
+        await writeFile(tmp, bytes, { flag: 'wx' });
+        await rename(tmp, file);
+      } catch (err) {
+        await unlink(tmp).catch(() => {}); // a disk that filled up mid-write keeps no half image
+        throw err;
+      }
     },
     async get(key) {
       try {
@@ -47,6 +64,21 @@ export function createFileStorage(dir: string, typeOf: (key: string) => string):
         throw err;
       }
     },
+    async delete(key) {
+      await unlink(path.join(dir, key)).catch((err: unknown) => {
+        if ((err as { code?: string }).code !== 'ENOENT') throw err;
+      });
+    },
+    async deleteProject(projectId) {
+      if (!PROJECT_DIR.test(projectId)) throw new Error('not a project id');
+      // The whole folder: images uploaded before uploads had rows go too.
+      await rm(path.join(dir, projectId), { recursive: true, force: true });
+    },
+    async hasRoomFor(bytes) {
+      await mkdir(dir, { recursive: true });
+      const disk = await statfs(dir);
+      return disk.bavail * disk.bsize - bytes >= minFreeBytes;
+    },
   };
 }
 
@@ -56,7 +88,7 @@ const cache = new WeakMap<Config, UploadStorage>();
 export function storageFor(config: Config, typeOf: (key: string) => string): UploadStorage {
   let storage = cache.get(config);
   if (!storage) {
-    storage = config.s3 ? createS3Storage(config.s3) : createFileStorage(path.join(config.dataDir, 'uploads'), typeOf);
+    storage = config.s3 ? createS3Storage(config.s3) : createFileStorage(path.join(config.dataDir, 'uploads'), typeOf, config.uploadMinFreeBytes);
     cache.set(config, storage);
   }
   return storage;
