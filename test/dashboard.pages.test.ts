@@ -257,6 +257,55 @@ test("a template's page says which workflows send it", { timeout: 180_000 }, asy
   });
 });
 
+test("the template editor's images: upload one, insert its tag at the cursor, delete it", { timeout: 180_000 }, async () => {
+  await journey(page, 'images', async () => {
+    const template = await owner.sk.post('/templates', {
+      name: 'Newsletter',
+      subject: 'News',
+      body: '<p>Hello</p>\n<p>Bye</p>',
+      from: 'hi@sandbox.herald.test',
+      type: 'MARKETING',
+    });
+    assert.equal(template.status, 201, template.text);
+    await page.goto(`${base()}/templates/${template.body.id}`);
+    const editor = page.locator('.cm-content');
+    await editor.waitFor();
+    // The cursor after "<p>Hello</p>": the tag goes there, not at the end of the body.
+    await editor.getByText('Hello').click();
+    await page.keyboard.press('End');
+
+    await page.getByRole('button', { name: 'Images…' }).click();
+    const library = page.getByRole('dialog', { name: 'Images' });
+    await library.getByText('No images yet.').waitFor();
+    const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==', 'base64');
+    await library.locator('input[type=file]').setInputFiles({ name: 'logo.png', mimeType: 'image/png', buffer: png });
+    const card = library.getByTestId('upload-card');
+    await card.waitFor();
+    await library.getByTestId('uploads-usage').filter({ hasText: '1 KB of 100.0 MB used · 1 of 10,000 images' }).waitFor();
+    const listed = await owner.sk.get('/uploads');
+    assert.equal(listed.body.data.length, 1);
+    const { url, key } = listed.body.data[0];
+    // The thumbnail is the image itself, served publicly.
+    await card.locator('img').evaluate((img: HTMLImageElement) => (img.complete ? null : new Promise((r) => img.addEventListener('load', r))));
+    assert.equal(await card.locator('img').evaluate((img: HTMLImageElement) => img.naturalWidth), 1);
+
+    await card.getByRole('button', { name: 'Insert' }).click();
+    await library.waitFor({ state: 'hidden' });
+    const tag = `<img src="${url}" alt="" style="max-width: 100%; height: auto;">`;
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByText('Template saved').waitFor();
+    assert.equal((await owner.sk.get(`/templates/${template.body.id}`)).body.body, `<p>Hello</p>${tag}\n<p>Bye</p>`);
+
+    await page.getByRole('button', { name: 'Images…' }).click();
+    await card.getByRole('button', { name: 'Delete' }).click();
+    await card.getByText('Delete it?').waitFor();
+    await card.getByRole('button', { name: 'Delete' }).click();
+    await library.getByText('No images yet.').waitFor();
+    assert.equal((await owner.sk.get('/uploads')).body.data.length, 0);
+    assert.equal((await fetch(`${server.url}/uploads/${key}`)).status, 404);
+  });
+});
+
 test("a template's live preview waits while the project's previews are busy, and says so when they stay busy", { timeout: 180_000 }, async () => {
   await journey(page, 'preview-busy', async () => {
     // Two previews of this project under way (the per-project bound): the editor's preview is a 429.

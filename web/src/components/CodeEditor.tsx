@@ -4,10 +4,11 @@ import { bracketMatching, defaultHighlightStyle, indentOnInput, syntaxHighlighti
 import { EditorView, drawSelection, highlightActiveLine, keymap, lineNumbers } from '@codemirror/view';
 import { useEffect, useRef } from 'react';
 
-type Props = { value: string; onChange: (value: string) => void; label: string; invalid?: boolean };
+/** `insertRef`: set to a function that puts text at the cursor (replacing the selection) while the editor is shown. */
+type Props = { value: string; onChange: (value: string) => void; label: string; invalid?: boolean; insertRef?: { current: ((text: string) => void) | null } };
 
 /** CodeMirror 6 for HTML with Liquid (loaded on demand: it is not part of the initial bundle). */
-export default function CodeEditor({ value, onChange, label, invalid }: Props) {
+export default function CodeEditor({ value, onChange, label, invalid, insertRef }: Props) {
   const host = useRef<HTMLDivElement>(null);
   const view = useRef<EditorView | null>(null);
   const latest = useRef(onChange);
@@ -38,7 +39,11 @@ export default function CodeEditor({ value, onChange, label, invalid }: Props) {
       ],
     });
     view.current = editor;
-    return () => editor.destroy();
+    if (insertRef) insertRef.current = (text) => editor.dispatch(editor.state.replaceSelection(text), { scrollIntoView: true });
+    return () => {
+      if (insertRef) insertRef.current = null;
+      editor.destroy();
+    };
     // The editor owns its document; outside changes are applied below.
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, []);

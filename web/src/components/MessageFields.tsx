@@ -1,7 +1,8 @@
-import { Grid, Input, Select, TextInput, Textarea } from '@mantine/core';
-import { Suspense, lazy } from 'react';
+import { Button, Grid, Group, Input, Select, TextInput, Textarea } from '@mantine/core';
+import { Suspense, lazy, useRef, useState } from 'react';
 import type { UseFormReturnType } from '@mantine/form';
 import { EMAIL_TYPES, type EmailType } from '../types.ts';
+import { ImageLibrary } from './ImageLibrary.tsx';
 
 const CodeEditor = lazy(() => import('./CodeEditor.tsx'));
 const BODY_LABEL = 'Body (HTML with Liquid)';
@@ -19,6 +20,11 @@ export type MessageValues = {
 
 /** The content fields templates and campaigns share. */
 export function MessageFields<T extends MessageValues>({ form }: { form: UseFormReturnType<T> }) {
+  const [imagesOpen, setImagesOpen] = useState(false);
+  const insertAtCursor = useRef<((text: string) => void) | null>(null);
+  // At the editor's cursor; at the end while the editor is still loading.
+  const insert = (tag: string) =>
+    insertAtCursor.current ? insertAtCursor.current(tag) : form.setValues({ body: `${form.getValues().body}${tag}` } as Partial<T>);
   return (
     <>
       <TextInput label="Name" description="Only you see this" required {...form.getInputProps('name')} />
@@ -56,9 +62,16 @@ export function MessageFields<T extends MessageValues>({ form }: { form: UseForm
             value={form.values.body}
             invalid={Boolean(form.errors.body)}
             onChange={(v) => form.setValues({ body: v } as Partial<T>)}
+            insertRef={insertAtCursor}
           />
         </Input.Wrapper>
       </Suspense>
+      <Group justify="flex-end" mt={-8}>
+        <Button variant="default" size="xs" onClick={() => setImagesOpen(true)}>
+          Images…
+        </Button>
+      </Group>
+      <ImageLibrary opened={imagesOpen} onClose={() => setImagesOpen(false)} onInsert={insert} />
     </>
   );
 }
