@@ -27,6 +27,9 @@ after(() => stop());
 
 const base = () => `${server.url}/app/p/${owner.project.id}`;
 
+/** What a test reads of an <img> in the page (the tests' TypeScript has no DOM types). */
+type LoadedImage = { complete: boolean; naturalWidth: number; addEventListener: (type: 'load', listener: (e: unknown) => void) => void };
+
 test('analytics: totals, top campaigns and top events over the chosen range', { timeout: 180_000 }, async () => {
   await journey(page, 'analytics', async () => {
     const sent = await owner.sk.post('/v1/send', { to: 'reader@example.org', from: 'hi@sandbox.herald.test', subject: 'Hello', body: '<p>Hi</p>' });
@@ -286,8 +289,8 @@ test("the template editor's images: upload one, insert its tag at the cursor, de
     assert.equal(listed.body.data.length, 1);
     const { url, key } = listed.body.data[0];
     // The thumbnail is the image itself, served publicly.
-    await card.locator('img').evaluate((img: HTMLImageElement) => (img.complete ? null : new Promise((r) => img.addEventListener('load', r))));
-    assert.equal(await card.locator('img').evaluate((img: HTMLImageElement) => img.naturalWidth), 1);
+    await card.locator('img').evaluate((img: LoadedImage) => (img.complete ? null : new Promise((r) => img.addEventListener('load', r))));
+    assert.equal(await card.locator('img').evaluate((img: LoadedImage) => img.naturalWidth), 1);
 
     await card.getByRole('button', { name: 'Insert' }).click();
     await library.waitFor({ state: 'hidden' });
