@@ -35,6 +35,10 @@ export type AppContext = {
   rawDownloads: BusySlots;
   /** DELETE /contacts/fields/:field under way, per project and in all (modules/contacts/fields.ts). */
   fieldDeletes: BusySlots;
+  /** DELETE /events/:eventName, and a contact delete of many events, under way per project and in all (modules/events/usage.ts). */
+  eventDeletes: BusySlots;
+  /** POST /users/@me/projects/:id/reset under way, per project and in all (modules/projects/purge.ts). */
+  projectPurges: BusySlots;
   /** Turns at generating a new domain's DKIM key, one at a time, in rotation across projects (modules/domains/key-slots.ts). */
   dkimKeyTurns: KeyTurns;
   /** Reputation checks after bounces and complaints, running or due, per project (modules/reputation/guard.ts). */

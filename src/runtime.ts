@@ -15,6 +15,8 @@ import { queues } from './jobs/registry.ts';
 import { acceptedRecorder } from './modules/emails/delivery/accepted.ts';
 import { engagementRecorder } from './modules/tracking/engagement.ts';
 import { fieldDeleteSlots } from './modules/contacts/fields.ts';
+import { eventDeleteSlots } from './modules/events/usage.ts';
+import { projectPurgeSlots } from './modules/projects/purge.ts';
 import { keyTurns } from './modules/domains/key-slots.ts';
 import { rawDownloadSlots } from './modules/emails/raw-source.ts';
 import { PREVIEWS_PER_PROCESS, PREVIEWS_PER_PROJECT, previewSlots } from './modules/templates/preview.ts';
@@ -85,6 +87,8 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
       previews: previewSlots(PREVIEWS_PER_PROJECT, PREVIEWS_PER_PROCESS),
       rawDownloads: rawDownloadSlots(),
       fieldDeletes: fieldDeleteSlots(),
+      eventDeletes: eventDeleteSlots(),
+      projectPurges: projectPurgeSlots(),
       reputationChecks: new Map(),
       dkimKeyTurns: keyTurns(),
       recordAccepted: acceptedRecorder(() => ctx),

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import pg from 'pg';
 import { FIELD_DELETE_BATCH, FIELD_DELETES_PER_PROCESS } from '../src/modules/contacts/fields.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { Res } from './helpers/http.ts';
+import { holdLock, within } from './helpers/locks.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { waitFor } from './helpers/workflows.ts';
 
@@ -43,28 +43,8 @@ before(async () => {
 });
 after(async () => server?.stop());
 
-/** Holds the row lock of one contact in another transaction; the returned function commits. */
-async function lockContact(id: string): Promise<() => Promise<void>> {
-  const client = new pg.Client({ connectionString: server.databaseUrl });
-  await client.connect();
-  await client.query('BEGIN');
-  await client.query('SELECT id FROM contacts WHERE id = $1 FOR UPDATE', [id]);
-  return async () => {
-    await client.query('COMMIT');
-    await client.end();
-  };
-}
-
-/** Resolves with the answer, or with 'still waiting' after `ms`. */
-async function within(ms: number, res: Promise<Res>): Promise<Res | 'still waiting'> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'still waiting'>((resolve) => (timer = setTimeout(() => resolve('still waiting'), ms)));
-  try {
-    return await Promise.race([res, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+/** Holds the row lock of one contact in another transaction; the returned function lets it go. */
+const lockContact = async (id: string) => (await holdLock(server.databaseUrl, 'SELECT id FROM contacts WHERE id = $1 FOR UPDATE', [id])).release;
 
 const contactsWith = async (projectId: string, key: string): Promise<number> =>
   (await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM contacts WHERE project_id = $1 AND data ? $2`, [projectId, key]))[0].n;

@@ -5,6 +5,7 @@ import { domainQueues } from '../modules/domains/jobs.ts';
 import { deliveryQueue } from '../modules/emails/delivery/index.ts';
 import { deliveryWatchdogQueue } from '../modules/emails/delivery/recovery.ts';
 import { idempotencyCleanupQueue } from '../http/idempotency.ts';
+import { projectPurgeQueue } from '../modules/projects/purge.ts';
 import { reputationQueue } from '../modules/reputation/guard.ts';
 import { storageMaintenanceQueue } from '../modules/retention/jobs.ts';
 import { segmentQueues } from '../modules/segments/jobs.ts';
@@ -24,6 +25,7 @@ export const queues: AnyQueueDef[] = [
   reputationQueue,
   notificationCleanupQueue,
   storageMaintenanceQueue,
+  projectPurgeQueue,
   ...campaignQueues,
   ...segmentQueues,
 ];

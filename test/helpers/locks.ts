@@ -22,3 +22,14 @@ export async function holdLock(databaseUrl: string, lock: string, values: unknow
  * which holds a campaign's audience read for as long as a test needs; delivery never reads it.
  */
 export const lockContactFields = (databaseUrl: string) => holdLock(databaseUrl, 'LOCK TABLE contact_fields IN ACCESS EXCLUSIVE MODE');
+
+/** Resolves with what `answer` resolves to, or with 'still waiting' after `ms` (a request held by a lock). */
+export async function within<T>(ms: number, answer: Promise<T>): Promise<T | 'still waiting'> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'still waiting'>((resolve) => (timer = setTimeout(() => resolve('still waiting'), ms)));
+  try {
+    return await Promise.race([answer, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -182,18 +182,30 @@ export async function foldUsageSnapshot(tx: Db, projectId: string, now: Date): P
 }
 
 /**
- * Before a reset deletes the emails: keep this month's usage so the allowance is not restored.
- * The snapshot's counts stay (they count emails before `counted_before`, deleted or not); what the
- * emails themselves add on top goes to the carry. Call it holding the project row FOR UPDATE.
+ * A CTE for the statement of a reset that deletes emails, `WITH removed AS (DELETE FROM emails AS e …
+ * RETURNING e.id, e.created_at, e.status, e.campaign_id, e.workflow_id), carried AS (<this>) …`: the
+ * month's usage of the emails it deletes goes to the carry, so a reset never gives the allowance
+ * back. They are the emails readUsage counts as `fresh` (this month's since the snapshot's
+ * `counted_before`, and the snapshot's waiting ones); the snapshot's own counts stay, as they count
+ * emails before `counted_before`, deleted or not. Run it holding the project row FOR UPDATE (see
+ * foldUsageSnapshot).
  */
-export async function carryMonthUsage(db: Db, projectId: string, now: Date): Promise<void> {
+export function carryUsageOfRemoved(projectId: string, now: Date, removed: string): SQL {
   const p = periodOf(now);
-  const { fresh } = await readUsage(db, projectId, now, SENDING_CATEGORIES);
-  for (const category of SENDING_CATEGORIES) {
-    const count = fresh[category];
-    if (count === 0) continue;
-    await db.execute(sql`
-      INSERT INTO billing_usage_carry (project_id, period, category, count) VALUES (${projectId}, ${p.key}, ${category}, ${count})
-      ON CONFLICT (project_id, period, category) DO UPDATE SET count = billing_usage_carry.count + EXCLUDED.count`);
-  }
+  return sql`
+    WITH snapshot AS (
+      SELECT counted_before, waiting FROM billing_usage_snapshots WHERE project_id = ${projectId} AND period = ${p.key}
+    ), fresh AS (
+      SELECT ${countsOf(SENDING_CATEGORIES)} FROM ${sql.identifier(removed)} AS e
+       WHERE (e.created_at >= coalesce((SELECT counted_before FROM snapshot), ${ts(p.start)}) AND e.created_at < ${ts(p.end)})
+          OR e.id = ANY ((SELECT waiting FROM snapshot)::uuid[])
+    )
+    INSERT INTO billing_usage_carry AS b (project_id, period, category, count)
+    SELECT ${projectId}, ${p.key}, c.category, c.count
+      FROM fresh CROSS JOIN LATERAL (VALUES ${sql.join(
+        SENDING_CATEGORIES.map((c) => sql`(${c}, fresh.${sql.identifier(c)})`),
+        sql`, `,
+      )}) AS c(category, count)
+     WHERE c.count > 0
+    ON CONFLICT (project_id, period, category) DO UPDATE SET count = b.count + excluded.count`;
 }

@@ -1,8 +1,8 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { type Database, type Db, withTransaction } from '../../db/client.ts';
-import { isTransientDbError } from '../../db/pg-error.ts';
-import { isStatementTimeout, withStatementTimeout } from '../../db/statement-timeout.ts';
+import { BATCH_STATEMENT_MS, nextBatchSize, runBatch } from '../../db/batches.ts';
+import { isStatementTimeout } from '../../db/statement-timeout.ts';
 import { type BusySlots, busySlots } from '../../http/busy-slots.ts';
 import { ApiError, badRequest, conflict } from '../../http/errors.ts';
 import { type FieldUsers, usage } from '../usage/service.ts';
@@ -143,10 +143,6 @@ export const fieldDeleteSlots = (): BusySlots =>
  * upsert) waits about one batch at most for its row lock, and no connection is held between batches.
  */
 export const FIELD_DELETE_BATCH = { first: 100, min: 20, max: 2000, targetMs: 200 };
-/** A batch PostgreSQL runs longer than this is cancelled: the delete stops with a 409 and can be asked again. */
-const BATCH_STATEMENT_MS = 10_000;
-/** A batch chosen as a deadlock victim was rolled back whole: it runs again, this many times at most. */
-const BATCH_ATTEMPTS = 3;
 
 type CustomField = Extract<FieldRef, { kind: 'custom' }>;
 type Cursor = { createdAt: string; id: string };
@@ -200,7 +196,7 @@ async function removeFromContacts(database: Database, projectId: string, ref: Cu
   let removed = 0;
   for (;;) {
     const started = performance.now();
-    const batch: BatchResult = await runBatch(database, projectId, ref, now, after, size).catch((err: unknown) => {
+    const batch: BatchResult = await runBatch(database, (db) => removeFromBatch(db, projectId, ref, now, after, size)).catch((err: unknown) => {
       // Most likely a contact another write held past the bound: say how far the delete got.
       if (!isStatementTimeout(err)) throw err;
       throw conflict(
@@ -211,24 +207,7 @@ async function removeFromContacts(database: Database, projectId: string, ref: Cu
     removed += batch.removed;
     if (batch.last === null || batch.scanned < size) return removed;
     after = batch.last;
-    size = nextBatchSize(size, performance.now() - started);
-  }
-}
-
-/** Scales the batch toward FIELD_DELETE_BATCH.targetMs, at most doubling it at a time. */
-function nextBatchSize(size: number, tookMs: number): number {
-  const { min, max, targetMs } = FIELD_DELETE_BATCH;
-  const scaled = Math.floor((size * targetMs) / Math.max(tookMs, 1));
-  return Math.max(min, Math.min(max, size * 2, scaled));
-}
-
-async function runBatch(database: Database, projectId: string, ref: CustomField, now: Date, after: Cursor | null, size: number): Promise<BatchResult> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await withStatementTimeout(database, BATCH_STATEMENT_MS, (db) => removeFromBatch(db, projectId, ref, now, after, size));
-    } catch (err) {
-      if (!isTransientDbError(err) || attempt >= BATCH_ATTEMPTS) throw err;
-    }
+    size = nextBatchSize(FIELD_DELETE_BATCH, size, performance.now() - started);
   }
 }
 

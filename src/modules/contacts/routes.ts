@@ -22,6 +22,7 @@ import {
   savedContactSchema,
   updateContactBody,
 } from './schemas.ts';
+import { EVENT_DELETE_BATCH, EVENT_DELETES_PER_PROJECT } from '../events/usage.ts';
 import { deleteContact, getContact, lookupContacts, patchContact, saveContact } from './service.ts';
 
 const EXAMPLE_CONTACT = {
@@ -198,10 +199,17 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
     '/contacts/:id',
     {
       onRequest,
-      schema: doc({ operationId: 'contacts.delete', summary: 'Delete a contact', params: contactIdParams, responses: { 204: null }, errors: [404] }),
+      schema: doc({
+        operationId: 'contacts.delete',
+        summary: 'Delete a contact',
+        description: `Its events go with it. A contact with many events (over ${EVENT_DELETE_BATCH.first.toLocaleString('en-US')}) has them deleted in short batches first, which counts as one of the project's deletes of many events (${EVENT_DELETES_PER_PROJECT} at once, as DELETE /events/{eventName}): another under way is a 429 at once, with \`details.retryAfter\` and Retry-After. A batch held past 10 s stops the delete with a 409 whose \`details.deleted\` counts the events gone (the contact stays); ask again to finish.`,
+        params: contactIdParams,
+        responses: { 204: null },
+        errors: [404, 409, 429],
+      }),
     },
     async (req, reply) => {
-      await deleteContact(db, projectOf(req).projectId, parse(contactIdParams, req.params).id);
+      await deleteContact(ctx, projectOf(req).projectId, parse(contactIdParams, req.params).id);
       return reply.status(204).send();
     },
   );

@@ -13,6 +13,7 @@ import { pgErrorCode } from '../../db/pg-error.ts';
 import { checkFieldCapacity } from './field-cap.ts';
 import { contactDataTooBig, dataBoundCte, mergedData, recordFieldTypesOf } from './data-sql.ts';
 import { forgetContactsEvents } from '../analytics/rollups.ts';
+import { deleteContactEvents, hasManyEvents } from '../events/usage.ts';
 
 export { upsertContactQuery } from './upsert-sql.ts';
 
@@ -235,10 +236,15 @@ export async function updateContactsData(
 
 /**
  * Permanent; the contact's events go with it (and out of the analytics rollups, same statement; out
- * of the event counters by the trigger on `events`, events/counts.ts).
+ * of the event counters by the trigger on `events`, events/counts.ts). A contact with more than a
+ * batch of events (a bot's millions: 500,000 went in one 1.1 s statement, and grew with them) has
+ * them deleted in short batches first (events/usage.ts; 429 while the project has another delete
+ * of many events under way, 409 if a batch is held past its bound); then its row, as one statement.
  */
-export async function deleteContact(db: Db, projectId: string, contactId: string): Promise<void> {
+export async function deleteContact(ctx: AppContext, projectId: string, contactId: string): Promise<void> {
   if (!CONTACT_ID.test(contactId)) throw notFound('contact', contactId);
+  const db = ctx.database.db;
+  if (await hasManyEvents(db, projectId, contactId)) await deleteContactEvents(ctx, projectId, contactId);
   const { rowCount } = await db.execute(sql`
     WITH forgotten AS (${forgetContactsEvents(projectId, sql`ARRAY[${contactId}]::text[]`)})
     DELETE FROM contacts WHERE id = ${contactId} AND project_id = ${projectId}`);

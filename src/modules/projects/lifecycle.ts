@@ -1,15 +1,16 @@
 import { sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
-import { carryMonthUsage } from '../billing/usage.ts';
+import { conflict } from '../../http/errors.ts';
+import { PurgeStopped, RESET_STEPS, existingTables, runPurge } from './purge.ts';
 
 /**
  * Reset and delete of a project, and what an onboarding checklist needs. Both start by stopping
- * what is pending: campaigns in flight or scheduled and emails not yet handed to a worker are
- * removed first, under the project row lock, so no worker claims them while the rest goes.
+ * what is pending: campaigns in flight or scheduled are removed first, under the project row lock.
+ * The rest goes in short batches (purge.ts).
  */
 
-/** Tables of project data that a reset empties, in an order that respects their references. */
+/** Tables of project data whose deleted rows a reset answers (purge.ts RESET_STEPS empties them, and more). */
 const RESET_TABLES = [
   'emails',
   'events',
@@ -24,17 +25,14 @@ const RESET_TABLES = [
   'contact_fields',
 ] as const;
 
-/** Tables that may not exist yet (the workflows engine ships them in its own migration). */
-async function existingTables(db: Db, names: readonly string[]): Promise<Set<string>> {
-  const { rows } = await db.execute<{ name: string }>(sql`
-    SELECT n AS name FROM unnest(${sql.param(names)}::text[]) AS n WHERE to_regclass('public.' || quote_ident(n)) IS NOT NULL`);
-  return new Set(rows.map((r) => r.name));
-}
-
-/** Stops pending and scheduled sends of the project (call inside the transaction that holds the project row lock). */
-export async function stopPendingSends(db: Db, projectId: string): Promise<void> {
-  await db.execute(sql`DELETE FROM campaigns WHERE project_id = ${projectId} AND status IN ('SCHEDULED', 'SENDING')`);
-  await db.execute(sql`DELETE FROM emails WHERE project_id = ${projectId} AND status = 'QUEUED'`);
+/**
+ * Stops the project's scheduled and sending campaigns (call inside the transaction that holds the
+ * project row lock); how many. Emails not yet handed to a worker go with the emails: newest first
+ * in a reset, and a deleted project's are never sent (it is disabled).
+ */
+export async function stopPendingSends(db: Db, projectId: string): Promise<number> {
+  const stopped = await db.execute(sql`DELETE FROM campaigns WHERE project_id = ${projectId} AND status IN ('SCHEDULED', 'SENDING')`);
+  return stopped.rowCount ?? 0;
 }
 
 export async function lockProject(db: Db, projectId: string): Promise<void> {
@@ -44,31 +42,34 @@ export async function lockProject(db: Db, projectId: string): Promise<void> {
 /**
  * POST /users/@me/projects/:id/reset: deletes contacts, events, emails, campaigns, segments,
  * workflows, templates (with imports, bulk jobs, idempotency records and field definitions); keeps
- * domains, members, keys, settings, suppressions and billing (this month's usage is carried over).
+ * domains, members, keys, settings, suppressions and billing (this month's usage of the deleted
+ * emails is carried over, batch by batch). One reset of a project at a time, a few per process
+ * (429 past them, before any work). `deleted` counts the rows deleted per table, those written
+ * while the reset ran included. A batch held past its bound stops it with a 409 saying what was
+ * deleted; asked again, it finishes.
  */
 export async function resetProject(ctx: AppContext, projectId: string): Promise<{ success: true; deleted: Record<string, number> }> {
-  return withTransaction(ctx.database, async ({ tx }) => {
-    await lockProject(tx, projectId);
-    await stopPendingSends(tx, projectId);
-    await carryMonthUsage(tx, projectId, ctx.clock.now());
-    const present = await existingTables(tx, RESET_TABLES);
+  const release = ctx.projectPurges.take(projectId);
+  try {
+    const present = await existingTables(ctx.database.db, RESET_TABLES);
     const deleted: Record<string, number> = {};
-    for (const table of RESET_TABLES) {
-      if (!present.has(table)) continue;
-      const res = await tx.execute(sql`DELETE FROM ${sql.identifier(table)} WHERE project_id = ${projectId}`);
-      deleted[table] = res.rowCount ?? 0;
-    }
-    // The emails' shared contents go with them (counted as part of the emails).
-    await tx.execute(sql`DELETE FROM email_contents WHERE project_id = ${projectId}`);
-    // The analytics rollups of the events (analytics/rollups.ts) go with them; the event counters
-    // (events/counts.ts) followed the events' delete by trigger.
-    await tx.execute(sql`DELETE FROM event_name_days WHERE project_id = ${projectId}`);
-    await tx.execute(sql`DELETE FROM event_name_contacts WHERE project_id = ${projectId}`);
-    // And those of the emails (analytics/outcome-rollups.ts).
-    await tx.execute(sql`DELETE FROM email_outcome_slots WHERE project_id = ${projectId}`);
-    await tx.execute(sql`DELETE FROM campaign_outcomes WHERE project_id = ${projectId}`);
-    return { success: true as const, deleted };
-  });
+    deleted.campaigns = await withTransaction(ctx.database, async ({ tx }) => {
+      await lockProject(tx, projectId);
+      return stopPendingSends(tx, projectId);
+    });
+    await runPurge(ctx, projectId, RESET_STEPS, deleted).catch((err: unknown) => {
+      if (!(err instanceof PurgeStopped)) throw err;
+      throw conflict(`The reset stopped: ${err.message}; ask again to finish`, { deleted: onlyResetTables(err.deleted, present) });
+    });
+    return { success: true as const, deleted: onlyResetTables(deleted, present) };
+  } finally {
+    release();
+  }
+}
+
+/** The answer's counts: one per reset table (the rollups and members removed with them are not counted). */
+function onlyResetTables(deleted: Record<string, number>, present: Set<string>): Record<string, number> {
+  return Object.fromEntries(RESET_TABLES.filter((t) => present.has(t)).map((t) => [t, deleted[t] ?? 0]));
 }
 
 export type SetupState = {

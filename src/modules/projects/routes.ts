@@ -60,6 +60,8 @@ export function projectRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'projects.delete',
         summary: 'Delete a project and everything in it',
+        description:
+          'The project is gone at once: its keys are refused, it leaves every project list, its pending sends never go out and its images are removed. Its rows are removed in short batches: for up to 2 s before the answer (most projects whole), the rest by a background job that survives a restart.',
         params: projectIdParams,
         responses: { 204: null },
         errors: [403, 404],

@@ -10,6 +10,7 @@ import { pgErrorCode } from '../../db/pg-error.ts';
 import { limitReached, notFound, validationError } from '../../http/errors.ts';
 import { projectUploadKeys, removeProjectUploads } from '../uploads/service.ts';
 import { lockProject, stopPendingSends } from './lifecycle.ts';
+import { markDeleted, purgeInRequest, queuePurge } from './purge.ts';
 import type { ProjectRecord } from './schemas.ts';
 
 type ProjectRow = typeof projects.$inferSelect;
@@ -128,18 +129,26 @@ async function checkDatabaseTimeZone(db: Db, timezone: string): Promise<void> {
   }
 }
 
-/** Deletes the project (its rows cascade), then its uploaded images once that has committed. */
+/**
+ * Deletes the project: in one short transaction it is gone for its users (keys refused, out of
+ * every list, no more sends: purge.ts markDeleted) and a job that removes its rows in batches is
+ * queued (durable: it survives a restart); once that has committed, its uploaded images are
+ * removed, and its rows for up to 2 s (most projects whole; the job does the rest).
+ */
 export async function deleteProject(ctx: AppContext, userId: string, projectId: string): Promise<void> {
   await projectForUser(ctx, userId, projectId);
   const uploadKeys = await withTransaction(ctx.database, async ({ tx, client }) => {
     await lockProject(tx, projectId);
+    // A delete of the same project that committed while this one waited for the lock.
+    if (!(await markDeleted(tx, projectId))) throw notFound('project', projectId);
     await stopPendingSends(tx, projectId);
-    const keys = await projectUploadKeys(ctx, tx, projectId); // read before the cascade takes the rows
-    await tx.delete(projects).where(eq(projects.id, projectId));
+    const keys = await projectUploadKeys(ctx, tx, projectId);
+    await queuePurge(ctx, projectId, client);
     await ctx.keys.notifyChanged(projectId, client);
     return keys;
   });
   await removeProjectUploads(ctx, projectId, uploadKeys);
+  await purgeInRequest(ctx, projectId);
 }
 
 /** A new webhook signing secret; the old one stops being used at once (receivers must switch). */
