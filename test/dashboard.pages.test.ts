@@ -309,6 +309,47 @@ test("the template editor's images: upload one, insert its tag at the cursor, de
   });
 });
 
+test('settings: the danger zone resets a project after its name is typed, then deletes it', { timeout: 180_000 }, async () => {
+  await journey(page, 'danger-zone', async () => {
+    const created = await server.api.post('/users/@me/projects', { name: 'Scratch' }, { cookie: owner.cookie });
+    assert.equal(created.status, 201, created.text);
+    const scratch = server.api.as({ key: created.body.secretKey });
+    assert.equal((await scratch.post('/contacts', { email: 'gone@example.org' })).status, 201);
+
+    await page.goto(`${server.url}/app/p/${created.body.id}/settings`);
+    await page.getByRole('button', { name: 'Reset data…' }).click();
+    const resetDialog = page.getByRole('dialog', { name: 'Reset the project’s data?' });
+    const confirmReset = resetDialog.getByRole('button', { name: 'Reset data' });
+    assert.equal(await confirmReset.isDisabled(), true, 'not before the name is typed');
+    await resetDialog.getByRole('textbox').fill('Scratch');
+    await confirmReset.click();
+    await page.getByText('Project reset: deleted 1 contacts').waitFor();
+    assert.equal((await scratch.get('/contacts')).body.data.length, 0);
+    assert.equal((await scratch.get('/contacts')).status, 200, 'the keys still work after a reset');
+
+    await page.getByRole('button', { name: 'Delete project…' }).click();
+    const deleteDialog = page.getByRole('dialog', { name: 'Delete the project?' });
+    await deleteDialog.getByRole('textbox').fill('scratch');
+    assert.equal(await deleteDialog.getByRole('button', { name: 'Delete project' }).isDisabled(), true, 'the name must match');
+    await deleteDialog.getByRole('textbox').fill('Scratch');
+    await deleteDialog.getByRole('button', { name: 'Delete project' }).click();
+    await page.waitForURL(/\/app\/projects$/);
+    await page.getByText('Project Scratch deleted').waitFor();
+    assert.equal((await scratch.get('/contacts')).status, 401);
+    const left = await server.api.get('/users/@me/projects', { cookie: owner.cookie });
+    assert.equal(left.status, 200);
+    assert.equal(
+      left.body.some((p: { id: string }) => p.id === created.body.id),
+      false,
+      'out of the project list',
+    );
+    assert.equal(
+      left.body.some((p: { id: string }) => p.id === owner.project.id),
+      true,
+    );
+  });
+});
+
 test("a template's live preview waits while the project's previews are busy, and says so when they stay busy", { timeout: 180_000 }, async () => {
   await journey(page, 'preview-busy', async () => {
     // Two previews of this project under way (the per-project bound): the editor's preview is a 429.

@@ -5,6 +5,7 @@ import { useState } from 'react';
 import { herald } from '../api.ts';
 import { Copy } from '../components/Copy.tsx';
 import { BillingCapsCard } from '../components/BillingCaps.tsx';
+import { DangerZone } from '../components/DangerZone.tsx';
 import { MembersCard } from '../components/Members.tsx';
 import { useProject } from '../components/ProjectLayout.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
@@ -141,6 +142,7 @@ export function SettingsPage() {
       </Card>
       <MembersCard project={project} />
       <BillingCapsCard project={project} />
+      {canManage && <DangerZone project={project} />}
       <Modal opened={confirmRotate} onClose={() => setConfirmRotate(false)} title="Rotate both API keys?">
         <Stack>
           <Text size="sm">
