@@ -39,6 +39,8 @@ export type AppContext = {
   eventDeletes: BusySlots;
   /** POST /users/@me/projects/:id/reset under way, per project and in all (modules/projects/purge.ts). */
   projectPurges: BusySlots;
+  /** DELETE /workflows/:id and DELETE /segments/:id of more than a batch of executions or members, under way per project and in all (modules/workflows/delete.ts). */
+  cascadeDeletes: BusySlots;
   /** Turns at generating a new domain's DKIM key, one at a time, in rotation across projects (modules/domains/key-slots.ts). */
   dkimKeyTurns: KeyTurns;
   /** Reputation checks after bounces and complaints, running or due, per project (modules/reputation/guard.ts). */

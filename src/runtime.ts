@@ -17,6 +17,7 @@ import { engagementRecorder } from './modules/tracking/engagement.ts';
 import { fieldDeleteSlots } from './modules/contacts/fields.ts';
 import { eventDeleteSlots } from './modules/events/usage.ts';
 import { projectPurgeSlots } from './modules/projects/purge.ts';
+import { cascadeDeleteSlots } from './modules/workflows/delete.ts';
 import { keyTurns } from './modules/domains/key-slots.ts';
 import { rawDownloadSlots } from './modules/emails/raw-source.ts';
 import { PREVIEWS_PER_PROCESS, PREVIEWS_PER_PROJECT, previewSlots } from './modules/templates/preview.ts';
@@ -89,6 +90,7 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
       fieldDeletes: fieldDeleteSlots(),
       eventDeletes: eventDeleteSlots(),
       projectPurges: projectPurgeSlots(),
+      cascadeDeletes: cascadeDeleteSlots(),
       reputationChecks: new Map(),
       dkimKeyTurns: keyTurns(),
       recordAccepted: acceptedRecorder(() => ctx),

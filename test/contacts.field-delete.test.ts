@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { FIELD_DELETE_BATCH, FIELD_DELETES_PER_PROCESS } from '../src/modules/contacts/fields.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { Res } from './helpers/http.ts';
-import { holdLock, within } from './helpers/locks.ts';
+import { holdLock, within, statementWaitingOnALock } from './helpers/locks.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { waitFor } from './helpers/workflows.ts';
 
@@ -55,14 +55,7 @@ describe('DELETE /contacts/fields/:field under way', () => {
     let unlocked = false;
     const deleting = a.sk.delete('/contacts/fields/data.f0');
     try {
-      await waitFor(
-        'the delete to wait for the locked last contact',
-        async () =>
-          (
-            await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE contacts%'`)
-          )[0].n > 0,
-        30_000,
-      );
+      await waitFor('the delete to wait for the locked last contact', () => statementWaitingOnALock(server.sql, '%UPDATE contacts%'), 30_000);
 
       // Every batch before the last one is committed: at most one batch of contacts still has the field.
       const left = await contactsWith(a.project.id, 'f0');

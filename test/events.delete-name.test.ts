@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { EVENT_DELETE_BATCH, EVENT_DELETES_PER_PROCESS } from '../src/modules/events/usage.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { Res } from './helpers/http.ts';
-import { holdLock, within } from './helpers/locks.ts';
+import { holdLock, within, statementWaitingOnALock } from './helpers/locks.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { waitFor } from './helpers/workflows.ts';
 
@@ -68,15 +68,7 @@ async function lockNewestEvent(projectId: string, of: { name: string } | { conta
   return (await holdLock(server.databaseUrl, `${newest} FOR UPDATE`, [projectId, value])).release;
 }
 
-const waitingDelete = () =>
-  waitFor(
-    'the delete to wait for the locked event',
-    async () =>
-      (
-        await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%DELETE FROM events%'`)
-      )[0].n > 0,
-    30_000,
-  );
+const waitingDelete = () => waitFor('the delete to wait for the locked event', () => statementWaitingOnALock(server.sql, '%DELETE FROM events%'), 30_000);
 
 const eventsOf = async (projectId: string, name: string): Promise<number> =>
   (await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE project_id = $1 AND name = $2`, [projectId, name]))[0].n;

@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm';
 import type { Database, Db } from './client.ts';
 import { isTransientDbError } from './pg-error.ts';
-import { withStatementTimeout } from './statement-timeout.ts';
+import { isStatementTimeout, withStatementTimeout } from './statement-timeout.ts';
+import { conflict } from '../http/errors.ts';
 
 /**
  * Long writes (a field removed from every contact, every event of a name deleted) run as short
@@ -40,4 +41,14 @@ export async function runBatch<T>(database: Database, work: (db: Db) => Promise<
       if (!isTransientDbError(err) || attempt >= BATCH_ATTEMPTS) throw err;
     }
   }
+}
+
+/**
+ * A batched write stopped by a batch held past BATCH_STATEMENT_MS (rows locked by other writes), or
+ * rolled back again and again: a 409 saying how far it got (`stoppedAfter`, e.g. "Deleting X stopped
+ * after 120 events") with `details`, for the caller to ask again. Any other error as it is.
+ */
+export function heldBatchConflict(err: unknown, stoppedAfter: string, details: Record<string, unknown>): unknown {
+  if (!isStatementTimeout(err) && !isTransientDbError(err)) return err;
+  return conflict(`${stoppedAfter}: a batch was held by other writes for too long (at most ${BATCH_STATEMENT_MS / 1000} s); ask again to finish`, details);
 }

@@ -33,3 +33,12 @@ export async function within<T>(ms: number, answer: Promise<T>): Promise<T | 'st
     clearTimeout(timer);
   }
 }
+
+/** Whether a statement of this test's database whose text matches `pattern` (ILIKE) is waiting for a lock. */
+export async function statementWaitingOnALock(sql: (text: string, values?: unknown[]) => Promise<{ n: number }[]>, pattern: string): Promise<boolean> {
+  const [row] = await sql(
+    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND query ILIKE $1`,
+    [pattern],
+  );
+  return row.n > 0;
+}

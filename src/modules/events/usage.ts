@@ -1,9 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
-import { type BatchSizes, BATCH_STATEMENT_MS, nextBatchSize, runBatch } from '../../db/batches.ts';
+import { type BatchSizes, heldBatchConflict, nextBatchSize, runBatch } from '../../db/batches.ts';
 import type { Database, Db } from '../../db/client.ts';
-import { isTransientDbError } from '../../db/pg-error.ts';
-import { isStatementTimeout } from '../../db/statement-timeout.ts';
 import { type BusySlots, busySlots } from '../../http/busy-slots.ts';
 import { badRequest, conflict } from '../../http/errors.ts';
 import { type EventNameUsers, usage } from '../usage/service.ts';
@@ -77,7 +75,7 @@ export async function deleteEventName(ctx: AppContext, projectId: string, eventN
       await deleteEventsOf(ctx.database, projectId, { name: eventName }, progress);
       await forgetNameRollups(ctx.database, projectId, eventName);
     } catch (err) {
-      throw stoppedAfter(err, `Deleting '${eventName}'`, { eventName, deleted: progress.deleted });
+      throw heldBatchConflict(err, `Deleting '${eventName}' stopped after ${progress.deleted} events`, { eventName, deleted: progress.deleted });
     }
     return progress;
   } finally {
@@ -144,19 +142,10 @@ export async function deleteContactEvents(ctx: AppContext, projectId: string, co
   try {
     await deleteEventsOf(ctx.database, projectId, { contactId }, progress);
   } catch (err) {
-    throw stoppedAfter(err, `Deleting contact '${contactId}'`, { contactId, deleted: progress.deleted });
+    throw heldBatchConflict(err, `Deleting contact '${contactId}' stopped after ${progress.deleted} events`, { contactId, deleted: progress.deleted });
   } finally {
     release();
   }
-}
-
-/** A batch held past its bound, or rolled back again and again, as a 409 saying how far the delete got; any other error as it is. */
-function stoppedAfter(err: unknown, what: string, details: { deleted: number } & Record<string, unknown>): unknown {
-  if (!isStatementTimeout(err) && !isTransientDbError(err)) return err;
-  return conflict(
-    `${what} stopped after ${details.deleted} events: a batch was held by other writes for too long (at most ${BATCH_STATEMENT_MS / 1000} s); ask again to finish`,
-    details,
-  );
 }
 
 /** The name's day rows that count nothing any more, then its first/last-seen rows, contact batch by batch. */

@@ -21,7 +21,18 @@ import {
   segmentSchema,
   updateSegmentBody,
 } from './schemas.ts';
-import { countCondition, createSegment, deleteSegment, getSegment, listSegmentContacts, listSegments, refreshSegment, updateSegment } from './service.ts';
+import {
+  SEGMENT_DELETE_BATCH,
+  countCondition,
+  createSegment,
+  deleteSegment,
+  getSegment,
+  listSegmentContacts,
+  listSegments,
+  refreshSegment,
+  updateSegment,
+} from './service.ts';
+import { CASCADE_DELETES_PER_PROCESS, CASCADE_DELETES_PER_PROJECT } from '../workflows/delete.ts';
 
 export function segmentRoutes(app: FastifyInstance, ctx: AppContext): void {
   const onRequest = requireProject(ctx);
@@ -107,7 +118,14 @@ export function segmentRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.delete(
     '/segments/:id',
     {
-      schema: doc({ operationId: 'segments.delete', summary: 'Delete a segment', params: segmentIdParams, responses: { 204: null }, errors: [404, 409] }),
+      schema: doc({
+        operationId: 'segments.delete',
+        summary: 'Delete a segment',
+        description: `Deletes the segment with its members; a 409 with \`details.reasons\` while an active campaign or another segment uses it. A segment of more than ${SEGMENT_DELETE_BATCH.first} members stops tracking membership first (no entry or exit events), then its members are deleted in short batches before it: at most ${CASCADE_DELETES_PER_PROJECT} such delete of a project at once (of big segments and workflows; ${CASCADE_DELETES_PER_PROCESS} of all projects, per process), another is a 429 at once, with \`details.retryAfter\` and Retry-After. A batch held past 10 s (members locked by other writes) stops the delete with a 409 whose \`details.deletedMembers\` counts the members deleted; the segment stays: ask again to finish.`,
+        params: segmentIdParams,
+        responses: { 204: null },
+        errors: [404, 409, 429],
+      }),
       onRequest,
     },
     async (req, reply) => {

@@ -31,6 +31,7 @@ import {
   workflowSchema,
 } from './schemas.ts';
 import { createWorkflow, deleteWorkflow, getWorkflow, listWorkflows, updateWorkflow } from './service.ts';
+import { CASCADE_DELETES_PER_PROCESS, CASCADE_DELETES_PER_PROJECT, WORKFLOW_DELETE_BATCH } from './delete.ts';
 import { stepError } from './step-config.ts';
 import { fieldErrors } from '../../http/errors.ts';
 
@@ -126,7 +127,14 @@ export function workflowRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.delete(
     '/workflows/:id',
     {
-      schema: doc({ operationId: 'workflows.delete', summary: 'Delete a workflow', params: workflowIdParams, responses: { 204: null }, errors: [404, 409] }),
+      schema: doc({
+        operationId: 'workflows.delete',
+        summary: 'Delete a workflow',
+        description: `Deletes the workflow with its steps, transitions and finished executions; a 409 with \`details.activeExecutions\` while executions are running or waiting. A workflow with more than ${WORKFLOW_DELETE_BATCH.first} executions is disabled first (nothing new enters it), then its executions are deleted in short batches before it: at most ${CASCADE_DELETES_PER_PROJECT} such delete of a project at once (of big workflows and segments; ${CASCADE_DELETES_PER_PROCESS} of all projects, per process), another is a 429 at once, with \`details.retryAfter\` and Retry-After. A batch held past 10 s (executions locked by other writes) stops the delete with a 409 whose \`details.deletedExecutions\` counts the executions deleted; the workflow stays, disabled: ask again to finish.`,
+        params: workflowIdParams,
+        responses: { 204: null },
+        errors: [404, 409, 429],
+      }),
       onRequest,
     },
     async (req, reply) => {

@@ -3,7 +3,6 @@ import type { AppContext } from '../../context.ts';
 import { withTransaction } from '../../db/client.ts';
 import { uuidv7 } from '../../db/ids.ts';
 import { workflowSteps, workflows } from '../../db/schema/workflows.ts';
-import { conflict } from '../../http/errors.ts';
 import { type PageList, pageList } from '../../http/pagination.ts';
 import { assertRunnable } from './graph.ts';
 import type { CreateWorkflowInput, ListWorkflowsQuery, StepCounts, UpdateWorkflowInput, WorkflowDetail, WorkflowRecord } from './schemas.ts';
@@ -154,21 +153,5 @@ export async function updateWorkflow(ctx: AppContext, projectId: string, id: str
   return getWorkflow(ctx, projectId, workflowId);
 }
 
-/** Deletes the workflow with its graph and finished executions; 409 while executions are RUNNING or WAITING. */
-export async function deleteWorkflow(ctx: AppContext, projectId: string, id: string): Promise<void> {
-  await withTransaction(ctx.database, async ({ tx }) => {
-    const workflow = await findWorkflow(tx, projectId, id, { lock: true });
-    const { rows } = await tx.execute<{ n: number }>(
-      sql`SELECT count(*)::int AS n FROM workflow_executions WHERE workflow_id = ${workflow.id} AND status IN ('RUNNING', 'WAITING')`,
-    );
-    if (rows[0].n > 0) {
-      throw conflict(
-        `Workflow "${workflow.name}" has ${rows[0].n} active execution(s); cancel them (POST /workflows/${workflow.id}/executions/cancel-all) or wait until they finish`,
-        {
-          activeExecutions: rows[0].n,
-        },
-      );
-    }
-    await tx.delete(workflows).where(eq(workflows.id, workflow.id));
-  });
-}
+/** Delete: a workflow with many executions loses them in short batches first (delete.ts). */
+export { deleteWorkflow } from './delete.ts';
