@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { FIELD_DELETE_BATCH, FIELD_DELETES_PER_PROCESS } from '../src/modules/contacts/fields.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { Res } from './helpers/http.ts';
-import { holdLock, within, statementWaitingOnALock } from './helpers/locks.ts';
+import { answeredWithin, answerOnceReleased, holdLock, statementWaitingOnALock } from './helpers/locks.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { waitFor } from './helpers/workflows.ts';
 
@@ -52,18 +52,15 @@ const contactsWith = async (projectId: string, key: string): Promise<number> =>
 describe('DELETE /contacts/fields/:field under way', () => {
   test('runs in committed batches, refuses a second delete of the project with a 429, lets writes and other projects through', async () => {
     const unlock = await lockContact(lastId);
-    let unlocked = false;
     const deleting = a.sk.delete('/contacts/fields/data.f0');
-    try {
+    const done = await answerOnceReleased(unlock, deleting, async () => {
       await waitFor('the delete to wait for the locked last contact', () => statementWaitingOnALock(server.sql, '%UPDATE contacts%'), 30_000);
 
       // Every batch before the last one is committed: at most one batch of contacts still has the field.
       const left = await contactsWith(a.project.id, 'f0');
       assert.ok(left >= 1 && left <= FIELD_DELETE_BATCH.max, `contacts still with f0 while the last batch waits: ${left} of ${N}`);
 
-      const second = await within(5_000, a.sk.delete('/contacts/fields/data.f1'));
-      assert.notEqual(second, 'still waiting', 'a second delete of the project waited instead of being refused');
-      assert.ok(second !== 'still waiting');
+      const second = await answeredWithin(5_000, a.sk.delete('/contacts/fields/data.f1'), 'a second delete of the project waited instead of being refused');
       assert.equal(second.status, 429, second.text);
       assert.equal(second.headers.get('retry-after'), '1');
       assert.equal(second.body.error.code, 'RATE_LIMIT_EXCEEDED');
@@ -71,26 +68,20 @@ describe('DELETE /contacts/fields/:field under way', () => {
       assert.equal(await contactsWith(a.project.id, 'f1'), N, 'the refused delete touched no contact');
 
       // A write to a contact whose batch has passed takes its row lock at once, and writes the field back.
-      const patched = await within(5_000, a.sk.patch(`/contacts/${firstId}`, { data: { f0: 'back' } }));
-      assert.notEqual(patched, 'still waiting', 'a PATCH of a contact waited for the whole delete');
-      assert.ok(patched !== 'still waiting');
+      const patched = await answeredWithin(
+        5_000,
+        a.sk.patch(`/contacts/${firstId}`, { data: { f0: 'back' } }),
+        'a PATCH of a contact waited for the whole delete',
+      );
       assert.equal(patched.status, 200, patched.text);
       assert.deepEqual(patched.body.data, { f0: 'back', f1: 'one' });
 
-      const other = await within(5_000, b.sk.delete('/contacts/fields/data.f0'));
-      assert.ok(other !== 'still waiting', 'another project’s delete waited');
+      const other = await answeredWithin(5_000, b.sk.delete('/contacts/fields/data.f0'), 'another project’s delete waited');
       assert.equal(other.status, 200, other.text);
       assert.deepEqual(other.body, { deletedFrom: 2 });
-
-      await unlock();
-      unlocked = true;
-      const done = await deleting;
-      assert.equal(done.status, 200, done.text);
-      assert.deepEqual(done.body, { deletedFrom: N });
-    } finally {
-      if (!unlocked) await unlock();
-      await deleting; // frees the project's slot even when an assertion failed
-    }
+    });
+    assert.equal(done.status, 200, done.text);
+    assert.deepEqual(done.body, { deletedFrom: N });
 
     // The contact written back keeps its value, and the write typed the field again, so it is listed.
     assert.equal(await contactsWith(a.project.id, 'f0'), 1);

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { EVENT_DELETE_BATCH, EVENT_DELETES_PER_PROCESS } from '../src/modules/events/usage.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { Res } from './helpers/http.ts';
-import { holdLock, within, statementWaitingOnALock } from './helpers/locks.ts';
+import { answeredWithin, answerOnceReleased, holdLock, within, statementWaitingOnALock } from './helpers/locks.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { waitFor } from './helpers/workflows.ts';
 
@@ -128,10 +128,9 @@ describe('DELETE /events/:eventName under way', () => {
   test('runs in committed batches, refuses a second delete of the project with a 429, keeps the counters and rollups exact', async () => {
     assert.deepEqual(await rollupMismatches(a.project.id), exact, 'the generated data is consistent');
     const unlock = await lockNewestEvent(a.project.id, { name: 'ping' });
-    let unlocked = false;
     const deleting = a.sk.delete('/events/ping');
     let tracked: Res | 'still waiting';
-    try {
+    const done = await answerOnceReleased(unlock, deleting, async () => {
       await waitingDelete();
 
       // Every batch before the last one is committed, its events out of the counters.
@@ -142,8 +141,7 @@ describe('DELETE /events/:eventName under way', () => {
       assert.equal(usage.body.eventCount, left);
       assert.deepEqual(await rollupMismatches(a.project.id, true), exact, 'counters and rollups midway');
 
-      const second = await within(5_000, a.sk.delete('/events/pong'));
-      assert.ok(second !== 'still waiting', 'a second delete of the project waited instead of being refused');
+      const second = await answeredWithin(5_000, a.sk.delete('/events/pong'), 'a second delete of the project waited instead of being refused');
       assert.equal(second.status, 429, second.text);
       assert.equal(second.headers.get('retry-after'), '1');
       assert.equal(second.body.error.code, 'RATE_LIMIT_EXCEEDED');
@@ -155,19 +153,11 @@ describe('DELETE /events/:eventName under way', () => {
       assert.ok(tracked !== 'still waiting', 'a track of the name waited for the delete');
       assert.equal(tracked.status, 200, tracked.text);
 
-      const other = await within(5_000, b.sk.delete('/events/ping'));
-      assert.ok(other !== 'still waiting', 'another project’s delete waited');
+      const other = await answeredWithin(5_000, b.sk.delete('/events/ping'), 'another project’s delete waited');
       assert.equal(other.status, 204, other.text);
       assert.equal(await eventsOf(b.project.id, 'ping'), 0);
-
-      await unlock();
-      unlocked = true;
-      const done = await deleting;
-      assert.equal(done.status, 204, done.text);
-    } finally {
-      if (!unlocked) await unlock();
-      await deleting; // frees the project's slot even when an assertion failed
-    }
+    });
+    assert.equal(done.status, 204, done.text);
 
     // The event tracked while the delete ran went with a later batch, or stays (its batch had
     // passed): either way the counters and rollups count exactly what is left.
@@ -260,33 +250,27 @@ describe('DELETE /contacts/:id of a contact with many events', () => {
     await generate(c.project.id, 'tick', events, [bot, bot]);
     await generate(c.project.id, 'tock', 20, [bot + 1, bot + 2]);
     const unlock = await lockNewestEvent(c.project.id, { contactId: contactId(bot) });
-    let unlocked = false;
     const deleting = c.sk.delete(`/contacts/${contactId(bot)}`);
-    try {
+    const done = await answerOnceReleased(unlock, deleting, async () => {
       await waitingDelete();
       const left = await eventsOf(c.project.id, 'tick');
       assert.ok(left >= 1 && left < events, `events of the contact left while the last batch waits: ${left} of ${events}`);
       assert.deepEqual(await rollupMismatches(c.project.id, true), exact, 'counters and rollups midway');
 
       // The contact's row is not held: a write to it goes through at once.
-      const patched = await within(5_000, c.sk.patch(`/contacts/${contactId(bot)}`, { data: { bot: true } }));
-      assert.ok(patched !== 'still waiting', 'a PATCH of the contact waited for its events to go');
+      const patched = await answeredWithin(
+        5_000,
+        c.sk.patch(`/contacts/${contactId(bot)}`, { data: { bot: true } }),
+        'a PATCH of the contact waited for its events to go',
+      );
       assert.equal(patched.status, 200, patched.text);
 
       // It holds the project's slot of deletes of many events.
-      const name = await within(5_000, c.sk.delete('/events/tock'));
-      assert.ok(name !== 'still waiting');
+      const name = await answeredWithin(5_000, c.sk.delete('/events/tock'));
       assert.equal(name.status, 429, name.text);
       assert.equal(await eventsOf(c.project.id, 'tock'), 20);
-
-      await unlock();
-      unlocked = true;
-      const done = await deleting;
-      assert.equal(done.status, 204, done.text);
-    } finally {
-      if (!unlocked) await unlock();
-      await deleting;
-    }
+    });
+    assert.equal(done.status, 204, done.text);
     assert.equal((await c.sk.get(`/contacts/${contactId(bot)}`)).status, 404);
     assert.equal(await eventsOf(c.project.id, 'tick'), 0);
     assert.deepEqual(await rollupMismatches(c.project.id), exact);

@@ -4,8 +4,7 @@ import pg from 'pg';
 import { monthUsage } from '../src/modules/billing/usage.ts';
 import { PROJECT_PURGE_BATCH, PROJECT_PURGES_PER_PROCESS, PURGE_IN_REQUEST_MS } from '../src/modules/projects/purge.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
-import type { Res } from './helpers/http.ts';
-import { holdLock, within } from './helpers/locks.ts';
+import { answeredWithin, answerOnceReleased, holdLock, within } from './helpers/locks.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { waitFor } from './helpers/workflows.ts';
 
@@ -75,9 +74,8 @@ describe('POST /users/@me/projects/:id/reset at scale', () => {
     const usageBefore = await monthUsage(server.ctx.database.db, a.project.id, new Date());
     assert.equal(usageBefore.transactional, EMAILS);
     const unlock = await lockAContact(a.project.id);
-    let unlocked = false;
     const resetting = reset(a);
-    try {
+    const res = await answerOnceReleased(unlock, resetting, async () => {
       // Batches before the contacts committed while the reset waits for the held contact.
       await waitFor(
         'the emails and events to be gone while the reset waits',
@@ -86,70 +84,58 @@ describe('POST /users/@me/projects/:id/reset at scale', () => {
       );
       assert.equal(await within(0, resetting), 'still waiting');
 
-      const written = await within(2000, a.sk.post('/contacts', { email: 'new@purge.test' }));
-      assert.notEqual(written, 'still waiting', 'a write of the project waited for the reset');
-      assert.equal((written as Res).status, 201, (written as Res).text);
+      const written = await answeredWithin(2000, a.sk.post('/contacts', { email: 'new@purge.test' }), 'a write of the project waited for the reset');
+      assert.equal(written.status, 201, written.text);
 
-      const second = await within(2000, reset(a));
-      assert.notEqual(second, 'still waiting', 'a second reset waited for the first');
-      assert.equal((second as Res).status, 429, (second as Res).text);
-      assert.equal((second as Res).body.error.code, 'RATE_LIMIT_EXCEEDED');
-      assert.deepEqual((second as Res).body.error.details, { retryAfter: 1, limit: 1 });
-
-      await unlock();
-      unlocked = true;
-      const res = await resetting;
-      assert.equal(res.status, 200, res.text);
-      const left = await count('contacts', a.project.id);
-      assert.ok(left <= 1, `contacts left: ${left}`); // the new one, when its batch had passed
-      assert.deepEqual(res.body.deleted, {
-        emails: EMAILS,
-        events: EVENTS,
-        campaigns: 0,
-        segments: 0,
-        workflows: 0,
-        templates: 0,
-        import_jobs: 0,
-        bulk_jobs: 0,
-        idempotency_keys: 0,
-        contacts: CONTACTS + 1 - left,
-        contact_fields: 0,
-      });
-      // The month's usage of the deleted emails was carried, batch by batch: the allowance is not given back.
-      assert.deepEqual(await monthUsage(server.ctx.database.db, a.project.id, new Date()), usageBefore);
-      assert.equal(await count('contacts', bystander.project.id), CONTACTS);
-      assert.equal(await count('events', bystander.project.id), EVENTS);
-      assert.equal(await count('emails', bystander.project.id), EMAILS);
-    } finally {
-      if (!unlocked) await unlock();
-      await resetting.catch(() => {});
-    }
+      const second = await answeredWithin(2000, reset(a), 'a second reset waited for the first');
+      assert.equal(second.status, 429, second.text);
+      assert.equal(second.body.error.code, 'RATE_LIMIT_EXCEEDED');
+      assert.deepEqual(second.body.error.details, { retryAfter: 1, limit: 1 });
+    });
+    assert.equal(res.status, 200, res.text);
+    const left = await count('contacts', a.project.id);
+    assert.ok(left <= 1, `contacts left: ${left}`); // the new one, when its batch had passed
+    assert.deepEqual(res.body.deleted, {
+      emails: EMAILS,
+      events: EVENTS,
+      campaigns: 0,
+      segments: 0,
+      workflows: 0,
+      templates: 0,
+      import_jobs: 0,
+      bulk_jobs: 0,
+      idempotency_keys: 0,
+      contacts: CONTACTS + 1 - left,
+      contact_fields: 0,
+    });
+    // The month's usage of the deleted emails was carried, batch by batch: the allowance is not given back.
+    assert.deepEqual(await monthUsage(server.ctx.database.db, a.project.id, new Date()), usageBefore);
+    assert.equal(await count('contacts', bystander.project.id), CONTACTS);
+    assert.equal(await count('events', bystander.project.id), EVENTS);
+    assert.equal(await count('emails', bystander.project.id), EMAILS);
   });
 
   test('a batch held past its bound stops the reset with a 409 saying what was deleted; asked again, it finishes', async () => {
     Object.assign(PROJECT_PURGE_BATCH, { first: 500, min: 50, max: 500, statementMs: 1000 });
     const a = await bigProject('Reset stopped');
     const unlock = await lockAContact(a.project.id);
-    let unlocked = false;
     try {
-      const stopped = await within(15_000, reset(a));
-      assert.notEqual(stopped, 'still waiting', 'the reset waited for the held contact');
-      assert.equal((stopped as Res).status, 409, (stopped as Res).text);
-      assert.equal((stopped as Res).body.error.code, 'CONFLICT');
-      const deleted = (stopped as Res).body.error.details.deleted;
+      const stopped = await answeredWithin(15_000, reset(a), 'the reset waited for the held contact');
+      assert.equal(stopped.status, 409, stopped.text);
+      assert.equal(stopped.body.error.code, 'CONFLICT');
+      const deleted = stopped.body.error.details.deleted;
       assert.equal(deleted.emails, EMAILS);
       assert.equal(deleted.events, EVENTS);
       assert.equal(deleted.contacts, CONTACTS - (await count('contacts', a.project.id)));
       assert.ok(deleted.contacts < CONTACTS);
       await unlock();
-      unlocked = true;
       const again = await reset(a);
       assert.equal(again.status, 200, again.text);
       assert.equal(again.body.deleted.contacts, CONTACTS - deleted.contacts);
       assert.equal(again.body.deleted.emails, 0);
       assert.equal(await count('contacts', a.project.id), 0);
     } finally {
-      if (!unlocked) await unlock();
+      await unlock(); // lets go, if an assertion failed before it did
     }
   });
 
@@ -160,10 +146,9 @@ describe('POST /users/@me/projects/:id/reset at scale', () => {
     const running = owners.slice(0, PROJECT_PURGES_PER_PROCESS).map(reset);
     try {
       await waitFor('the resets to wait for their held contacts', async () => server.ctx.projectPurges.inFlight() === PROJECT_PURGES_PER_PROCESS, 15_000);
-      const refused = await within(2000, reset(owners[PROJECT_PURGES_PER_PROCESS]));
-      assert.notEqual(refused, 'still waiting');
-      assert.equal((refused as Res).status, 429, (refused as Res).text);
-      assert.deepEqual((refused as Res).body.error.details, { retryAfter: 1, limit: PROJECT_PURGES_PER_PROCESS });
+      const refused = await answeredWithin(2000, reset(owners[PROJECT_PURGES_PER_PROCESS]));
+      assert.equal(refused.status, 429, refused.text);
+      assert.deepEqual(refused.body.error.details, { retryAfter: 1, limit: PROJECT_PURGES_PER_PROCESS });
       assert.equal(await count('contacts', owners[PROJECT_PURGES_PER_PROCESS].project.id), 1, 'the refused reset deleted nothing');
     } finally {
       for (const unlock of unlocks) await unlock();
@@ -179,12 +164,14 @@ describe('DELETE /users/@me/projects/:id at scale', () => {
     const bystander = await bigProject('Delete bystander');
     assert.equal((await a.sk.get('/contacts')).status, 200);
     const unlock = await lockAContact(a.project.id);
-    let unlocked = false;
     try {
       // The request purges for PURGE_IN_REQUEST_MS at most (here it stops at the held contact); the job does the rest.
-      const del = await within(PURGE_IN_REQUEST_MS + 2000, server.api.delete(`/users/@me/projects/${a.project.id}`, { cookie: a.cookie }));
-      assert.notEqual(del, 'still waiting', 'the delete waited for the rows to go');
-      assert.equal((del as Res).status, 204, (del as Res).text);
+      const del = await answeredWithin(
+        PURGE_IN_REQUEST_MS + 2000,
+        server.api.delete(`/users/@me/projects/${a.project.id}`, { cookie: a.cookie }),
+        'the delete waited for the rows to go',
+      );
+      assert.equal(del.status, 204, del.text);
       const refused = await a.sk.get('/contacts');
       assert.equal(refused.status, 401, refused.text);
       assert.deepEqual((await server.api.get('/users/@me/projects', { cookie: a.cookie })).body, []);
@@ -195,13 +182,12 @@ describe('DELETE /users/@me/projects/:id at scale', () => {
       assert.equal((await count('emails', a.project.id)) + (await count('events', a.project.id)), 0, 'the batches before the held contact committed');
       assert.equal(await count('projects', a.project.id), 1);
       await unlock();
-      unlocked = true;
       await waitFor('the project row to go', async () => (await count('projects', a.project.id)) === 0, 30_000);
       for (const t of ['contacts', 'events', 'emails', 'memberships', 'domains']) assert.equal(await count(t, a.project.id), 0, t);
       assert.equal(await count('contacts', bystander.project.id), CONTACTS);
       assert.equal(await count('events', bystander.project.id), EVENTS);
     } finally {
-      if (!unlocked) await unlock();
+      await unlock(); // lets go, if an assertion failed before it did
     }
   });
 
@@ -216,9 +202,12 @@ describe('DELETE /users/@me/projects/:id at scale', () => {
       await client.query('BEGIN');
       await client.query('SELECT id FROM contacts WHERE project_id = $1 FOR UPDATE', [b.project.id]);
       try {
-        const del = await within(PURGE_IN_REQUEST_MS + 2000, api.api.delete(`/users/@me/projects/${b.project.id}`, { cookie: b.cookie }));
-        assert.notEqual(del, 'still waiting', 'the delete waited for the rows to go');
-        assert.equal((del as Res).status, 204);
+        const del = await answeredWithin(
+          PURGE_IN_REQUEST_MS + 2000,
+          api.api.delete(`/users/@me/projects/${b.project.id}`, { cookie: b.cookie }),
+          'the delete waited for the rows to go',
+        );
+        assert.equal(del.status, 204);
         assert.equal((await b.sk.get('/contacts')).status, 401);
       } finally {
         await client.query('COMMIT');

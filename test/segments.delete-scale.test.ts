@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { SEGMENT_DELETE_BATCH } from '../src/modules/segments/service.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { Res } from './helpers/http.ts';
-import { holdLock, within, statementWaitingOnALock } from './helpers/locks.ts';
+import { answeredWithin, answerOnceReleased, holdLock, within, statementWaitingOnALock } from './helpers/locks.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { waitFor } from './helpers/workflows.ts';
 
@@ -66,9 +66,8 @@ describe('DELETE /segments/:id of a segment with many members', () => {
     const big = await bigSegment('Big', CONTACTS);
     const other = await bigSegment('Other', 1000);
     const unlock = await lockLastMember(big);
-    let unlocked = false;
     const deleting = a.sk.delete(`/segments/${big}`);
-    try {
+    const done = await answerOnceReleased(unlock, deleting, async () => {
       await waitFor('the delete to wait for the locked last member', deleteWaitingOnALock, 30_000);
 
       // Every batch before the last one is committed: at most one batch of members is left, and
@@ -77,8 +76,7 @@ describe('DELETE /segments/:id of a segment with many members', () => {
       assert.ok(during.members >= 1 && during.members <= 200, `members left while the last batch waits: ${during.members} of ${CONTACTS}`);
       assert.equal(during.tracked, false);
 
-      const second = await within(5_000, a.sk.delete(`/segments/${other}`));
-      assert.ok(second !== 'still waiting', 'a second big delete of the project waited instead of being refused');
+      const second = await answeredWithin(5_000, a.sk.delete(`/segments/${other}`), 'a second big delete of the project waited instead of being refused');
       assert.equal(second.status, 429, second.text);
       assert.equal(second.headers.get('retry-after'), '1');
       assert.equal(second.body.error.code, 'RATE_LIMIT_EXCEEDED');
@@ -86,18 +84,10 @@ describe('DELETE /segments/:id of a segment with many members', () => {
       assert.deepEqual(await rowsOf(other), { segments: 1, tracked: true, members: 1000 }, 'the refused delete changed nothing');
 
       // A contact whose membership went in an earlier batch is deleted at once.
-      const contactGone = await within(5_000, a.sk.delete(`/contacts/${contactId(2000)}`));
-      assert.ok(contactGone !== 'still waiting', 'a contact delete waited for the segment delete');
+      const contactGone = await answeredWithin(5_000, a.sk.delete(`/contacts/${contactId(2000)}`), 'a contact delete waited for the segment delete');
       assert.equal(contactGone.status, 204, contactGone.text);
-
-      await unlock();
-      unlocked = true;
-      const done = await deleting;
-      assert.equal(done.status, 204, done.text);
-    } finally {
-      if (!unlocked) await unlock();
-      await deleting; // frees the project's slot even when an assertion failed
-    }
+    });
+    assert.equal(done.status, 204, done.text);
     assert.deepEqual(await rowsOf(big), { segments: 0, tracked: null, members: 0 });
     assert.equal((await a.sk.get(`/segments/${big}`)).status, 404);
     // No membership event was written for the deleted members.

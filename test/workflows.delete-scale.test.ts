@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { CASCADE_DELETES_PER_PROCESS, WORKFLOW_DELETE_BATCH } from '../src/modules/workflows/delete.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { Res } from './helpers/http.ts';
-import { holdLock, within, statementWaitingOnALock } from './helpers/locks.ts';
+import { answeredWithin, answerOnceReleased, holdLock, within, statementWaitingOnALock } from './helpers/locks.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { buildWorkflow, waitFor } from './helpers/workflows.ts';
 
@@ -82,9 +82,8 @@ describe('DELETE /workflows/:id of a workflow with many executions', () => {
     const big = await ranWorkflow('wd.big', CONTACTS);
     const other = await ranWorkflow('wd.other', 1000);
     const unlock = await lockLastExecution(big);
-    let unlocked = false;
     const deleting = a.sk.delete(`/workflows/${big}`);
-    try {
+    const done = await answerOnceReleased(unlock, deleting, async () => {
       await waitFor('the delete to wait for the locked last execution', deleteWaitingOnALock, 30_000);
 
       // Every batch before the last one is committed: at most one batch of executions is left, and
@@ -94,8 +93,7 @@ describe('DELETE /workflows/:id of a workflow with many executions', () => {
       assert.equal(during.enabled, false);
       assert.equal(during.stepExecutions, 2 * during.executions, 'step executions went with their executions');
 
-      const second = await within(5_000, a.sk.delete(`/workflows/${other}`));
-      assert.ok(second !== 'still waiting', 'a second big delete of the project waited instead of being refused');
+      const second = await answeredWithin(5_000, a.sk.delete(`/workflows/${other}`), 'a second big delete of the project waited instead of being refused');
       assert.equal(second.status, 429, second.text);
       assert.equal(second.headers.get('retry-after'), '1');
       assert.equal(second.body.error.code, 'RATE_LIMIT_EXCEEDED');
@@ -107,8 +105,11 @@ describe('DELETE /workflows/:id of a workflow with many executions', () => {
       );
 
       // The trigger event of a new contact goes through at once and enrols nobody in the disabled workflow.
-      const tracked = await within(5_000, a.pk.post('/v1/track', { email: 'new@wd.test', event: 'wd.big' }));
-      assert.ok(tracked !== 'still waiting', 'an event of the trigger waited for the delete');
+      const tracked = await answeredWithin(
+        5_000,
+        a.pk.post('/v1/track', { email: 'new@wd.test', event: 'wd.big' }),
+        'an event of the trigger waited for the delete',
+      );
       assert.equal(tracked.status, 200, tracked.text);
       const enrolled = await server.sql<{ n: number }>(
         `SELECT count(*)::int AS n FROM workflow_executions x JOIN contacts c ON c.id = x.contact_id WHERE c.email = 'new@wd.test'`,
@@ -116,18 +117,10 @@ describe('DELETE /workflows/:id of a workflow with many executions', () => {
       assert.equal(enrolled[0].n, 0);
 
       // A contact whose execution went in an earlier batch is deleted at once.
-      const contactGone = await within(5_000, a.sk.delete(`/contacts/${contactId(2000)}`));
-      assert.ok(contactGone !== 'still waiting', 'a contact delete waited for the workflow delete');
+      const contactGone = await answeredWithin(5_000, a.sk.delete(`/contacts/${contactId(2000)}`), 'a contact delete waited for the workflow delete');
       assert.equal(contactGone.status, 204, contactGone.text);
-
-      await unlock();
-      unlocked = true;
-      const done = await deleting;
-      assert.equal(done.status, 204, done.text);
-    } finally {
-      if (!unlocked) await unlock();
-      await deleting; // frees the project's slot even when an assertion failed
-    }
+    });
+    assert.equal(done.status, 204, done.text);
     assert.deepEqual(await rowsOf(big), { workflows: 0, enabled: null, executions: 0, steps: 0, stepExecutions: 0 });
     assert.equal((await a.sk.get(`/workflows/${big}`)).status, 404);
 

@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import pg from 'pg';
 
 /** A connection of its own that runs `lock` in an open transaction and holds what it took until release(). */
@@ -41,4 +42,28 @@ export async function statementWaitingOnALock(sql: (text: string, values?: unkno
     [pattern],
   );
   return row.n > 0;
+}
+
+/**
+ * `request` is under way and waits on a lock that `release` lets go: runs `whileHeld`, then lets the
+ * lock go and answers what the request answered. When `whileHeld` fails, the lock still goes and the
+ * request is waited for (it may hold a slot the next test needs) before the failure is thrown.
+ */
+export async function answerOnceReleased<T>(release: () => Promise<void>, request: Promise<T>, whileHeld: () => Promise<void>): Promise<T> {
+  try {
+    await whileHeld();
+  } catch (err) {
+    await release();
+    await request.catch(() => undefined);
+    throw err;
+  }
+  await release();
+  return request;
+}
+
+/** What `answer` resolves to within `ms`; fails the test with `waited` when it is still waiting then. */
+export async function answeredWithin<T>(ms: number, answer: Promise<T>, waited = 'the request waited'): Promise<T> {
+  const answered = await within(ms, answer);
+  assert.ok(answered !== 'still waiting', waited);
+  return answered;
 }
