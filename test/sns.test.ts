@@ -414,6 +414,14 @@ describe('rejected SNS messages (403, nothing changed)', () => {
     assert.equal(notSns.status, 422);
     assert.equal(notSns.body.error.code, 'VALIDATION_ERROR');
   });
+
+  test('a text/plain body of more than 100,000 JSON values is 413 before it is parsed, as JSON bodies are', async () => {
+    const raw = `{"Type":"Notification","x":[${'0,'.repeat(150_000)}0]}`;
+    const res = await server.api.post('/webhooks/notifications', undefined, { raw, headers: { 'content-type': 'text/plain' } });
+    assert.equal(res.status, 413);
+    assert.equal(res.body.error.code, 'PAYLOAD_TOO_LARGE');
+    assert.deepEqual(res.body.error.details, { maxValues: 100_000 });
+  });
 });
 
 describe('the topic allow-list (SNS_TOPIC_ARNS) and feedback matching', () => {

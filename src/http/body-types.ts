@@ -1,6 +1,8 @@
+import { pipeline } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import sjson from 'secure-json-parse';
 import { ApiError } from './errors.ts';
+import { COUNT_WHOLE_BELOW, assertJsonShape, countingJsonShape } from './json-shape.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -10,6 +12,12 @@ declare module 'fastify' {
 }
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json$/;
+
+/** Small bodies (most requests) are counted whole before parsing; others as they arrive (json-shape.ts). */
+function countedWhole(req: FastifyRequest): boolean {
+  const length = Number(req.headers['content-length']);
+  return length >= 0 && length <= COUNT_WHOLE_BELOW;
+}
 
 /** The media type of a request, lower-cased, without parameters; null when it has no body. */
 function mediaType(req: FastifyRequest): string | null {
@@ -52,21 +60,28 @@ export function invalidJson(err: unknown): ApiError {
 
 /**
  * JSON routes take JSON only: a body of another type (curl's default form encoding, text/plain)
- * is 415 rather than a confusing validation error. Malformed JSON says where it broke.
+ * is 415 rather than a confusing validation error. Malformed JSON says where it broke. A body of
+ * too many keys and values, or nested too deep, is 413 before JSON.parse sees it.
  */
 export function registerBodyTypes(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-    if (body === '') return done(new ApiError(400, 'INVALID_JSON', 'Request body is empty: send a JSON object'), undefined);
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body: Buffer, done) => {
+    if (body.length === 0) return done(new ApiError(400, 'INVALID_JSON', 'Request body is empty: send a JSON object'), undefined);
     try {
-      done(null, sjson.parse(body as string, { protoAction: 'error', constructorAction: 'error' }));
+      if (countedWhole(req)) assertJsonShape(body);
+    } catch (err) {
+      return done(err as ApiError, undefined);
+    }
+    try {
+      done(null, sjson.parse(body.toString('utf8'), { protoAction: 'error', constructorAction: 'error' }));
     } catch (err) {
       done(invalidJson(err), undefined);
     }
   });
   app.addHook('preParsing', async (req: FastifyRequest, _reply: FastifyReply, payload) => {
     const type = mediaType(req);
-    if (type === null || JSON_TYPE.test(type)) return payload;
+    if (type === null) return payload;
+    if (JSON_TYPE.test(type)) return countedWhole(req) ? payload : pipeline(payload, countingJsonShape(), () => {});
     if (req.routeOptions.config?.accepts?.includes(type)) return payload;
     if (req.routeOptions.url === undefined) return payload; // no route: the 404/405 handler answers
     throw unsupportedMediaType(type);

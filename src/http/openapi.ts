@@ -154,12 +154,13 @@ function errorSchemaFor(status: number): ZodTypeAny {
   return errorBodySchema;
 }
 
-/** Statuses every route of an access kind can answer. */
-function defaultErrors(access: Access, hasInput: boolean): number[] {
+/** Statuses every route of an access kind can answer; a route with a body can be sent too large a one (413). */
+function defaultErrors(access: Access, hasInput: boolean, hasBody: boolean): number[] {
   const out = [500];
   if (access !== 'none') out.push(401, 429);
   if (access === 'project') out.push(403);
   if (hasInput) out.push(422);
+  if (hasBody) out.push(413);
   return out;
 }
 
@@ -186,7 +187,7 @@ export const describer =
 
 function allErrors(doc: RouteDoc): number[] {
   const hasInput = Boolean(doc.params || doc.query || doc.body);
-  return [...new Set([...defaultErrors(doc.access, hasInput), ...(doc.errors ?? [])])].sort((a, b) => a - b);
+  return [...new Set([...defaultErrors(doc.access, hasInput, Boolean(doc.body)), ...(doc.errors ?? [])])].sort((a, b) => a - b);
 }
 
 export function routeDocOf(schema: unknown): RouteDoc | null {

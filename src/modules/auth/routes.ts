@@ -18,6 +18,9 @@ const userSchema = z.object({ id: z.string(), email: z.string(), emailVerified: 
 const okSchema = z.object({ success: z.literal(true) });
 const doc = describer('Auth', 'session');
 
+/** Open to anyone, and a password or token is all they carry: a larger body is 413 before it is parsed. */
+const AUTH_BODY_LIMIT = 16 * 1024;
+
 /** A `.catch` handler: gives the attempt back on the keys when the error is one `when` names, and rethrows. */
 const uncountIf =
   (ctx: AppContext, when: (err: unknown) => boolean, keys: Throttled[]) =>
@@ -43,6 +46,7 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.post(
     '/auth/signup',
     {
+      bodyLimit: AUTH_BODY_LIMIT,
       schema: doc({
         operationId: 'auth.signup',
         summary: 'Create an account (starts a session cookie)',
@@ -65,6 +69,7 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.post(
     '/auth/login',
     {
+      bodyLimit: AUTH_BODY_LIMIT,
       schema: doc({
         operationId: 'auth.login',
         summary: 'Sign in (sets the session cookie)',
@@ -116,6 +121,7 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.post(
     '/auth/change-password',
     {
+      bodyLimit: AUTH_BODY_LIMIT,
       schema: doc({
         operationId: 'auth.changePassword',
         summary: 'Change the password (other sessions end)',
@@ -141,6 +147,7 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.post(
     '/auth/verify-email',
     {
+      bodyLimit: AUTH_BODY_LIMIT,
       schema: doc({
         operationId: 'auth.verifyEmail',
         summary: 'Confirm the email address with the emailed token',
@@ -180,6 +187,7 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.post(
     '/auth/request-verification',
     {
+      bodyLimit: AUTH_BODY_LIMIT,
       schema: doc({
         operationId: 'auth.requestVerification',
         summary: 'Email a new confirmation link',
@@ -197,6 +205,7 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.post(
     '/auth/request-password-reset',
     {
+      bodyLimit: AUTH_BODY_LIMIT,
       schema: doc({
         operationId: 'auth.requestPasswordReset',
         summary: 'Email a password reset link (same answer for unknown addresses)',
@@ -217,6 +226,7 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.post(
     '/auth/reset-password',
     {
+      bodyLimit: AUTH_BODY_LIMIT,
       schema: doc({
         operationId: 'auth.resetPassword',
         summary: 'Set a new password with the emailed token',

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { snsMessages } from '../../db/schema/notifications.ts';
 import { ApiError } from '../../http/errors.ts';
+import { assertJsonShape } from '../../http/json-shape.ts';
 import { parse } from '../../http/validate.ts';
 import type { QueueDef } from '../../jobs/boss.ts';
 import { applySesEvent, sesEventSchema } from './ses.ts';
@@ -10,9 +11,10 @@ import { type CertificateSource, confirmSubscription, snsMessageSchema, verifySn
 
 export type NotificationResult = { status: 'processed' | 'duplicate' | 'ignored' | 'confirmed' };
 
-/** SNS bodies arrive as text/plain JSON (or application/json when relayed). */
+/** SNS bodies arrive as text/plain JSON (or application/json when relayed); counted as JSON bodies are. */
 function bodyObject(body: unknown): unknown {
   if (typeof body !== 'string') return body;
+  assertJsonShape(Buffer.from(body, 'utf8'));
   try {
     return JSON.parse(body);
   } catch {
