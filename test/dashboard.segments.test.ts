@@ -213,3 +213,31 @@ test('campaigns: a filtered audience built with the same builder, saved with the
     assert.equal(await valueInput('Condition, group 1, filter 1: value').inputValue(), 'gold');
   });
 });
+
+test('segments: members of large data are listed in smaller pages, as the server says fit', { timeout: 180_000 }, async () => {
+  // 8 contacts of 720 KB (5.8 MB): a page of 25 is over the 4 MB a page carries; 5 fit.
+  const emails = Array.from({ length: 8 }, (_, i) => `heavy${i}@example.org`);
+  for (const [i, email] of emails.entries()) {
+    for (let k = 0; k < 3; k++) {
+      const made = await owner.sk.post('/contacts', { email, data: { [`blob${k}`]: `${i}${k}`.padEnd(240 * 1024, 'x') } });
+      assert.ok(made.status === 200 || made.status === 201, made.text.slice(0, 300));
+    }
+  }
+  const seg = await owner.sk.post('/segments', { name: 'Heavy', type: 'STATIC' });
+  assert.equal(seg.status, 201, seg.text);
+  const added = await owner.sk.post(`/segments/${seg.body.id}/members`, { emails });
+  assert.equal(added.status, 200, added.text);
+
+  await page.goto(`${base()}/segments/${seg.body.id}`);
+  const members = page.getByTestId('segment-members');
+  await members
+    .getByRole('link', { name: /^heavy\d@example\.org$/ })
+    .first()
+    .waitFor();
+  assert.equal(await members.getByRole('link', { name: /^heavy\d@example\.org$/ }).count(), 5);
+  await page.getByRole('button', { name: '2' }).click();
+  await page.waitForURL(/page=2/);
+  await members.getByRole('link', { name: 'heavy0@example.org' }).waitFor();
+  assert.equal(await members.getByRole('link', { name: /^heavy\d@example\.org$/ }).count(), 3);
+  await screenshot(page, 'segments-heavy-members');
+});

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { after, before, describe, test } from 'node:test';
 import { JsonShape, MAX_JSON_DEPTH, MAX_JSON_VALUES } from '../src/http/json-shape.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { stallDuring } from './helpers/event-loop.ts';
 import type { Res } from './helpers/http.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
@@ -59,17 +59,6 @@ before(async () => {
   b = await bootstrap(server.api);
 });
 after(async () => server?.stop());
-
-/** The in-process server's longest event-loop stall (ms) while `work` runs. */
-async function stallDuring<T>(work: () => Promise<T>): Promise<{ result: T; stallMs: number }> {
-  const delay = monitorEventLoopDelay({ resolution: 10 });
-  delay.enable();
-  try {
-    return { result: await work(), stallMs: delay.max / 1e6 };
-  } finally {
-    delay.disable();
-  }
-}
 
 const MB = 1024 * 1024;
 const sendBody = (data: string) => `{"to":"shape@example.com","from":"a@sandbox.herald.test","subject":"s","body":"b","data":{"x":${data}}}`;

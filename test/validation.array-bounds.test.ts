@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { after, before, describe, test } from 'node:test';
 import { z } from 'zod';
 import { MAX_FIELD_ERRORS, fieldErrors, validationError } from '../src/http/errors.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { stallDuring } from './helpers/event-loop.ts';
 import type { Res } from './helpers/http.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
@@ -22,18 +22,6 @@ before(async () => {
   b = await bootstrap(server.api);
 });
 after(async () => server?.stop());
-
-/** The in-process server's longest event-loop stall (ms) while `work` runs. */
-async function stallDuring<T>(work: () => Promise<T>): Promise<{ result: T; stallMs: number }> {
-  const delay = monitorEventLoopDelay({ resolution: 10 });
-  delay.enable();
-  try {
-    const result = await work();
-    return { result, stallMs: delay.max / 1e6 };
-  } finally {
-    delay.disable();
-  }
-}
 
 /** A raw JSON body: `n` copies of `item` in an array, spliced into `wrap`. */
 const flood = (n: number, item: string, wrap: (array: string) => string) => wrap(`[${Array(n).fill(item).join(',')}]`);

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { boolean, index, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { boolean, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { projects } from './users.ts';
 
 export const contacts = pgTable(
@@ -16,6 +16,12 @@ export const contacts = pgTable(
       .$type<Record<string, unknown>>()
       .notNull()
       .default(sql`'{}'::jsonb`),
+    /**
+     * `octet_length(data::text)`, kept by the `contacts_data_bytes` trigger (migration 0016) so a
+     * list can stop a page at a byte budget without printing every contact's data. NULL for rows
+     * written before it: readers fall back to computing it.
+     */
+    dataBytes: integer('data_bytes'),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },

@@ -6,6 +6,7 @@ import { isStorableText } from '../../db/storable-text.ts';
 import { CONTACT_ID, type ContactRecord, type ListContactsQuery } from './schemas.ts';
 import { type ContactRow, contactColumns, isoUs, toContactRecord } from './sql.ts';
 import { containsPattern } from '../../db/like.ts';
+import { budgetedPage, dataWithinBudget } from '../../db/page-budget.ts';
 
 export type ContactList = { data: ContactRecord[]; cursor?: string; hasMore: boolean; total: number };
 
@@ -27,6 +28,7 @@ function cursorPosition(cursor: string, sort: ListContactsQuery['sort']): { valu
  * Keyset pagination in SQL: `(created_at, id)` on the matching index, or `email` alone on the
  * unique `(project_id, email)` index (emails are unique per project, so they are a total order).
  * Rows inserted during a walk never shift the pages already served. `total` only on the first page.
+ * A page ends early, with `hasMore`, once it holds PAGE_DATA_BUDGET bytes of data (db/page-budget.ts).
  */
 export async function listContacts(db: Db, projectId: string, q: ListContactsQuery): Promise<ContactList> {
   const filters: SQL[] = [sql`c.project_id = ${projectId}`];
@@ -46,17 +48,18 @@ export async function listContacts(db: Db, projectId: string, q: ListContactsQue
           value: isoUs('c.created_at'),
         };
 
-  const page = db.execute<ContactRow & { sort_value: string }>(sql`
-    SELECT ${contactColumns('c')}, ${keyset.value} AS sort_value
-      FROM contacts AS c
+  // The size of each contact's data comes from data_bytes (computed for rows older than it), so a
+  // page of large data ends at the budget without printing the rest.
+  const page = db.execute<ContactRow & { sort_value: string; in_page: boolean }>(sql`
+    SELECT ${contactColumns('c', dataWithinBudget(sql`c.data`, sql`s.bytes`, keyset.order))}, ${keyset.value} AS sort_value
+      FROM contacts AS c CROSS JOIN LATERAL (SELECT coalesce(c.data_bytes, octet_length(c.data::text)) AS bytes OFFSET 0) AS s
      WHERE ${where}${keyset.after ?? sql``}
      ORDER BY ${keyset.order}
      LIMIT ${q.limit + 1}`);
   const count = after ? null : db.execute<{ total: number }>(sql`SELECT count(*)::int AS total FROM contacts AS c WHERE ${where}`);
   const [{ rows }, counted] = await Promise.all([page, count]);
 
-  const hasMore = rows.length > q.limit;
-  const items = hasMore ? rows.slice(0, q.limit) : rows;
+  const { items, hasMore } = budgetedPage(rows, q.limit);
   const last = items[items.length - 1];
   const list: ContactList = { data: items.map(toContactRecord), hasMore, total: counted ? counted.rows[0].total : 0 };
   if (hasMore) list.cursor = encodeCursor(last.sort_value, last.id);

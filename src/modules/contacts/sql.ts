@@ -9,11 +9,12 @@ export const isoMs = (column: string): SQL => sql.raw(`to_char(${column} AT TIME
 /** The same with microseconds: exact, for cursors. */
 export const isoUs = (column: string): SQL => sql.raw(`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`);
 
-/** The columns of a contact record, read from table alias `a`. */
-export const contactColumns = (a: string): SQL =>
+/** The columns of a contact record, read from table alias `a`; `data` replaces the plain `a.data` (a list's budget). */
+export const contactColumns = (a: string, data: SQL = sql.raw(`${a}.data`)): SQL =>
   sql.join(
     [
-      sql.raw(`${a}.id, ${a}.email, ${a}.subscribed, ${a}.data`),
+      sql.raw(`${a}.id, ${a}.email, ${a}.subscribed`),
+      data,
       sql`${isoMs(`${a}.snoozed_until`)} AS snoozed_until`,
       sql`${isoMs(`${a}.created_at`)} AS created_at`,
       sql`${isoMs(`${a}.updated_at`)} AS updated_at`,

@@ -1,6 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
 import { PREFIXED_ID } from '../../db/ids.ts';
+import { budgetedPage, dataWithinBudget } from '../../db/page-budget.ts';
 import { decodeCursor, encodeCursor } from '../../http/cursor.ts';
 import { badRequest } from '../../http/errors.ts';
 import { getContact } from '../contacts/service.ts';
@@ -55,7 +56,8 @@ export type PageOptions<T> = {
 /**
  * Newest first, keyset-paginated on (created_at, id) with the index that matches the filter:
  * (project_id, created_at, id), (project_id, name, created_at) or (contact_id, created_at, id).
- * `total` only on the first page.
+ * `total` only on the first page. A page ends early, with `hasMore`, once it holds
+ * PAGE_DATA_BUDGET bytes of data (db/page-budget.ts).
  */
 export async function pageOfEvents<T = EventRecord>(
   db: Db,
@@ -68,17 +70,19 @@ export async function pageOfEvents<T = EventRecord>(
   const where = sql.join(filters, sql` AND `);
   const after = cursor ? timeCursor(cursor) : null;
   const keyset = after ? sql` AND (e.created_at, e.id) < (${after.at}::timestamptz, ${after.id})` : sql``;
-  const page = db.execute<EventRow>(sql`
-    SELECT e.id, e.name, e.contact_id, c.email AS contact_email, e.data,
+  // An event's data (at most 256 KB) is measured as the page is read: at most 101 of them.
+  const order = sql`e.created_at DESC, e.id DESC`;
+  const page = db.execute<EventRow & { in_page: boolean }>(sql`
+    SELECT e.id, e.name, e.contact_id, c.email AS contact_email, ${dataWithinBudget(sql`e.data`, sql`s.bytes`, order)},
            ${isoMs('e.created_at')} AS created_at, ${isoUs('e.created_at')} AS sort_value
       FROM events AS e LEFT JOIN contacts AS c ON c.id = e.contact_id
+           CROSS JOIN LATERAL (SELECT coalesce(octet_length(e.data::text), 0) AS bytes OFFSET 0) AS s
      WHERE ${where}${keyset}
-     ORDER BY e.created_at DESC, e.id DESC
+     ORDER BY ${order}
      LIMIT ${limit + 1}`);
   const countRows = async () => (await db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM events AS e WHERE ${where}`)).rows[0].n;
   const [{ rows }, total] = await Promise.all([page, after ? 0 : (options.total ?? countRows)()]);
-  const hasMore = rows.length > limit;
-  const items = hasMore ? rows.slice(0, limit) : rows;
+  const { items, hasMore } = budgetedPage(rows, limit);
   const list: { data: T[]; cursor?: string; hasMore: boolean; total: number } = { data: items.map(toItem), hasMore, total };
   const last = items.at(-1);
   if (hasMore && last) list.cursor = encodeCursor(last.sort_value, last.id);

@@ -278,6 +278,13 @@ function SegmentEditor({ segment }: { segment: Segment | null }) {
 
 const MEMBER_PAGE = 25;
 
+/** The page size a 422 on `pageSize` names as fitting the server's byte budget for a page, if it is one. */
+function fittingPageSize(error: unknown): number | null {
+  if (!isApiError(error, 422) || error.errors?.[0]?.field !== 'pageSize') return null;
+  const named = error.details?.pageSize;
+  return typeof named === 'number' && named >= 1 ? named : null;
+}
+
 /** The member list (live for dynamic segments), one page at a time; a static segment's add and remove. */
 function Members({ segment }: { segment: Segment }) {
   const projectId = useProjectId();
@@ -285,11 +292,15 @@ function Members({ segment }: { segment: Segment }) {
   const [params, setParams] = useSearchParams();
   const page = Math.max(1, Number(params.get('page')) || 1);
   const [emails, setEmails] = useState('');
+  // Contacts of large data: the server names a smaller page that fits its budget, and the list uses it.
+  const [pageSize, setPageSize] = useState(MEMBER_PAGE);
   const members = useQuery({
-    queryKey: [projectId, 'segment-members', segment.id, page],
-    queryFn: () => herald.segments.contacts(segment.id, { page, pageSize: MEMBER_PAGE }),
+    queryKey: [projectId, 'segment-members', segment.id, page, pageSize],
+    queryFn: () => herald.segments.contacts(segment.id, { page, pageSize }),
     placeholderData: keepPreviousData,
   });
+  const fitting = fittingPageSize(members.error);
+  if (fitting !== null && fitting < pageSize) setPageSize(fitting);
   const changed = () => {
     void queryClient.invalidateQueries({ queryKey: [projectId, 'segment-members', segment.id] });
     void queryClient.invalidateQueries({ queryKey: [projectId, 'segment', segment.id] });
@@ -317,7 +328,7 @@ function Members({ segment }: { segment: Segment }) {
     .split(/[\s,;]+/)
     .map((e) => e.trim())
     .filter(Boolean);
-  const totalPages = members.data ? Math.max(1, Math.ceil(members.data.total / MEMBER_PAGE)) : 1;
+  const totalPages = members.data ? Math.max(1, Math.ceil(members.data.total / pageSize)) : 1;
 
   return (
     <Card withBorder>
