@@ -1,13 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { PAGE_DATA_BUDGET } from '../src/db/page-budget.ts';
+import { NUMBERED_PAGE_BUDGET, PAGE_DATA_BUDGET } from '../src/db/page-budget.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 /**
- * A page of a list carries about PAGE_DATA_BUDGET (4 MB) of `data` at most: cursor lists end the
- * page early with `hasMore`, the page-numbered segment member list refuses a page past it. 100
- * contacts of 1 MB had been one 75 MB answer (450 ms of the event loop, +332 MB; ten at once 1.5 GB).
+ * A page of a cursor list carries about PAGE_DATA_BUDGET (4 MB) of `data` at most and ends early
+ * with `hasMore`; a page-numbered list (segment members, templates, campaigns) refuses a page past
+ * NUMBERED_PAGE_BUDGET (16 MB). 100 contacts of 1 MB had been one 75 MB answer (450 ms of the event
+ * loop, +332 MB; ten at once 1.5 GB).
  */
 
 let server: TestServer;
@@ -50,7 +51,6 @@ function assertWithinBudget(pages: Page[]): void {
 
 const CONTACTS = 12;
 const contactIds: string[] = [];
-let bigSegment = '';
 
 describe('contacts of large data', () => {
   before(async () => {
@@ -86,25 +86,43 @@ describe('contacts of large data', () => {
     assert.deepEqual(served, [...Array.from({ length: CONTACTS }, (_, i) => `big${String(i).padStart(2, '0')}@example.com`), 'small@example.com']);
   });
 
-  test('GET /segments/:id/contacts refuses a page past the budget, naming a pageSize that fits', async () => {
-    const seg = await b.sk.post('/segments', { name: 'big', condition: { groups: [{ filters: [{ field: 'email', operator: 'contains', value: 'big' }] }] } });
+  test('GET /segments/:id/contacts refuses a page past its budget, naming a pageSize that fits', async () => {
+    // 18 members of about 960 KB: 17.7 MB, over the 16 MB of a numbered page.
+    const emails = Array.from({ length: 18 }, (_, i) => `member${i}@example.com`);
+    for (const [i, email] of emails.entries()) {
+      for (let k = 0; k < 4; k++) {
+        const res = await b.sk.post('/contacts', { email, data: { [`m${k}`]: filler(i * 4 + k) } });
+        assert.ok(res.status < 300, res.text.slice(0, 300));
+      }
+    }
+    const seg = await b.sk.post('/segments', { name: 'members', type: 'STATIC' });
     assert.equal(seg.status, 201, seg.text);
-    bigSegment = seg.body.id;
-    const big = await b.sk.get(`/segments/${bigSegment}/contacts?pageSize=100`);
+    assert.equal((await b.sk.post(`/segments/${seg.body.id}/members`, { emails })).status, 200);
+    const size = dataBytes(Object.fromEntries([0, 1, 2, 3].map((k) => [`m${k}`, filler(k)])));
+    const fit = Math.floor(NUMBERED_PAGE_BUDGET / size);
+    assert.equal(fit, 17);
+
+    const big = await b.sk.get(`/segments/${seg.body.id}/contacts?pageSize=100`);
     assert.equal(big.status, 422);
     assert.equal(big.body.error.code, 'VALIDATION_ERROR');
-    assert.equal(big.body.error.errors.length, 1);
-    const [error] = big.body.error.errors;
-    assert.equal(error.field, 'pageSize');
-    assert.equal(error.code, 'too_big');
-    const fit = Number(/pageSize=(\d+) or less/.exec(error.message)?.[1]);
-    assert.match(error.message, /^These 12 contacts hold [\d.]+ MB of data, more than the 4\.0 MB a page carries: ask for pageSize=\d+ or less$/);
-    const ok = await b.sk.get(`/segments/${bigSegment}/contacts?pageSize=${fit}`);
+    assert.deepEqual(big.body.error.errors, [
+      {
+        field: 'pageSize',
+        code: 'too_big',
+        message: `These 18 contacts hold ${((18 * size) / 1024 / 1024).toFixed(1)} MB, more than the 16.0 MB a page carries: ask for pageSize=17 or less`,
+      },
+    ]);
+    assert.deepEqual(big.body.error.details, { maxBytes: NUMBERED_PAGE_BUDGET, pageSize: 17 });
+    const ok = await b.sk.get(`/segments/${seg.body.id}/contacts?pageSize=17`);
     assert.equal(ok.status, 200, ok.text.slice(0, 300));
-    assert.equal(fit, 5);
-    assert.deepEqual(big.body.error.details, { maxBytes: PAGE_DATA_BUDGET, pageSize: 5 });
-    assert.equal(ok.body.data.length, 5);
-    assert.equal(ok.body.total, 12);
+    assert.equal(ok.body.data.length, 17);
+    assert.equal(ok.body.total, 18);
+    assert.equal((ok.body.data[0].data.m3 as string).length, 240 * KB);
+    const rest = await b.sk.get(`/segments/${seg.body.id}/contacts?pageSize=17&page=2`);
+    assert.deepEqual(
+      rest.body.data.map((c: { email: string }) => c.email),
+      ['member0@example.com'],
+    );
   });
 
   test('data_bytes is kept by every write of data, and rows without it are measured instead', async () => {
@@ -161,6 +179,32 @@ describe('events of large data', () => {
         big.map((e) => Number((e.data.blob as string).split(':')[0])),
         Array.from({ length: EVENTS }, (_, i) => EVENTS - 1 - i),
       );
+    });
+  }
+});
+
+describe('templates and campaigns of large bodies', () => {
+  const BODY = 1_000_000;
+  const body = (i: number) => `<p>${i}</p>`.padEnd(BODY, 'x');
+  for (const [path, make] of [
+    ['/templates', (i: number) => ({ name: `t${i}`, subject: 's', body: body(i), from: 'a@sandbox.herald.test' })],
+    ['/campaigns', (i: number) => ({ name: `c${i}`, subject: 's', body: body(i), from: 'a@sandbox.herald.test' })],
+  ] as const) {
+    test(`GET ${path}: a page over 16 MB is refused, naming the pageSize that fits`, async () => {
+      for (let i = 0; i < 17; i++) {
+        const made = await b.sk.post(path, make(i));
+        assert.ok(made.status < 300, made.text.slice(0, 300));
+      }
+      const big = await b.sk.get(`${path}?pageSize=100`);
+      assert.equal(big.status, 422, big.text.slice(0, 300));
+      assert.deepEqual(big.body.error.details, { maxBytes: NUMBERED_PAGE_BUDGET, pageSize: 16 });
+      assert.equal(big.body.error.errors[0].field, 'pageSize');
+      const ok = await b.sk.get(`${path}?pageSize=16`);
+      assert.equal(ok.status, 200, ok.text.slice(0, 300));
+      assert.equal(ok.body.data.length, 16);
+      assert.equal(ok.body.data[0].body.length, BODY);
+      assert.equal(ok.body.total, 17);
+      assert.equal(ok.body.totalPages, 2);
     });
   }
 });

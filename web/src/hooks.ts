@@ -1,4 +1,6 @@
+import { useState } from 'react';
 import { useParams } from 'react-router';
+import { isApiError } from './api.ts';
 
 /** The project id from the URL (/p/:projectId/...). */
 export function useProjectId(): string {
@@ -9,3 +11,18 @@ export function useProjectId(): string {
 
 export const formatDate = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : '—');
 export const formatNumber = (n: number) => n.toLocaleString();
+
+/**
+ * The page size of a page-numbered list, made smaller when the server says a page of it holds
+ * more than a page may carry (a 422 on `pageSize` whose `details.pageSize` fits). Pass the list
+ * query's error to `fit` on each render.
+ */
+export function useFittingPageSize(initial: number): [number, (error: unknown) => void] {
+  const [size, setSize] = useState(initial);
+  const fit = (error: unknown) => {
+    if (!isApiError(error, 422) || error.errors?.[0]?.field !== 'pageSize') return;
+    const named = error.details?.pageSize;
+    if (typeof named === 'number' && named >= 1 && named < size) setSize(named);
+  };
+  return [size, fit];
+}

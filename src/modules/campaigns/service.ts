@@ -10,6 +10,7 @@ import { checkAudience, countRecipientsInTime } from './audience.ts';
 import type { CampaignRecord, CreateCampaignInput, ListCampaignsQuery, UpdateCampaignInput } from './schemas.ts';
 import { type DeliveryCounts, ZERO_COUNTS, deliveryCounts } from './stats.ts';
 import { containsPattern } from '../../db/like.ts';
+import { assertPageWithinBudget } from '../../db/page-budget.ts';
 import { assertTemplatesParse, messageContentValues } from '../templates/message-content.ts';
 
 export type CampaignRow = typeof campaigns.$inferSelect;
@@ -109,6 +110,12 @@ export async function createCampaign(ctx: AppContext, projectId: string, input: 
 
 const SORT_COLUMNS = { name: sql`lower(${campaigns.name})`, createdAt: campaigns.createdAt, updatedAt: campaigns.updatedAt };
 
+/** A campaign's size in a list page (db/page-budget.ts): its body (up to 1 MB), subject and audience condition. */
+const CAMPAIGN_BYTES =
+  sql<number>`octet_length(${campaigns.body}) + octet_length(${campaigns.subject}) + coalesce(octet_length(${campaigns.audienceCondition}::text), 0)`.mapWith(
+    Number,
+  );
+
 export async function listCampaigns(ctx: AppContext, projectId: string, q: ListCampaignsQuery): Promise<PageList<CampaignRecord>> {
   const conditions: SQL[] = [eq(campaigns.projectId, projectId)];
   if (q.status) conditions.push(eq(campaigns.status, q.status));
@@ -119,17 +126,31 @@ export async function listCampaigns(ctx: AppContext, projectId: string, q: ListC
   }
   const where = and(...conditions);
   const order = q.dir === 'asc' ? asc : desc;
+  const sort = [order(SORT_COLUMNS[q.sort]), order(campaigns.id)];
+  const offset = (q.page - 1) * q.pageSize;
   const db = ctx.database.db;
-  const [rows, [{ total }]] = await Promise.all([
+  // The page's sizes first, then its rows if they fit (db/page-budget.ts).
+  const [sizes, [{ total }]] = await Promise.all([
     db
-      .select()
+      .select({ bytes: CAMPAIGN_BYTES })
       .from(campaigns)
       .where(where)
-      .orderBy(order(SORT_COLUMNS[q.sort]), order(campaigns.id))
+      .orderBy(...sort)
       .limit(q.pageSize)
-      .offset((q.page - 1) * q.pageSize),
+      .offset(offset),
     db.select({ total: count() }).from(campaigns).where(where),
   ]);
+  assertPageWithinBudget(
+    sizes.map((r) => r.bytes),
+    'campaigns',
+  );
+  const rows = await db
+    .select()
+    .from(campaigns)
+    .where(where)
+    .orderBy(...sort)
+    .limit(q.pageSize)
+    .offset(offset);
   return pageList(await withCounts(db, rows), total, q.page, q.pageSize);
 }
 

@@ -4,7 +4,7 @@ import { boundConditionStatements, timedCondition, withConditionTimeout } from '
 import type { AppContext } from '../../context.ts';
 import { type Database, type Db, withTransaction } from '../../db/client.ts';
 import { type BatchSizes, heldBatchConflict, nextBatchSize, runBatch } from '../../db/batches.ts';
-import { PAGE_DATA_BUDGET, assertPageWithinBudget } from '../../db/page-budget.ts';
+import { NUMBERED_PAGE_BUDGET, assertPageWithinBudget } from '../../db/page-budget.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
 import { type SegmentType, segments } from '../../db/schema/segments.ts';
 import { badRequest, conflict, notFound } from '../../http/errors.ts';
@@ -302,7 +302,7 @@ export async function listSegmentContacts(ctx: AppContext, projectId: string, id
             SELECT c.id, c.created_at, coalesce(c.data_bytes, octet_length(c.data::text)) AS bytes FROM contacts AS c WHERE ${where}
              ORDER BY c.created_at DESC, c.id DESC LIMIT ${q.pageSize} OFFSET ${(q.page - 1) * q.pageSize}
           ), total AS (SELECT coalesce(sum(bytes), 0)::bigint AS bytes FROM page)
-          SELECT ${contactColumns('c', sql`CASE WHEN t.bytes <= ${PAGE_DATA_BUDGET} THEN c.data END AS data`)}, p.bytes
+          SELECT ${contactColumns('c', sql`CASE WHEN t.bytes <= ${NUMBERED_PAGE_BUDGET} THEN c.data END AS data`)}, p.bytes
             FROM page AS p JOIN contacts AS c ON c.id = p.id CROSS JOIN total AS t
            ORDER BY p.created_at DESC, p.id DESC`),
       tx.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM contacts AS c WHERE ${where}`),

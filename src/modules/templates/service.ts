@@ -9,6 +9,7 @@ import { senderDomainFor } from '../domains/sender.ts';
 import { type TemplateUsers, usage } from '../usage/service.ts';
 import type { CreateTemplateInput, ListTemplatesQuery, TemplateRecord, UpdateTemplateInput } from './schemas.ts';
 import { containsPattern } from '../../db/like.ts';
+import { assertPageWithinBudget } from '../../db/page-budget.ts';
 import { assertTemplatesParse, messageContentValues } from './message-content.ts';
 
 type TemplateRow = typeof templates.$inferSelect;
@@ -66,6 +67,9 @@ export async function createTemplate(ctx: AppContext, projectId: string, input: 
 
 const SORT_COLUMNS = { name: sql`lower(${templates.name})`, createdAt: templates.createdAt, updatedAt: templates.updatedAt };
 
+/** A template's size in a list page (db/page-budget.ts): its body (up to 1 MB) and subject. */
+const TEMPLATE_BYTES = sql<number>`octet_length(${templates.body}) + octet_length(${templates.subject})`.mapWith(Number);
+
 export async function listTemplates(ctx: AppContext, projectId: string, q: ListTemplatesQuery): Promise<PageList<TemplateRecord>> {
   const conditions: SQL[] = [eq(templates.projectId, projectId)];
   if (q.type) conditions.push(eq(templates.type, q.type));
@@ -76,16 +80,31 @@ export async function listTemplates(ctx: AppContext, projectId: string, q: ListT
   }
   const where = and(...conditions);
   const order = q.dir === 'asc' ? asc : desc;
-  const [rows, [{ total }]] = await Promise.all([
-    ctx.database.db
-      .select()
+  const sort = [order(SORT_COLUMNS[q.sort]), order(templates.id)];
+  const offset = (q.page - 1) * q.pageSize;
+  const db = ctx.database.db;
+  // The page's sizes first (a text's length is read without its TOAST), then its rows if they fit.
+  const [sizes, [{ total }]] = await Promise.all([
+    db
+      .select({ bytes: TEMPLATE_BYTES })
       .from(templates)
       .where(where)
-      .orderBy(order(SORT_COLUMNS[q.sort]), order(templates.id))
+      .orderBy(...sort)
       .limit(q.pageSize)
-      .offset((q.page - 1) * q.pageSize),
-    ctx.database.db.select({ total: count() }).from(templates).where(where),
+      .offset(offset),
+    db.select({ total: count() }).from(templates).where(where),
   ]);
+  assertPageWithinBudget(
+    sizes.map((r) => r.bytes),
+    'templates',
+  );
+  const rows = await db
+    .select()
+    .from(templates)
+    .where(where)
+    .orderBy(...sort)
+    .limit(q.pageSize)
+    .offset(offset);
   return pageList(rows.map(toTemplateRecord), total, q.page, q.pageSize);
 }
 

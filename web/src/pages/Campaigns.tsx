@@ -30,7 +30,7 @@ import { LivePreview } from '../components/Preview.tsx';
 import { useMe } from '../components/RequireUser.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
-import { formatDate, formatNumber, useProjectId } from '../hooks.ts';
+import { formatDate, formatNumber, useFittingPageSize, useProjectId } from '../hooks.ts';
 import { CAMPAIGN_STATUSES, type Campaign, type CampaignStatus } from '../types.ts';
 
 // The report's chart brings the charts library: loaded with it, not with the first page.
@@ -57,11 +57,13 @@ export function CampaignsPage() {
   const [params, setParams] = useSearchParams();
   const page = Math.max(1, Number(params.get('page')) || 1);
   const status = params.get('status');
+  const [pageSize, fitPageSize] = useFittingPageSize(20);
   const list = useQuery({
-    queryKey: [projectId, 'campaigns', { page, status }],
-    queryFn: () => herald.campaigns.list({ page, pageSize: 20, status: status ?? undefined }),
+    queryKey: [projectId, 'campaigns', { page, pageSize, status }],
+    queryFn: () => herald.campaigns.list({ page, pageSize, status: status ?? undefined }),
     placeholderData: keepPreviousData,
   });
+  fitPageSize(list.error);
   const setParam = (key: string, value: string | null) => {
     const next = new URLSearchParams(params);
     if (value) next.set(key, value);
@@ -198,10 +200,12 @@ function Composer({ campaign }: { campaign?: Campaign }) {
   const queryClient = useQueryClient();
   const form = useForm<ComposerValues>({ mode: 'controlled', initialValues: campaign ? toValues(campaign) : EMPTY });
   const segments = useQuery({ queryKey: [projectId, 'segments'], queryFn: () => herald.segments.list() });
+  const [pickerSize, fitPickerSize] = useFittingPageSize(50);
   const templates = useQuery({
-    queryKey: [projectId, 'templates', { picker: true }],
-    queryFn: () => herald.templates.list({ pageSize: 50, sort: 'updatedAt' }),
+    queryKey: [projectId, 'templates', { picker: true, pickerSize }],
+    queryFn: () => herald.templates.list({ pageSize: pickerSize, sort: 'updatedAt' }),
   });
+  fitPickerSize(templates.error);
   const save = useMutation({
     mutationFn: async (v: ComposerValues) => {
       const body = {

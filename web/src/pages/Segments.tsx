@@ -27,7 +27,7 @@ import { herald, isApiError } from '../api.ts';
 import { type Condition, ConditionBuilder, emptyCondition, toBuilderTree, useFieldCatalog } from '../components/ConditionBuilder.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
-import { formatDate, formatNumber, useProjectId } from '../hooks.ts';
+import { formatDate, formatNumber, useFittingPageSize, useProjectId } from '../hooks.ts';
 import type { Segment } from '../types.ts';
 
 /** Segments: the list, a segment's editor with the visual condition builder and live count, its members. */
@@ -278,13 +278,6 @@ function SegmentEditor({ segment }: { segment: Segment | null }) {
 
 const MEMBER_PAGE = 25;
 
-/** The page size a 422 on `pageSize` names as fitting the server's byte budget for a page, if it is one. */
-function fittingPageSize(error: unknown): number | null {
-  if (!isApiError(error, 422) || error.errors?.[0]?.field !== 'pageSize') return null;
-  const named = error.details?.pageSize;
-  return typeof named === 'number' && named >= 1 ? named : null;
-}
-
 /** The member list (live for dynamic segments), one page at a time; a static segment's add and remove. */
 function Members({ segment }: { segment: Segment }) {
   const projectId = useProjectId();
@@ -292,15 +285,13 @@ function Members({ segment }: { segment: Segment }) {
   const [params, setParams] = useSearchParams();
   const page = Math.max(1, Number(params.get('page')) || 1);
   const [emails, setEmails] = useState('');
-  // Contacts of large data: the server names a smaller page that fits its budget, and the list uses it.
-  const [pageSize, setPageSize] = useState(MEMBER_PAGE);
+  const [pageSize, fitPageSize] = useFittingPageSize(MEMBER_PAGE);
   const members = useQuery({
     queryKey: [projectId, 'segment-members', segment.id, page, pageSize],
     queryFn: () => herald.segments.contacts(segment.id, { page, pageSize }),
     placeholderData: keepPreviousData,
   });
-  const fitting = fittingPageSize(members.error);
-  if (fitting !== null && fitting < pageSize) setPageSize(fitting);
+  fitPageSize(members.error);
   const changed = () => {
     void queryClient.invalidateQueries({ queryKey: [projectId, 'segment-members', segment.id] });
     void queryClient.invalidateQueries({ queryKey: [projectId, 'segment', segment.id] });

@@ -9,7 +9,7 @@ import { MessageFields, type MessageValues, messagePayload } from '../components
 import { LivePreview } from '../components/Preview.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
-import { formatDate, useProjectId } from '../hooks.ts';
+import { formatDate, useFittingPageSize, useProjectId } from '../hooks.ts';
 import { EMAIL_TYPES, emailTypeOf, type Template } from '../types.ts';
 
 export function TemplatesPage() {
@@ -30,11 +30,13 @@ export function TemplatesPage() {
     if (debounced !== (params.get('search') ?? '')) setParam('search', debounced || null);
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [debounced]);
+  const [pageSize, fitPageSize] = useFittingPageSize(20);
   const list = useQuery({
-    queryKey: [projectId, 'templates', { page, type, search: debounced }],
-    queryFn: () => herald.templates.list({ page, pageSize: 20, type: type ?? undefined, search: debounced || undefined, sort: 'updatedAt' }),
+    queryKey: [projectId, 'templates', { page, pageSize, type, search: debounced }],
+    queryFn: () => herald.templates.list({ page, pageSize, type: type ?? undefined, search: debounced || undefined, sort: 'updatedAt' }),
     placeholderData: keepPreviousData,
   });
+  fitPageSize(list.error);
   return (
     <>
       <PageHeader title="Templates">
