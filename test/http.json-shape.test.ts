@@ -7,7 +7,7 @@ import type { Res } from './helpers/http.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 /**
- * A JSON body's keys and values are counted as it arrives and refused past 100,000 (or 128
+ * A JSON body's keys and values are counted as it arrives and refused past 100,000 (or 256
  * levels deep) before JSON.parse builds them: a 55 MB /v1/send body of `{}`s had held the event
  * loop 15 s and taken 3.4 GB.
  */
@@ -124,13 +124,13 @@ describe('a JSON body past the bounds', () => {
     assert.equal(small.body.error.message, 'Invalid email or password');
   });
 
-  test('nesting past 128 levels is 413, in a small body too; contact data keeps its own 64-level 422', async () => {
+  test('nesting past 256 levels is 413, in a small body too; contact data keeps its own 64-level 422', async () => {
     const nested = (n: number) => '['.repeat(n) + ']'.repeat(n);
     const deep = await b.pk.request('POST', '/v1/track', {
       raw: `{"email":"deep@example.com","event":"e","data":{"x":${nested(MAX_JSON_DEPTH)}}}`,
       headers: { 'content-type': 'application/json' },
     });
-    assertTooLarge(deep, { maxDepth: 128 }, 'Request body nests JSON more than 128 levels deep');
+    assertTooLarge(deep, { maxDepth: 256 }, 'Request body nests JSON more than 256 levels deep');
     const data = await b.pk.request('POST', '/v1/track', {
       raw: `{"email":"deep@example.com","event":"e","data":{"x":${nested(70)}}}`,
       headers: { 'content-type': 'application/json' },

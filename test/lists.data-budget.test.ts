@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { z } from 'zod';
 import { NUMBERED_PAGE_BUDGET, PAGE_DATA_BUDGET } from '../src/db/page-budget.ts';
+import { segmentSchema } from '../src/modules/segments/schemas.ts';
+import { stallDuring } from './helpers/event-loop.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
@@ -207,4 +210,50 @@ describe('templates and campaigns of large bodies', () => {
       assert.equal(ok.body.totalPages, 2);
     });
   }
+});
+
+describe('GET /segments, unpaginated, of large conditions', () => {
+  test('every segment, newest first, conditions as saved, sent in batches without holding the event loop', async () => {
+    const server2 = await startTestServer();
+    try {
+      const owner = await bootstrap(server2.api);
+      // 30 conditions of about 600 KB: 18 MB in one answer.
+      const condition = (i: number) => ({
+        logic: 'OR',
+        groups: Array.from({ length: 6 }, (_, g) => ({
+          filters: Array.from({ length: 60 }, (_, f) => ({
+            field: `data.f${f}`,
+            operator: 'in',
+            value: Array.from({ length: 100 }, (_, v) => `${i}-${g}-${f}-${v}`.padEnd(14, 'x')),
+          })),
+        })),
+      });
+      const made: { id: string; condition: unknown }[] = [];
+      for (let i = 0; i < 30; i++) {
+        const res = await owner.sk.post('/segments', { name: `s${i}`, condition: condition(i) });
+        assert.equal(res.status, 201, res.text.slice(0, 300));
+        made.push({ id: res.body.id, condition: condition(i) });
+      }
+      const list = await owner.sk.post('/segments', { name: 'list', type: 'STATIC' });
+      assert.equal(list.status, 201, list.text);
+
+      const { result: res, stallMs } = await stallDuring(() => owner.sk.get('/segments'));
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+      // Streamed as the batches are read: no length known up front (the old answer was built whole, 18 MB).
+      assert.equal(res.headers.get('content-length'), null);
+      assert.equal(res.headers.get('transfer-encoding'), 'chunked');
+      assert.ok(res.text.length > 18_000_000, `${res.text.length} bytes`);
+      z.array(segmentSchema).parse(res.body); // the route's own schema: a streamed answer skips the response check
+      assert.deepEqual(
+        res.body.map((s: { id: string }) => s.id),
+        [list.body.id, ...made.map((s) => s.id).reverse()],
+      );
+      assert.equal(res.body[0].condition, null);
+      for (const [i, s] of [...made].reverse().entries()) assert.deepEqual(res.body[i + 1].condition, s.condition);
+      assert.ok(stallMs < 250, `event loop held ${Math.round(stallMs)} ms`);
+    } finally {
+      await server2.stop();
+    }
+  });
 });

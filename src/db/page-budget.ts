@@ -9,15 +9,15 @@ import { ApiError } from '../http/errors.ts';
 export const PAGE_DATA_BUDGET = 4 * 1024 * 1024;
 
 /**
- * Select-list items for a cursor page query: `data` (the row's `column`, only while the page's data
- * before the row is under the budget, so rows past it are not printed) and `in_page`. `bytes` is
+ * Select-list items for a cursor page query: `data` (or `as`: the row's `column`, only while the
+ * page's data before the row is under the budget, so rows past it are not printed) and `in_page`. `bytes` is
  * the row's size of data, cheap to read; `order` is the query's own ORDER BY, so the running sum
  * follows the rows as they are served. The first row is always in the page.
  */
-export function dataWithinBudget(column: SQL, bytes: SQL, order: SQL): SQL {
+export function dataWithinBudget(column: SQL, bytes: SQL, order: SQL, as = 'data'): SQL {
   const before = sql`(sum(${bytes}) OVER (ORDER BY ${order} ROWS UNBOUNDED PRECEDING) - ${bytes})`;
   const budget = sql.raw(String(PAGE_DATA_BUDGET));
-  return sql`CASE WHEN ${before} < ${budget} THEN ${column} END AS data, ${before} < ${budget} AS in_page`;
+  return sql`CASE WHEN ${before} < ${budget} THEN ${column} END AS ${sql.identifier(as)}, ${before} < ${budget} AS in_page`;
 }
 
 /** The rows of a page built with dataWithinBudget (`limit + 1` fetched): those served, and whether more follow. */

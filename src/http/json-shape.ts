@@ -9,8 +9,8 @@ import { ApiError } from './errors.ts';
  * largest legitimate body (1,000 emails of a bulk call, a 500-filter condition) holds a few thousand.
  */
 export const MAX_JSON_VALUES = 100_000;
-/** Contact data nests at most 64 levels (its own 422); a body wraps it in a few more. */
-export const MAX_JSON_DEPTH = 128;
+/** Far past the deepest the API takes (contact data: 64 levels, a condition: 10, three JSON levels each), whose own errors say more. */
+export const MAX_JSON_DEPTH = 256;
 
 /** A body whose content-length is at most this is counted whole by the parser, not chunk by chunk. */
 export const COUNT_WHOLE_BELOW = 64 * 1024;

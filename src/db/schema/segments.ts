@@ -17,6 +17,8 @@ export const segments = pgTable(
     type: text('type').$type<SegmentType>().notNull(),
     /** The condition tree as accepted (DYNAMIC only). */
     condition: jsonb('condition').$type<unknown>(),
+    /** `octet_length(condition::text)`, written with the condition (GET /segments' batches); NULL on rows older than it. */
+    conditionBytes: integer('condition_bytes'),
     trackMembership: boolean('track_membership').notNull().default(false),
     /** Cached count: refreshed by refresh, by segment writes, by compute and every 5 minutes. */
     memberCount: integer('member_count').notNull().default(0),

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { projectOf, requireProject } from '../../http/auth.ts';
+import { jsonArrayStream } from '../../http/json-stream.ts';
 import { describer, simpleOrErrorSchema } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { addMembers, removeMembers } from './members.ts';
@@ -28,7 +29,7 @@ import {
   deleteSegment,
   getSegment,
   listSegmentContacts,
-  listSegments,
+  segmentBatches,
   refreshSegment,
   updateSegment,
 } from './service.ts';
@@ -46,7 +47,7 @@ export function segmentRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({ operationId: 'segments.list', summary: 'Every segment, newest first (not paginated)', responses: { 200: z.array(segmentSchema) } }),
       onRequest,
     },
-    async (req) => listSegments(db, projectOf(req).projectId),
+    async (req, reply) => reply.type('application/json; charset=utf-8').send(jsonArrayStream(segmentBatches(db, projectOf(req).projectId))),
   );
 
   app.post(

@@ -4,12 +4,12 @@ import { boundConditionStatements, timedCondition, withConditionTimeout } from '
 import type { AppContext } from '../../context.ts';
 import { type Database, type Db, withTransaction } from '../../db/client.ts';
 import { type BatchSizes, heldBatchConflict, nextBatchSize, runBatch } from '../../db/batches.ts';
-import { NUMBERED_PAGE_BUDGET, assertPageWithinBudget } from '../../db/page-budget.ts';
+import { NUMBERED_PAGE_BUDGET, assertPageWithinBudget, budgetedPage, dataWithinBudget } from '../../db/page-budget.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
 import { type SegmentType, segments } from '../../db/schema/segments.ts';
 import { badRequest, conflict, notFound } from '../../http/errors.ts';
 import type { ContactRecord } from '../contacts/service.ts';
-import { type ContactRow, contactColumns, toContactRecord } from '../contacts/sql.ts';
+import { type ContactRow, contactColumns, isoUs, toContactRecord } from '../contacts/sql.ts';
 import { usage } from '../usage/service.ts';
 import { forgetTrackedSegments } from './membership.ts';
 import type { CreateSegmentInput, SegmentRecord, UpdateSegmentInput } from './schemas.ts';
@@ -34,8 +34,10 @@ export function toSegmentRecord(s: SegmentRow): SegmentRecord {
   };
 }
 
-const SEGMENT_COLUMNS = sql`id, project_id AS "projectId", name, description, type, condition, track_membership AS "trackMembership",
-  member_count AS "memberCount", member_count_at AS "memberCountAt", created_at AS "createdAt", updated_at AS "updatedAt"`;
+/** A segment row's columns; `condition` replaces the plain column (the list's budget). */
+const segmentColumns = (condition: SQL = sql`condition`): SQL => sql`id, project_id AS "projectId", name, description, type, ${condition},
+  condition_bytes AS "conditionBytes", track_membership AS "trackMembership", member_count AS "memberCount", member_count_at AS "memberCountAt", created_at AS "createdAt", updated_at AS "updatedAt"`;
+const SEGMENT_COLUMNS = segmentColumns();
 
 type RawRow = Omit<SegmentRow, 'createdAt' | 'updatedAt' | 'memberCountAt'> & {
   createdAt: string | Date;
@@ -71,9 +73,44 @@ export async function getSegment(db: Db, projectId: string, id: string): Promise
 }
 
 /** Every segment of the project, newest first (GET /segments is unpaginated). */
-export async function listSegments(db: Db, projectId: string): Promise<SegmentRecord[]> {
-  const { rows } = await db.execute<RawRow>(sql`SELECT ${SEGMENT_COLUMNS} FROM segments WHERE project_id = ${projectId} ORDER BY created_at DESC, id DESC`);
-  return rows.map((r) => toSegmentRecord(fromRaw(r)));
+/** The size of a condition as PostgreSQL prints it, stored with it: GET /segments sizes its batches without printing them. */
+const conditionBytes = (condition: unknown): SQL => (condition === null ? sql`NULL` : sql`octet_length(${JSON.stringify(condition)}::jsonb::text)`);
+
+type ListedRow = Omit<RawRow, 'condition'> & { condition: string | null; sort_value: string; in_page: boolean };
+
+/** Segments a batch of GET /segments reads at most (and about PAGE_DATA_BUDGET of conditions). */
+const LIST_BATCH = 100;
+
+/** Stands for the condition in a listed segment's JSON until its stored text replaces it (no stored text holds U+0000). */
+const CONDITION_SLOT = '\u0000condition\u0000';
+const CONDITION_SLOT_JSON = JSON.stringify(CONDITION_SLOT);
+
+/**
+ * GET /segments, newest first and unpaginated (the spec), read in batches of at most LIST_BATCH
+ * segments and about PAGE_DATA_BUDGET bytes of conditions, on keyset (created_at, id): a project
+ * may hold any number of segments of up to 1 MB each. Each segment's JSON takes its condition as
+ * PostgreSQL prints it, never parsed and written again; sent as they come (http/json-stream.ts).
+ */
+export async function* segmentBatches(db: Db, projectId: string): AsyncGenerator<string[]> {
+  const order = sql`created_at DESC, id DESC`;
+  let after: { at: string; id: string } | null = null;
+  for (;;) {
+    const keyset: SQL = after ? sql` AND (created_at, id) < (${after.at}::timestamptz, ${after.id}::uuid)` : sql``;
+    const { rows } = await db.execute<ListedRow>(sql`
+      SELECT ${segmentColumns(dataWithinBudget(sql`condition::text`, sql`s.bytes`, order, 'condition'))}, ${isoUs('created_at')} AS sort_value
+        FROM segments CROSS JOIN LATERAL (SELECT coalesce(condition_bytes, octet_length(condition::text), 0) AS bytes OFFSET 0) AS s
+       WHERE project_id = ${projectId}${keyset}
+       ORDER BY ${order}
+       LIMIT ${LIST_BATCH + 1}`);
+    const { items, hasMore } = budgetedPage(rows, LIST_BATCH);
+    yield items.map((r) => {
+      const json = JSON.stringify(toSegmentRecord(fromRaw({ ...r, condition: CONDITION_SLOT })));
+      return json.replace(CONDITION_SLOT_JSON, () => r.condition ?? 'null');
+    });
+    const last: ListedRow | undefined = items.at(-1);
+    if (!hasMore || !last) return;
+    after = { at: last.sort_value, id: last.id };
+  }
 }
 
 /** The stored condition of a DYNAMIC segment (validated when it was saved). */
@@ -144,6 +181,7 @@ export async function createSegment(ctx: AppContext, projectId: string, input: C
     description: input.description ?? null,
     type: input.type,
     condition,
+    conditionBytes: null, // written below, by PostgreSQL
     trackMembership: input.trackMembership,
     memberCount: 0,
     memberCountAt: now,
@@ -151,7 +189,10 @@ export async function createSegment(ctx: AppContext, projectId: string, input: C
     updatedAt: now,
   };
   values.memberCount = await countWithin(ctx, values, now);
-  const [row] = await db.insert(segments).values(values).returning();
+  const [row] = await db
+    .insert(segments)
+    .values({ ...values, conditionBytes: conditionBytes(condition) })
+    .returning();
   if (row.trackMembership) await forgetTrackedSegments(ctx, projectId);
   return toSegmentRecord(row);
 }
@@ -191,6 +232,7 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
       next.memberCount = await countMembers(tx, next, now);
       await tx.execute(sql`
       UPDATE segments SET name = ${next.name}, description = ${next.description}, condition = ${next.condition === null ? null : JSON.stringify(next.condition)}::jsonb,
+             condition_bytes = ${conditionBytes(next.condition)},
              track_membership = ${next.trackMembership}, member_count = ${next.memberCount},
              member_count_at = ${now.toISOString()}::timestamptz, updated_at = ${next.updatedAt.toISOString()}::timestamptz
        WHERE id = ${row.id}::uuid`);
