@@ -18,6 +18,34 @@ import { type Graph, type StepRow, describeStep, findWorkflow, loadGraph, toStep
 
 const MAX_STEPS = 200;
 
+/**
+ * A workflow's steps hold at most this much configuration, as PostgreSQL prints it. The engine
+ * loads a workflow's whole graph for each batch it advances, and GET /workflows/:id answers it:
+ * 199 CONDITION steps of 900 KB (one step each request, within every other bound) were a 179 MB
+ * answer that held the event loop 2 s, and ten at once ran the process out of memory.
+ */
+export const MAX_WORKFLOW_CONFIG_BYTES = 2 * 1024 * 1024;
+
+/**
+ * Throws the 400 when the workflow's steps, with `config` in place of step `replacing` (or added),
+ * would hold more than MAX_WORKFLOW_CONFIG_BYTES and more than they do now (a workflow made larger
+ * before the bound can shrink). In the transaction that holds the workflow's lock.
+ */
+async function assertConfigWithinBound(tx: Db, workflowId: string, config: Record<string, unknown>, replacing: string | null): Promise<void> {
+  const { rows } = await tx.execute<{ bytes: string; now: string }>(sql`
+    SELECT (coalesce(sum(octet_length(config::text)) FILTER (WHERE id IS DISTINCT FROM ${replacing}::uuid), 0)
+              + octet_length(${JSON.stringify(config)}::jsonb::text))::bigint AS bytes,
+           coalesce(sum(octet_length(config::text)), 0)::bigint AS now
+      FROM workflow_steps WHERE workflow_id = ${workflowId}::uuid`);
+  const bytes = Number(rows[0].bytes);
+  if (bytes <= MAX_WORKFLOW_CONFIG_BYTES || bytes <= Number(rows[0].now)) return;
+  const mb = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MB`;
+  throw badRequest(
+    `A workflow's steps can hold at most ${mb(MAX_WORKFLOW_CONFIG_BYTES)} of configuration, and this would make ${mb(bytes)}: shorten its conditions or split the workflow`,
+    { maxBytes: MAX_WORKFLOW_CONFIG_BYTES, bytes },
+  );
+}
+
 /** The branches a step of `type` can leave by; `[null]` = one unlabelled exit, `[]` = none. */
 export function branchesOf(type: WorkflowStepType): (WorkflowBranch | null)[] {
   switch (type) {
@@ -87,6 +115,7 @@ export async function addStep(
       .from(workflowSteps)
       .where(eq(workflowSteps.workflowId, workflow.id));
     if (n >= MAX_STEPS) throw badRequest(`A workflow can have at most ${MAX_STEPS} steps`);
+    await assertConfigWithinBound(tx, workflow.id, config, null);
     const now = ctx.clock.now();
     const [row] = await tx
       .insert(workflowSteps)
@@ -129,6 +158,7 @@ export async function updateStep(
     const set: Partial<typeof workflowSteps.$inferInsert> = { updatedAt: ctx.clock.now() };
     if (input.config !== undefined) {
       const config = (await parseStepConfig(ctx, tx, projectId, step.type, input.config)) as Record<string, unknown>;
+      await assertConfigWithinBound(tx, workflow.id, config, step.id);
       set.config = config;
       set.templateId = templateOf(step.type, config);
     }
