@@ -5,6 +5,7 @@ import type { Database, Db } from '../../db/client.ts';
 import { type BusySlots, busySlots } from '../../http/busy-slots.ts';
 import { badRequest, conflict } from '../../http/errors.ts';
 import { type EventNameUsers, usage } from '../usage/service.ts';
+import { textArray } from '../contacts/sql.ts';
 import { countEvents } from './counts.ts';
 import { isReservedEventName } from './names.ts';
 import { forgetDeletedEvents, forgetEmptyEventNameDays, forgetEventNameContacts } from '../analytics/rollups.ts';
@@ -86,18 +87,45 @@ export async function deleteEventName(ctx: AppContext, projectId: string, eventN
 /** Which events a batched delete takes: a name's (events_project_name_created_idx) or a contact's (events_contact_created_idx). */
 type EventsOf = { name: string } | { contactId: string };
 
-/** Deletes the events batch by batch, oldest first, counting them in `progress`. */
-async function deleteEventsOf(database: Database, projectId: string, of: EventsOf, progress: { deleted: number }): Promise<void> {
+/**
+ * Deletes the events batch by batch, oldest first, counting them in `progress`; stops early (false)
+ * once `progress.deleted` reaches `until`.
+ */
+async function deleteEventsOf(database: Database, projectId: string, of: EventsOf, progress: { deleted: number }, until = Infinity): Promise<boolean> {
   let after: string | null = null;
   let size = EVENT_DELETE_BATCH.first;
   for (;;) {
     const started = performance.now();
     const batch: { deleted: number; upTo: string | null } = await runBatch(database, (db) => deleteBatchOf(db, projectId, of, after, size));
     progress.deleted += batch.deleted;
-    if (batch.upTo === null) return;
+    if (batch.upTo === null) return true;
+    if (progress.deleted >= until) return false;
     after = batch.upTo;
     size = nextBatchSize(EVENT_DELETE_BATCH, size, performance.now() - started);
   }
+}
+
+/** A contact of a bulk delete with more events than this has them deleted in batches first. */
+export const BULK_DELETE_EVENTS_IN_JOB = 100;
+
+/**
+ * Before a bulk delete's transaction (contacts/bulk/jobs.ts): the events of its contacts that have
+ * more than BULK_DELETE_EVENTS_IN_JOB, contact by contact in the batches above, at most `budget`
+ * of them a run. True when none is left over that, so the job's one statement deletes at most
+ * 1,000 × 100 events with the contacts. The contacts stay meanwhile (events tracked for them go
+ * with their rows).
+ */
+export async function deleteEventsOfBulkContacts(database: Database, projectId: string, contactIds: string[], budget: number): Promise<boolean> {
+  const { rows } = await database.db.execute<{ id: string }>(sql`
+    SELECT c.id FROM unnest(${textArray(contactIds)}) WITH ORDINALITY AS c(id, n)
+     WHERE (SELECT count(*) FROM (SELECT 1 FROM events AS e WHERE e.contact_id = c.id AND e.project_id = ${projectId}
+                                   LIMIT ${BULK_DELETE_EVENTS_IN_JOB + 1}) AS x) > ${BULK_DELETE_EVENTS_IN_JOB}
+     ORDER BY c.n`);
+  const progress = { deleted: 0 };
+  for (const { id } of rows) {
+    if (progress.deleted >= budget || !(await deleteEventsOf(database, projectId, { contactId: id }, progress, budget))) return false;
+  }
+  return true;
 }
 
 /**
