@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { NUMBERED_PAGE_BUDGET, PAGE_DATA_BUDGET } from '../src/db/page-budget.ts';
 import { segmentSchema } from '../src/modules/segments/schemas.ts';
 import { stallDuring } from './helpers/event-loop.ts';
+import { buildWorkflow, waitFor } from './helpers/workflows.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
@@ -255,5 +256,34 @@ describe('GET /segments, unpaginated, of large conditions', () => {
     } finally {
       await server2.stop();
     }
+  });
+});
+
+describe('workflow executions of large contexts', () => {
+  test('GET /workflows/:id/executions ends a page at the budget; the cursor serves every execution once', async () => {
+    const wf = await buildWorkflow(b.sk, {
+      eventName: 'big_signup',
+      steps: [{ key: 'wait', type: 'DELAY', config: { amount: 1, unit: 'days' } }],
+      edges: [['trigger', 'wait']],
+    });
+    const EXECUTIONS = 20;
+    for (let i = 0; i < EXECUTIONS; i++) {
+      const res = await b.sk.post('/events/track', { email: `runner${i}@example.com`, event: 'big_signup', data: { blob: filler(i) } });
+      assert.equal(res.status, 200, res.text.slice(0, 300));
+    }
+    const started = await waitFor('the executions', async () => {
+      const res = await b.sk.get(`/workflows/${wf.id}/executions?limit=1`);
+      return res.body.total === EXECUTIONS;
+    });
+    assert.ok(started);
+    const pages = await walk(`/workflows/${wf.id}/executions`);
+    assert.ok(pages[0].data.length < EXECUTIONS && pages[0].hasMore, `first page: ${pages[0].data.length}`);
+    const contexts = pages.flatMap((p) => p.data.map((e) => (e as unknown as { context: { blob: string } }).context));
+    assertWithinBudget(pages.map((p) => ({ ...p, data: p.data.map((e) => ({ ...e, data: (e as unknown as { context: Record<string, unknown> }).context })) })));
+    assert.equal(contexts.length, EXECUTIONS);
+    assert.deepEqual(
+      contexts.map((c) => Number(c.blob.split(':')[0])).sort((x, y) => x - y),
+      Array.from({ length: EXECUTIONS }, (_, i) => i),
+    );
   });
 });

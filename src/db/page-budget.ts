@@ -15,9 +15,15 @@ export const PAGE_DATA_BUDGET = 4 * 1024 * 1024;
  * follows the rows as they are served. The first row is always in the page.
  */
 export function dataWithinBudget(column: SQL, bytes: SQL, order: SQL, as = 'data'): SQL {
+  const { kept, inPage } = budgetExpressions(column, bytes, order);
+  return sql`${kept} AS ${sql.identifier(as)}, ${inPage} AS in_page`;
+}
+
+/** dataWithinBudget's two expressions, unnamed, for a query builder's select. */
+export function budgetExpressions(column: SQL, bytes: SQL, order: SQL): { kept: SQL; inPage: SQL } {
   const before = sql`(sum(${bytes}) OVER (ORDER BY ${order} ROWS UNBOUNDED PRECEDING) - ${bytes})`;
   const budget = sql.raw(String(PAGE_DATA_BUDGET));
-  return sql`CASE WHEN ${before} < ${budget} THEN ${column} END AS ${sql.identifier(as)}, ${before} < ${budget} AS in_page`;
+  return { kept: sql`CASE WHEN ${before} < ${budget} THEN ${column} END`, inPage: sql`${before} < ${budget}` };
 }
 
 /** The rows of a page built with dataWithinBudget (`limit + 1` fetched): those served, and whether more follow. */

@@ -1,10 +1,12 @@
-import { type SQL, and, asc, desc, eq, sql } from 'drizzle-orm';
+import { type SQL, and, asc, desc, eq, getTableColumns, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { PREFIXED_ID, UUID } from '../../db/ids.ts';
+import { budgetExpressions, budgetedPage } from '../../db/page-budget.ts';
 import { contacts } from '../../db/schema/contacts.ts';
 import { workflowExecutions, workflowStepExecutions, workflowSteps } from '../../db/schema/workflows.ts';
 import { conflict, notFound } from '../../http/errors.ts';
-import { afterCursor, cursorPage } from '../../http/keyset.ts';
+import { encodeCursor } from '../../http/cursor.ts';
+import { afterCursor } from '../../http/keyset.ts';
 import { cancelAllExecutions, cancelExecution, startExecution } from './engine/index.ts';
 import type { ExecutionRecord, StepExecutionRecord } from './schemas.ts';
 import { findWorkflow } from './store.ts';
@@ -45,21 +47,25 @@ export async function listExecutions(
   const where: SQL[] = [eq(workflowExecutions.workflowId, workflow.id)];
   if (q.status) where.push(eq(workflowExecutions.status, q.status));
   const after = afterCursor(q.cursor, workflowExecutions.startedAt, workflowExecutions.id, (k) => UUID.test(k));
+  // A page ends early once it holds PAGE_DATA_BUDGET of contexts (db/page-budget.ts): each is an
+  // event's data (256 KB) with the awaited events' merged in.
+  const order = sql`${workflowExecutions.startedAt} DESC, ${workflowExecutions.id} DESC`;
+  const { context: _context, ...columns } = getTableColumns(workflowExecutions);
+  const budget = budgetExpressions(sql`${workflowExecutions.context}`, sql`octet_length(${workflowExecutions.context}::text)`, order);
   const rows = await db
-    .select({ e: workflowExecutions, email: contacts.email })
+    .select({ ...columns, context: sql<Record<string, unknown> | null>`${budget.kept}`, in_page: sql<boolean>`${budget.inPage}`, email: contacts.email })
     .from(workflowExecutions)
     .leftJoin(contacts, eq(contacts.id, workflowExecutions.contactId))
     .where(and(...where, after))
     .orderBy(desc(workflowExecutions.startedAt), desc(workflowExecutions.id))
     .limit(q.limit + 1);
-  const page = cursorPage(
-    rows,
-    q.limit,
-    (r) => [r.e.startedAt, r.e.id],
-    (r) => toExecutionRecord(r.e, r.email),
-  );
-  const out: { data: ExecutionRecord[]; cursor?: string; hasMore: boolean; total?: number } = { data: page.data, hasMore: page.hasMore };
-  if (page.cursor) out.cursor = page.cursor;
+  const { items, hasMore } = budgetedPage(rows, q.limit);
+  const out: { data: ExecutionRecord[]; cursor?: string; hasMore: boolean; total?: number } = {
+    data: items.map(({ email, in_page: _inPage, ...e }) => toExecutionRecord({ ...e, context: e.context ?? {} }, email)),
+    hasMore,
+  };
+  const last = items.at(-1);
+  if (hasMore && last) out.cursor = encodeCursor(last.startedAt.toISOString(), last.id);
   if (!q.cursor) {
     const { rows: counted } = await db.execute<{ n: number }>(
       sql`SELECT count(*)::int AS n FROM workflow_executions WHERE workflow_id = ${workflow.id} ${q.status ? sql`AND status = ${q.status}` : sql``}`,
