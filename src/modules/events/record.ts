@@ -22,7 +22,7 @@ export type NewEvent = {
  * issues the very same statement.
  */
 export const RECORD_EVENTS_SQL = {
-  name: 'herald_events_record_v3',
+  name: 'herald_events_record_v4',
   text: `WITH input AS (
       SELECT * FROM jsonb_to_recordset($1::jsonb) AS e(id text, project_id text, contact_id text, name text, data jsonb, created_at timestamptz)
     ), inserted AS (

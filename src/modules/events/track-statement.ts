@@ -72,6 +72,6 @@ const trackText = (upsertCtes: string, events: string) => `
     SELECT * FROM upserted`;
 
 const TRACK_STATEMENT = {
-  plain: { name: 'herald_track_statement_v2', text: trackText(CONTACTS_UPSERT_CTES.plain, '$4') },
-  withFields: { name: 'herald_track_statement_fields_v2', text: trackText(CONTACTS_UPSERT_CTES.withFields, '$7') },
+  plain: { name: 'herald_track_statement_v3', text: trackText(CONTACTS_UPSERT_CTES.plain, '$4') },
+  withFields: { name: 'herald_track_statement_fields_v3', text: trackText(CONTACTS_UPSERT_CTES.withFields, '$7') },
 };

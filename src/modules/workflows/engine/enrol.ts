@@ -19,6 +19,16 @@ import type { Db } from '../../../db/client.ts';
 
 export const MAX_WORKFLOW_DEPTH = 5;
 
+/**
+ * An execution's context (its triggering event's data, the start call's context, and each awaited
+ * event's data merged in) is at most this many bytes as PostgreSQL prints it. An awaited event
+ * whose data would take it over resumes the execution without merging it: the wait step's output
+ * says `dataMerged: false`, and the event itself is stored as any other. Unbounded, a path of 199
+ * waits could grow one context to 50 MB, and the engine loads the contexts of every execution it
+ * claims. (The check prints the merge only past 26 KB of jsonb, as contact data's does.)
+ */
+export const MAX_EXECUTION_CONTEXT_BYTES = 1024 * 1024;
+
 /** A UUID v7 (decisions.md § 2: ids sort by creation time) for the time `at`, built in SQL (PostgreSQL ≥ 15 has no uuidv7()). */
 const uuidV7Sql = (at: string) => `(lpad(to_hex((extract(epoch FROM ${at}) * 1000)::bigint), 12, '0') || '7'
       || substr(md5(random()::text), 1, 3) || to_hex(8 + floor(random() * 4)::int) || substr(md5(random()::text), 1, 15))::uuid`;
@@ -36,25 +46,28 @@ export function workflowEnrolCtes(events: string): string {
   SELECT COALESCE(NULLIF(current_setting('herald.workflow_depth', true), ''), '0')::int AS d
 ), waiting AS (
   SELECT x.id, e.id AS event_id, e.name, e.data, e.created_at AS at,
-         (SELECT t.to_step_id FROM workflow_transitions t WHERE t.from_step_id = x.current_step_id AND t.branch = 'event') AS next
+         (SELECT t.to_step_id FROM workflow_transitions t WHERE t.from_step_id = x.current_step_id AND t.branch = 'event') AS next,
+         (e.data IS NULL OR pg_column_size(x.context || e.data) <= ${Math.floor(MAX_EXECUTION_CONTEXT_BYTES / 40)}
+            OR octet_length((x.context || e.data)::text) <= ${MAX_EXECUTION_CONTEXT_BYTES}) AS merges
     FROM ${events} e
     JOIN workflow_executions x ON x.project_id = e.project_id AND x.contact_id = e.contact_id AND x.status = 'WAITING' AND x.waiting_event = e.name
 ), resumed AS (
   UPDATE workflow_executions x
      SET status = CASE WHEN w.next IS NULL THEN 'COMPLETED' ELSE 'RUNNING' END,
          current_step_id = COALESCE(w.next, x.current_step_id),
-         context = x.context || COALESCE(w.data, '{}'::jsonb),
+         context = CASE WHEN w.merges THEN x.context || COALESCE(w.data, '{}'::jsonb) ELSE x.context END,
          waiting_event = NULL,
          due_at = CASE WHEN w.next IS NULL THEN NULL ELSE w.at END,
          completed_at = CASE WHEN w.next IS NULL THEN w.at ELSE NULL END,
          updated_at = w.at
     FROM waiting w
    WHERE x.id = w.id AND x.status = 'WAITING' AND x.waiting_event = w.name
-  RETURNING x.id, w.event_id, w.name, w.at
+  RETURNING x.id, w.event_id, w.name, w.at, w.merges
 ), finished_waits AS (
   UPDATE workflow_step_executions s
      SET status = 'COMPLETED', completed_at = r.at,
          output = jsonb_build_object('branch', 'event', 'eventName', r.name, 'eventId', r.event_id)
+                  || CASE WHEN r.merges THEN '{}'::jsonb ELSE '{"dataMerged": false}'::jsonb END
     FROM resumed r
    WHERE s.execution_id = r.id AND s.status = 'WAITING'
 ), entered AS (
@@ -79,7 +92,7 @@ export function workflowEnrolCtes(events: string): string {
  * $1 is the events as RECORD_EVENTS_SQL takes them.
  */
 export const ENROL_WRITTEN_EVENTS_SQL = {
-  name: 'herald_workflows_on_events_v6',
+  name: 'herald_workflows_on_events_v7',
   text: `
 WITH ev AS (
   SELECT * FROM jsonb_to_recordset($1::jsonb) AS e(id text, project_id text, contact_id text, name text, data jsonb, created_at timestamptz)
