@@ -21,7 +21,9 @@ export function dataWithinBudget(column: SQL, bytes: SQL, order: SQL, as = 'data
 
 /** dataWithinBudget's two expressions, unnamed, for a query builder's select. */
 export function budgetExpressions(column: SQL, bytes: SQL, order: SQL): { kept: SQL; inPage: SQL } {
-  const before = sql`(sum(${bytes}) OVER (ORDER BY ${order} ROWS UNBOUNDED PRECEDING) - ${bytes})`;
+  // The rows before this one only, so `bytes` is read once per use (a caller without a lateral
+  // column pays for each).
+  const before = sql`coalesce(sum(${bytes}) OVER (ORDER BY ${order} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)`;
   const budget = sql.raw(String(PAGE_DATA_BUDGET));
   return { kept: sql`CASE WHEN ${before} < ${budget} THEN ${column} END`, inPage: sql`${before} < ${budget}` };
 }
