@@ -26,6 +26,7 @@ export type BatchWorkerOptions = {
   batchSize: number;
   /** SQL over a job's `data`: the units of work it holds (QueueDef.jobWeight). */
   jobWeight?: string;
+  /** The pause after a fetch that left nothing waiting, unless `wake` ends it first (jobs/due-queues.ts). */
   pollingIntervalMs: number;
   /**
    * Checks and reads a job's payload (the queue's schema). A job whose payload it refuses fails
@@ -39,6 +40,8 @@ export type BatchWorkerOptions = {
 };
 
 export type BatchWorker = {
+  /** Fetches at once: now if it is waiting, else as soon as the batch in hand is done. */
+  wake: () => void;
   /** Stops fetching and waits for the batch in hand (at most `timeoutMs`). */
   stop: (timeoutMs: number) => Promise<void>;
 };
@@ -83,23 +86,26 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
   const db = opts.boss.getDb();
   const FETCH_SQL = fetchSql(opts.jobWeight);
   let stopping = false;
-  let wake: (() => void) | null = null;
+  let endPause: (() => void) | null = null;
+  // Woken while a fetch or a batch was under way: fetch again without pausing.
+  let woken = false;
 
   const pause = (ms: number) =>
     new Promise<void>((resolve) => {
       const timer = setTimeout(done, ms);
       function done() {
         clearTimeout(timer);
-        wake = null;
+        endPause = null;
         resolve();
       }
-      wake = done;
+      endPause = done;
     });
 
   const loop = async () => {
     while (!stopping) {
       let more = false;
       let failed = false;
+      woken = false;
       try {
         const { rows } = (await db.executeSql(FETCH_SQL, [opts.queue, opts.batchSize])) as { rows: (BatchJob & { locked: number })[] };
         const locked = rows[0]?.locked ?? 0;
@@ -113,7 +119,7 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
       // When more may be waiting, fetch again at once. After an error (the database unreachable,
       // say), wait longer than a poll, so an outage is not logged twice a second.
       if (failed) await pause(Math.max(opts.pollingIntervalMs, ERROR_PAUSE_MS));
-      else if (!more) await pause(opts.pollingIntervalMs);
+      else if (!more && !woken) await pause(opts.pollingIntervalMs);
     }
   };
 
@@ -142,9 +148,13 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
 
   const running = loop();
   return {
+    wake: () => {
+      if (endPause) endPause();
+      else woken = true;
+    },
     stop: async (timeoutMs) => {
       stopping = true;
-      wake?.();
+      endPause?.();
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([running, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
       clearTimeout(timer);

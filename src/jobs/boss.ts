@@ -5,6 +5,7 @@ import type { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import { loggableError } from '../loggable-error.ts';
 import { type BatchWorker, startBatchWorker } from './batch-worker.ts';
+import { type DueQueuesPoll, pollDueQueues } from './due-queues.ts';
 
 /** A background queue: its payload schema (checked when a job is picked up), handler and retry policy. */
 export type QueueDef<T> = {
@@ -48,11 +49,12 @@ const QUEUE_SETUP_LOCK = 728_145_002;
 const STOP_TIMEOUT_MS = 10_000;
 
 /**
- * Queues fed by a cron schedule poll less often: pg-boss places due cron jobs every 5 s, so a 2 s
- * poll delays nothing anyone sees, and an idle worker then polls a third less often: its
- * allocation rate falls below the one at which V8 shrinks an idle heap (bench/README.md § idle).
+ * How often one statement asks which queues have due jobs (jobs/due-queues.ts); a queue's pollers
+ * fetch when woken by it. A job waits for a tick at most (`pollingIntervalSeconds` sets it).
  */
-const CRON_QUEUE_POLL_SECONDS = 2;
+const DUE_QUEUES_POLL_SECONDS = 0.25;
+/** Each poller's own fetch when nothing woke it: a safety net only, should a wake ever be missed. */
+const WORKER_POLL_SECONDS = 30;
 
 export type Jobs = {
   /** pg-boss itself, for benchmarks and tests only: modules go through the functions below. */
@@ -73,6 +75,7 @@ export async function startJobs(opts: {
   /** Whether this process will run workers (maintenance and cron scheduling go with them). */
   runWorkers: boolean;
   queues: AnyQueueDef[];
+  /** How often the queues are asked for due jobs (DUE_QUEUES_POLL_SECONDS by default). */
   pollingIntervalSeconds?: number;
 }): Promise<Jobs> {
   const boss = new PgBoss({
@@ -104,6 +107,7 @@ export async function startJobs(opts: {
     await lock.end().catch(() => {});
   }
   const batchWorkers: BatchWorker[] = [];
+  let dueQueues: DueQueuesPoll | null = null;
   return {
     boss,
     send: (queue, data, o = {}) =>
@@ -123,40 +127,41 @@ export async function startJobs(opts: {
       await boss.cancel(queue, jobId);
     },
     startWorkers: async (ctx) => {
+      const wakers = new Map<string, (() => void)[]>();
+      const wakeOn = (queue: string, wake: () => void) => wakers.set(queue, [...(wakers.get(queue) ?? []), wake]);
       for (const q of opts.queues) {
         const batchSize = q.batchSize ?? 1;
-        const pollingIntervalSeconds = q.cron ? CRON_QUEUE_POLL_SECONDS : (opts.pollingIntervalSeconds ?? 0.5);
         for (let i = 0; i < (q.workers ?? 1); i++) {
           if (q.batchHandler) {
             // Herald's batch poller fetches without pg-boss's singleton rules (jobs/batch-worker.ts).
             if (q.policy && q.policy !== 'standard') throw new Error(`queue ${q.name}: a batch handler needs the standard policy`);
             const batchHandler = q.batchHandler;
-            batchWorkers.push(
-              startBatchWorker({
-                boss,
-                queue: q.name,
-                batchSize,
-                jobWeight: q.jobWeight,
-                pollingIntervalMs: pollingIntervalSeconds * 1000,
-                // A job whose payload does not parse fails alone: it must not hold back the jobs fetched with it.
-                parse: (data) => q.schema.safeParse(data),
-                onInvalid: (jobIds) => opts.log.error({ queue: q.name, jobIds }, `${jobIds.length} job(s) on ${q.name} failed: the payload is not valid`),
-                handle: async (jobs) => {
-                  try {
-                    await batchHandler(ctx, jobs);
-                  } catch (err) {
-                    // The line's text takes loggableError's message: a database error's own message can carry a parameter's value.
-                    const error = loggableError(err);
-                    opts.log.error({ error, queue: q.name, jobs: jobs.length }, `job batch of ${jobs.length} on ${q.name} failed: ${String(error.message)}`);
-                    throw err;
-                  }
-                },
-                onError: (err) => opts.log.error({ error: loggableError(err), queue: q.name }, `polling ${q.name} failed`),
-              }),
-            );
+            const worker = startBatchWorker({
+              boss,
+              queue: q.name,
+              batchSize,
+              jobWeight: q.jobWeight,
+              pollingIntervalMs: WORKER_POLL_SECONDS * 1000,
+              // A job whose payload does not parse fails alone: it must not hold back the jobs fetched with it.
+              parse: (data) => q.schema.safeParse(data),
+              onInvalid: (jobIds) => opts.log.error({ queue: q.name, jobIds }, `${jobIds.length} job(s) on ${q.name} failed: the payload is not valid`),
+              handle: async (jobs) => {
+                try {
+                  await batchHandler(ctx, jobs);
+                } catch (err) {
+                  // The line's text takes loggableError's message: a database error's own message can carry a parameter's value.
+                  const error = loggableError(err);
+                  opts.log.error({ error, queue: q.name, jobs: jobs.length }, `job batch of ${jobs.length} on ${q.name} failed: ${String(error.message)}`);
+                  throw err;
+                }
+              },
+              onError: (err) => opts.log.error({ error: loggableError(err), queue: q.name }, `polling ${q.name} failed`),
+            });
+            batchWorkers.push(worker);
+            wakeOn(q.name, worker.wake);
             continue;
           }
-          const workerId: string = await boss.work(q.name, { batchSize, pollingIntervalSeconds }, async (jobs) => {
+          const workerId: string = await boss.work(q.name, { batchSize, pollingIntervalSeconds: WORKER_POLL_SECONDS }, async (jobs) => {
             // Each job succeeds or fails on its own; pg-boss completes the rest of the batch.
             const results = await Promise.allSettled(jobs.map(async (job) => q.handler(ctx, q.schema.parse(job.data), { id: job.id })));
             for (const [j, r] of results.entries()) {
@@ -168,11 +173,22 @@ export async function startJobs(opts: {
             // pg-boss waits a polling interval between fetches; a full batch means more work is waiting.
             if (jobs.length === batchSize) boss.notifyWorker(workerId);
           });
+          wakeOn(q.name, () => boss.notifyWorker(workerId));
         }
         if (q.cron) await boss.schedule(q.name, q.cron, {}, { tz: 'UTC' });
       }
+      dueQueues = pollDueQueues({
+        boss,
+        queues: [...wakers.keys()],
+        intervalMs: (opts.pollingIntervalSeconds ?? DUE_QUEUES_POLL_SECONDS) * 1000,
+        wake: (queue) => {
+          for (const wake of wakers.get(queue) ?? []) wake();
+        },
+        onError: (err) => opts.log.error({ error: loggableError(err) }, 'polling the queues for due jobs failed'),
+      });
     },
     stop: async () => {
+      await dueQueues?.stop();
       await Promise.all(batchWorkers.map((w) => w.stop(STOP_TIMEOUT_MS)));
       await boss.stop({ graceful: true, timeout: STOP_TIMEOUT_MS, wait: true });
     },

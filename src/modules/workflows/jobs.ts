@@ -10,8 +10,8 @@ import { type WebhookJob, attemptWebhook, webhookJobSize } from './engine/webhoo
  * The workflow runner of a worker process: up to RUNNER_LOOPS loops that advance due executions in
  * batches (engine/advance.ts), so one batch's statements overlap another's work in this process.
  * Not a queue job per timer: due executions are found on the `due_at` index, polled every POLL_MS
- * by the first loop when idle (one claim on the index; a timer fires within about that of its
- * due time) and at once while batches come back full. Webhook attempts run beside the loop, a
+ * by the first loop when idle (one statement asking whether any is due, then a claim if one is; a
+ * timer fires within about that of its due time) and at once while batches come back full. Webhook attempts run beside the loop, a
  * bounded number at a time.
  */
 
@@ -77,6 +77,8 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
     if (index === 0) wakeAll();
   };
   const loop = async (index: number) => {
+    // Loop 0 found nothing last time: it asks whether anything is due before opening a transaction.
+    let idle = false;
     while (!stopped) {
       if (inFlight.size >= MAX_WEBHOOKS_IN_FLIGHT || charsInFlight >= MAX_WEBHOOK_CHARS_IN_FLIGHT) {
         await Promise.race(inFlight);
@@ -86,8 +88,9 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
       try {
         // The loops share the room left; each takes its part of it.
         const webhookRoom = (MAX_WEBHOOK_CHARS_IN_FLIGHT - charsInFlight) / loops;
-        const r = await advanceBatch(ctx, { batchSize, fair: backlog, onFullClaim: () => fullClaim(index), webhookRoom });
+        const r = await advanceBatch(ctx, { batchSize, fair: backlog, onFullClaim: () => fullClaim(index), webhookRoom, probeFirst: idle });
         claimed = r.claimed;
+        idle = index === 0 && claimed === 0;
         backlog = claimed >= batchSize;
         for (const job of r.webhooks) startWebhook(job);
       } catch (err) {

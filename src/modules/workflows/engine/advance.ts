@@ -6,7 +6,7 @@ import type { WorkflowExecutionStatus, WorkflowStepExecutionStatus } from '../..
 import { isoMs } from '../../contacts/sql.ts';
 import { queueEmailsWithStatus } from '../../emails/queue.ts';
 import type { BatchState } from './batch.ts';
-import { claimDue } from './claim.ts';
+import { anyDue, claimDue } from './claim.ts';
 import { type RunGraph, type RunStep, loadGraphs } from './graph.ts';
 import { type PausedWalk, type StepEffects, runStep, updateContactsTogether, updatesTogether } from './steps.ts';
 import { type WebhookJob, prepareWebhook, webhookJobSize } from './webhook-step.ts';
@@ -90,10 +90,13 @@ type AdvanceOptions = {
    * it stay due, for a later batch. At least one is prepared.
    */
   webhookRoom?: number;
+  /** Asks first whether anything is due (one statement) and opens no transaction when nothing is: the idle runner's poll. */
+  probeFirst?: boolean;
 };
 
 /** Claims and advances one batch. */
 export async function advanceBatch(ctx: AppContext, opts: AdvanceOptions): Promise<AdvanceResult> {
+  if (opts.probeFirst && !(await anyDue(ctx.database.pool, { now: ctx.clock.now(), realNow: new Date() }))) return { claimed: 0, webhooks: [] };
   return withTransaction(ctx.database, (t) => advanceIn(ctx, t, opts));
 }
 

@@ -1,4 +1,5 @@
 import { type SQL, sql } from 'drizzle-orm';
+import type pg from 'pg';
 import type { Db } from '../../../db/client.ts';
 import type { ClaimedExecution } from './advance.ts';
 
@@ -32,8 +33,25 @@ const ACTIVE = sql.raw(`x.status IN ('RUNNING', 'WAITING')`);
 const COLUMNS = sql.raw('x.id, x.project_id, x.workflow_id, x.contact_id, x.status, x.current_step_id, x.context, x.depth, x.waiting_event');
 
 /** Due now and not leased to a webhook attempt in flight. */
-const claimable = (o: ClaimOptions): SQL => sql`${ACTIVE} AND x.due_at <= ${o.now.toISOString()}::timestamptz
+const claimable = (o: Pick<ClaimOptions, 'now' | 'realNow'>): SQL => sql`${ACTIVE} AND x.due_at <= ${o.now.toISOString()}::timestamptz
        AND (x.lease_until IS NULL OR x.lease_until < ${o.realNow.toISOString()}::timestamptz)`;
+
+/**
+ * Whether any execution is due (claimable's conditions), as one named statement outside a
+ * transaction: an idle runner asks this every POLL_MS instead of opening a transaction to claim
+ * nothing (three statements), and builds no SQL to ask it.
+ */
+const ANY_DUE_SQL = {
+  name: 'herald_workflows_any_due_v1',
+  text: `SELECT EXISTS (SELECT 1 FROM workflow_executions x
+           WHERE x.status IN ('RUNNING', 'WAITING') AND x.due_at <= $1::timestamptz
+             AND (x.lease_until IS NULL OR x.lease_until < $2::timestamptz)) AS due`,
+} as const;
+
+export async function anyDue(pool: pg.Pool, o: Pick<ClaimOptions, 'now' | 'realNow'>): Promise<boolean> {
+  const { rows } = await pool.query<{ due: boolean }>({ ...ANY_DUE_SQL, values: [o.now, o.realNow] });
+  return rows[0].due;
+}
 
 export async function claimDue(tx: Db, o: ClaimOptions): Promise<ClaimedExecution[]> {
   if (o.ids || !o.fair) return claimOldest(tx, o, o.batchSize, [], o.ids ?? null);

@@ -1,0 +1,63 @@
+import type PgBoss from 'pg-boss';
+
+/**
+ * One statement a tick finds which of a worker process's queues have due jobs, and wakes only
+ * their pollers. Each queue's poller used to ask for itself, twice a second, whether it had work:
+ * an idle worker sent PostgreSQL 27 statements a second for nothing, and the allocations of those
+ * polls grew its young generation at rest (bench/README.md § idle, 24th session). A probe is one
+ * hit on pg-boss's own index of waiting jobs per queue (`job_i5`: name, start_after, state below
+ * active), so a backlog costs it nothing more.
+ */
+const DUE_QUEUES_SQL = `
+  SELECT q.name FROM unnest($1::text[]) AS q(name)
+   WHERE EXISTS (SELECT 1 FROM pgboss.job j WHERE j.name = q.name AND j.state < 'active' AND j.start_after < now())`;
+
+/** After a failed probe (the database unreachable, say), longer than a tick: an outage is not logged four times a second. */
+const ERROR_PAUSE_MS = 5_000;
+
+export type DueQueuesPoll = { stop: () => Promise<void> };
+
+export function pollDueQueues(opts: {
+  boss: PgBoss;
+  queues: string[];
+  intervalMs: number;
+  /** Wakes the pollers of a queue that has due jobs. */
+  wake: (queue: string) => void;
+  onError: (err: unknown) => void;
+}): DueQueuesPoll {
+  const db = opts.boss.getDb();
+  let stopping = false;
+  let cancelPause: (() => void) | null = null;
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        cancelPause = null;
+        resolve();
+      }
+      cancelPause = done;
+    });
+
+  const loop = async () => {
+    while (!stopping) {
+      let failed = false;
+      try {
+        const { rows } = (await db.executeSql(DUE_QUEUES_SQL, [opts.queues])) as { rows: { name: string }[] };
+        if (!stopping) for (const { name } of rows) opts.wake(name);
+      } catch (err) {
+        failed = true;
+        if (!stopping) opts.onError(err);
+      }
+      if (!stopping) await pause(failed ? ERROR_PAUSE_MS : opts.intervalMs);
+    }
+  };
+  const running = loop();
+  return {
+    stop: async () => {
+      stopping = true;
+      cancelPause?.();
+      await running;
+    },
+  };
+}
