@@ -15,7 +15,7 @@ import { queues } from './jobs/registry.ts';
 import { acceptedRecorder } from './modules/emails/delivery/accepted.ts';
 import { engagementRecorder } from './modules/tracking/engagement.ts';
 import { fieldDeleteSlots } from './modules/contacts/fields.ts';
-import { eventDeleteSlots } from './modules/events/usage.ts';
+import { eventDeleteSlots, eventStatsSlots } from './modules/events/usage.ts';
 import { projectPurgeSlots } from './modules/projects/purge.ts';
 import { cascadeDeleteSlots } from './modules/workflows/delete.ts';
 import { keyTurns } from './modules/domains/key-slots.ts';
@@ -89,6 +89,7 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
       rawDownloads: rawDownloadSlots(),
       fieldDeletes: fieldDeleteSlots(),
       eventDeletes: eventDeleteSlots(),
+      eventStats: eventStatsSlots(),
       projectPurges: projectPurgeSlots(),
       cascadeDeletes: cascadeDeleteSlots(),
       reputationChecks: new Map(),

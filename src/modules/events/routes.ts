@@ -131,7 +131,16 @@ export function eventRoutes(app: FastifyInstance, ctx: AppContext): void {
       onRequest,
       schema: doc({ operationId: 'events.stats', summary: 'Event counts per name over a time range', query: rangeQuery, responses: { 200: eventStatsSchema } }),
     },
-    async (req) => eventStats(db, projectOf(req).projectId, toTimeRange(parse(rangeQuery, req.query), ctx.clock.now())),
+    async (req) => {
+      const { projectId } = projectOf(req);
+      const range = toTimeRange(parse(rangeQuery, req.query), ctx.clock.now());
+      const release = ctx.eventStats.take(projectId);
+      try {
+        return await eventStats(ctx.database, projectId, range);
+      } finally {
+        release();
+      }
+    },
   );
 
   app.get(
