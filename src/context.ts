@@ -37,8 +37,8 @@ export type AppContext = {
   fieldDeletes: BusySlots;
   /** DELETE /events/:eventName, and a contact delete of many events, under way per project and in all (modules/events/usage.ts). */
   eventDeletes: BusySlots;
-  /** GET /events/stats counts under way per project and in all (modules/events/usage.ts). */
-  eventStats: BusySlots;
+  /** Counts over a project's stored contacts or events that requests wait for, per project and in all (http/heavy-reads.ts). */
+  heavyReads: BusySlots;
   /** POST /users/@me/projects/:id/reset under way, per project and in all (modules/projects/purge.ts). */
   projectPurges: BusySlots;
   /** DELETE /workflows/:id and DELETE /segments/:id of more than a batch of executions or members, under way per project and in all (modules/workflows/delete.ts). */

@@ -15,7 +15,8 @@ import { queues } from './jobs/registry.ts';
 import { acceptedRecorder } from './modules/emails/delivery/accepted.ts';
 import { engagementRecorder } from './modules/tracking/engagement.ts';
 import { fieldDeleteSlots } from './modules/contacts/fields.ts';
-import { eventDeleteSlots, eventStatsSlots } from './modules/events/usage.ts';
+import { eventDeleteSlots } from './modules/events/usage.ts';
+import { heavyReadSlots } from './http/heavy-reads.ts';
 import { projectPurgeSlots } from './modules/projects/purge.ts';
 import { cascadeDeleteSlots } from './modules/workflows/delete.ts';
 import { keyTurns } from './modules/domains/key-slots.ts';
@@ -89,7 +90,7 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
       rawDownloads: rawDownloadSlots(),
       fieldDeletes: fieldDeleteSlots(),
       eventDeletes: eventDeleteSlots(),
-      eventStats: eventStatsSlots(),
+      heavyReads: heavyReadSlots(config.databasePoolSize),
       projectPurges: projectPurgeSlots(),
       cascadeDeletes: cascadeDeleteSlots(),
       reputationChecks: new Map(),

@@ -1,5 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
+import type { AppContext } from '../../context.ts';
 import type { Database, Db } from '../../db/client.ts';
+import { asHeavyRead } from '../../http/heavy-reads.ts';
 import type { AudienceType } from '../../db/schema/campaigns.ts';
 import type { EmailType } from '../../db/schema/emails.ts';
 import { compileCondition, parseCondition, validateCondition } from '../../conditions/index.ts';
@@ -92,9 +94,12 @@ export async function countRecipients(db: Db, projectId: string, a: Audience, no
   return rows[0].n;
 }
 
-/** countRecipients for a request that waits for it: its statements bounded in time (a 400 on the audience past it). */
-export const countRecipientsInTime = (database: Database, projectId: string, a: Audience, now: Date): Promise<number> =>
-  withConditionTimeout(database, (db) => countRecipients(db, projectId, a, now), 'audience');
+/**
+ * countRecipients for a request that waits for it: in one of the project's heavy-read slots (a 429
+ * at once when they are taken), its statements bounded in time (a 400 on the audience past it).
+ */
+export const countRecipientsInTime = (ctx: Pick<AppContext, 'database' | 'heavyReads'>, projectId: string, a: Audience, now: Date): Promise<number> =>
+  asHeavyRead(ctx.heavyReads, projectId, () => withConditionTimeout(ctx.database, (db) => countRecipients(db, projectId, a, now), 'audience'));
 
 /**
  * What the campaign worker read of an audience, why it could not (a message for the user), or

@@ -39,7 +39,7 @@ export async function sendCampaign(ctx: AppContext, projectId: string, id: strin
   assertSendable(current.status);
   const scheduledFor = parseScheduledFor(body.scheduledFor, now);
   await senderDomainFor(ctx, projectId, current.fromEmail);
-  const total = await countRecipientsInTime(ctx.database, projectId, current, now);
+  const total = await countRecipientsInTime(ctx, projectId, current, now);
   if (total === 0) throw badRequest('The campaign has no recipients: its audience has no contact it can be sent to');
   await assertAllowance(ctx, ctx.database.db, projectId, 'campaigns', total);
 

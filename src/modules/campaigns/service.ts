@@ -71,7 +71,7 @@ export async function campaignRow(db: Db, projectId: string, id: string, opts: {
 /** Draft and scheduled campaigns show their audience as it is now; the count is refreshed on read. */
 async function refreshRecipients(ctx: AppContext, row: CampaignRow): Promise<CampaignRow> {
   if (row.status !== 'DRAFT' && row.status !== 'SCHEDULED') return row;
-  const total = await countRecipientsInTime(ctx.database, row.projectId, row, ctx.clock.now()).catch(() => row.totalRecipients);
+  const total = await countRecipientsInTime(ctx, row.projectId, row, ctx.clock.now()).catch(() => row.totalRecipients);
   if (total === row.totalRecipients) return row;
   const [updated] = await ctx.database.db
     .update(campaigns)
@@ -92,7 +92,7 @@ export async function createCampaign(ctx: AppContext, projectId: string, input: 
   const now = ctx.clock.now();
   const audience = await checkAudience(ctx.database.db, projectId, input);
   await senderDomainFor(ctx, projectId, input.from);
-  const totalRecipients = await countRecipientsInTime(ctx.database, projectId, { ...audience, type: input.type }, now);
+  const totalRecipients = await countRecipientsInTime(ctx, projectId, { ...audience, type: input.type }, now);
   const [row] = await ctx.database.db
     .insert(campaigns)
     .values({
@@ -171,7 +171,7 @@ export async function updateCampaign(ctx: AppContext, projectId: string, id: str
   // The sender is checked when it changes: an unrelated edit is not refused because a domain turned pending.
   if (input.from !== undefined && input.from !== current.fromEmail) await senderDomainFor(ctx, projectId, input.from);
   const type = input.type ?? current.type;
-  const totalRecipients = await countRecipientsInTime(ctx.database, projectId, { ...audience, type }, now);
+  const totalRecipients = await countRecipientsInTime(ctx, projectId, { ...audience, type }, now);
 
   return withTransaction(ctx.database, async ({ tx }) => {
     const locked = await campaignRow(tx, projectId, id, { lock: true });
@@ -195,7 +195,7 @@ const notEditable = (c: CampaignRow) => conflict(`Campaign is ${c.status}; only 
 export async function duplicateCampaign(ctx: AppContext, projectId: string, id: string): Promise<CampaignRecord> {
   const source = await campaignRow(ctx.database.db, projectId, id);
   const now = ctx.clock.now();
-  const totalRecipients = await countRecipientsInTime(ctx.database, projectId, source, now).catch(() => 0);
+  const totalRecipients = await countRecipientsInTime(ctx, projectId, source, now).catch(() => 0);
   const [row] = await ctx.database.db
     .insert(campaigns)
     .values({

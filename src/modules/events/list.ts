@@ -163,8 +163,8 @@ export const EVENT_STATS_STATEMENT_MS = 10_000;
  * `total` counts every event. The events are grouped by (name, contact) first and the groups
  * counted: a hash aggregate, where `count(DISTINCT contact_id)` sorted every event of the range
  * (5M events over a year: 1.2 s instead of 7.0 s). A contact's events must be read, so the cost
- * still grows with the range: bounded by EVENT_STATS_STATEMENT_MS (and, in the route, by
- * ctx.eventStats's slots).
+ * still grows with the range: bounded by EVENT_STATS_STATEMENT_MS (and, in the route, by a
+ * heavy-read slot: http/heavy-reads.ts).
  */
 export async function eventStats(database: Database, projectId: string, range: TimeRange): Promise<EventStats> {
   try {

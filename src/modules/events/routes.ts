@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { projectOf, requireApiKey, requireProject } from '../../http/auth.ts';
+import { asHeavyRead } from '../../http/heavy-reads.ts';
 import { idempotency } from '../../http/idempotency.ts';
 import { cursorList, describe } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
@@ -134,12 +135,7 @@ export function eventRoutes(app: FastifyInstance, ctx: AppContext): void {
     async (req) => {
       const { projectId } = projectOf(req);
       const range = toTimeRange(parse(rangeQuery, req.query), ctx.clock.now());
-      const release = ctx.eventStats.take(projectId);
-      try {
-        return await eventStats(ctx.database, projectId, range);
-      } finally {
-        release();
-      }
+      return asHeavyRead(ctx.heavyReads, projectId, () => eventStats(ctx.database, projectId, range));
     },
   );
 

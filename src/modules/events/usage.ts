@@ -43,24 +43,6 @@ export const eventDeleteSlots = (): BusySlots =>
   });
 
 /**
- * GET /events/stats counts under way at once, per project and in all, in a process. A count reads
- * every event of its range (a year of 5M events: 1.2 s of a PostgreSQL backend, up to
- * EVENT_STATS_STATEMENT_MS): twenty at once from one project would have held the API process's
- * whole pool and both cores of this machine.
- */
-export const EVENT_STATS_PER_PROJECT = 2;
-export const EVENT_STATS_PER_PROCESS = 4;
-
-/** The counters of event counts under way (ctx.eventStats). */
-export const eventStatsSlots = (): BusySlots =>
-  busySlots({
-    perProject: EVENT_STATS_PER_PROJECT,
-    perProcess: EVENT_STATS_PER_PROCESS,
-    projectBusy: `This project already has ${EVENT_STATS_PER_PROJECT} event counts under way`,
-    processBusy: 'The server is busy counting events',
-  });
-
-/**
  * A batch of a name's events is its next events in time (events_project_name_created_idx), deleted
  * in one short transaction of its own together with their part of the analytics day counts (the
  * event counters follow by trigger, counts.ts). Its size adapts toward `targetMs`, at most

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { projectOf, requireProject } from '../../http/auth.ts';
+import { asHeavyRead } from '../../http/heavy-reads.ts';
 import { jsonArrayStream } from '../../http/json-stream.ts';
 import { describer, simpleOrErrorSchema } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
@@ -195,7 +196,11 @@ export function segmentRoutes(app: FastifyInstance, ctx: AppContext): void {
       }),
       onRequest,
     },
-    async (req) => computeSegment(ctx, projectOf(req).projectId, idOf(req.params)),
+    async (req) => {
+      const { projectId } = projectOf(req);
+      // A heavy read when a request waits for it; the 5-minute job runs the same compute without a slot.
+      return asHeavyRead(ctx.heavyReads, projectId, () => computeSegment(ctx, projectId, idOf(req.params)));
+    },
   );
 
   app.post(

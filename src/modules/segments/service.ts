@@ -8,6 +8,7 @@ import { NUMBERED_PAGE_BUDGET, assertPageWithinBudget, budgetedPage, dataWithinB
 import { UUID, uuidv7 } from '../../db/ids.ts';
 import { type SegmentType, segments } from '../../db/schema/segments.ts';
 import { badRequest, conflict, notFound } from '../../http/errors.ts';
+import { asHeavyRead } from '../../http/heavy-reads.ts';
 import type { ContactRecord } from '../contacts/service.ts';
 import { type ContactRow, contactColumns, isoUs, toContactRecord } from '../contacts/sql.ts';
 import { usage } from '../usage/service.ts';
@@ -132,7 +133,9 @@ export async function segmentMembershipSql(db: Db, projectId: string, segmentId:
   return membershipSqlOf(db, await getSegmentRow(db, projectId, segmentId), now);
 }
 
-const countWithin = (ctx: AppContext, row: SegmentRow, now: Date) => withConditionTimeout(ctx.database, (db) => countMembers(db, row, now));
+/** A request's count of the segment's members: in a heavy-read slot (429 when the project's are taken), bounded in time. */
+const countWithin = (ctx: AppContext, row: SegmentRow, now: Date) =>
+  asHeavyRead(ctx.heavyReads, row.projectId, () => withConditionTimeout(ctx.database, (db) => countMembers(db, row, now)));
 
 /** How many contacts of the project are in the segment now. */
 export async function countMembers(db: Db, row: SegmentRow, now: Date): Promise<number> {
@@ -166,7 +169,7 @@ export async function countCondition(ctx: AppContext, projectId: string, raw: un
   const types = await customFieldTypes(db, projectId); // read once, for the check and the compile
   await validateCondition(db, projectId, condition, { types });
   const where = await compileCondition(db, projectId, condition, { types, now: ctx.clock.now() });
-  const count = await withConditionTimeout(ctx.database, (tx) => countContactsWhere(tx, projectId, where));
+  const count = await asHeavyRead(ctx.heavyReads, projectId, () => withConditionTimeout(ctx.database, (tx) => countContactsWhere(tx, projectId, where)));
   return { count };
 }
 
@@ -209,36 +212,39 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
   }
   const condition = input.condition !== undefined ? await checkedCondition(ctx.database.db, projectId, input.condition, current.id) : undefined;
   const now = ctx.clock.now();
-  return timedCondition(() =>
-    withTransaction(ctx.database, async ({ tx }) => {
-      await boundConditionStatements(tx);
-      const row = await getSegmentRow(tx, projectId, id, { lock: true });
-      const next: SegmentRow = {
-        ...row,
-        name: input.name ?? row.name,
-        description: input.description !== undefined ? input.description : row.description,
-        condition: condition ?? row.condition,
-        trackMembership: input.trackMembership ?? row.trackMembership,
-      };
-      const changed =
-        next.name !== row.name ||
-        next.description !== row.description ||
-        next.trackMembership !== row.trackMembership ||
-        JSON.stringify(next.condition) !== JSON.stringify(row.condition);
-      if (changed) next.updatedAt = now;
-      if (row.type === 'DYNAMIC' && row.trackMembership && !next.trackMembership) {
-        await tx.execute(sql`DELETE FROM segment_members WHERE segment_id = ${row.id}::uuid`);
-      }
-      next.memberCount = await countMembers(tx, next, now);
-      await tx.execute(sql`
+  // The recount is a heavy read: the project's slot is taken before the segment's row is locked.
+  return asHeavyRead(ctx.heavyReads, projectId, () =>
+    timedCondition(() =>
+      withTransaction(ctx.database, async ({ tx }) => {
+        await boundConditionStatements(tx);
+        const row = await getSegmentRow(tx, projectId, id, { lock: true });
+        const next: SegmentRow = {
+          ...row,
+          name: input.name ?? row.name,
+          description: input.description !== undefined ? input.description : row.description,
+          condition: condition ?? row.condition,
+          trackMembership: input.trackMembership ?? row.trackMembership,
+        };
+        const changed =
+          next.name !== row.name ||
+          next.description !== row.description ||
+          next.trackMembership !== row.trackMembership ||
+          JSON.stringify(next.condition) !== JSON.stringify(row.condition);
+        if (changed) next.updatedAt = now;
+        if (row.type === 'DYNAMIC' && row.trackMembership && !next.trackMembership) {
+          await tx.execute(sql`DELETE FROM segment_members WHERE segment_id = ${row.id}::uuid`);
+        }
+        next.memberCount = await countMembers(tx, next, now);
+        await tx.execute(sql`
       UPDATE segments SET name = ${next.name}, description = ${next.description}, condition = ${next.condition === null ? null : JSON.stringify(next.condition)}::jsonb,
              condition_bytes = ${conditionBytes(next.condition)},
              track_membership = ${next.trackMembership}, member_count = ${next.memberCount},
              member_count_at = ${now.toISOString()}::timestamptz, updated_at = ${next.updatedAt.toISOString()}::timestamptz
        WHERE id = ${row.id}::uuid`);
-      if (next.trackMembership !== row.trackMembership) await forgetTrackedSegments(ctx, projectId);
-      return toSegmentRecord(next);
-    }),
+        if (next.trackMembership !== row.trackMembership) await forgetTrackedSegments(ctx, projectId);
+        return toSegmentRecord(next);
+      }),
+    ),
   );
 }
 
@@ -337,9 +343,10 @@ export async function listSegmentContacts(ctx: AppContext, projectId: string, id
   const row = await getSegmentRow(db, projectId, id);
   const where = sql`c.project_id = ${projectId} AND ${await membershipSqlOf(db, row, ctx.clock.now())}`;
   // The page's rows and their sizes of data first; their data only when the page is within the budget.
-  const [page, counted] = await withConditionTimeout(ctx.database, (tx) =>
-    Promise.all([
-      tx.execute<ContactRow & { bytes: number; page_bytes: number }>(sql`
+  const [page, counted] = await asHeavyRead(ctx.heavyReads, projectId, () =>
+    withConditionTimeout(ctx.database, (tx) =>
+      Promise.all([
+        tx.execute<ContactRow & { bytes: number; page_bytes: number }>(sql`
           WITH page AS MATERIALIZED (
             SELECT c.id, c.created_at, coalesce(c.data_bytes, octet_length(c.data::text)) AS bytes FROM contacts AS c WHERE ${where}
              ORDER BY c.created_at DESC, c.id DESC LIMIT ${q.pageSize} OFFSET ${(q.page - 1) * q.pageSize}
@@ -347,8 +354,9 @@ export async function listSegmentContacts(ctx: AppContext, projectId: string, id
           SELECT ${contactColumns('c', sql`CASE WHEN t.bytes <= ${NUMBERED_PAGE_BUDGET} THEN c.data END AS data`)}, p.bytes
             FROM page AS p JOIN contacts AS c ON c.id = p.id CROSS JOIN total AS t
            ORDER BY p.created_at DESC, p.id DESC`),
-      tx.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM contacts AS c WHERE ${where}`),
-    ]),
+        tx.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM contacts AS c WHERE ${where}`),
+      ]),
+    ),
   );
   assertPageWithinBudget(
     page.rows.map((r) => Number(r.bytes)),

@@ -1,0 +1,118 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import type { Res } from './helpers/http.ts';
+import { holdLock } from './helpers/locks.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
+import { CONDITION_STATEMENT_MS } from '../src/conditions/time-bound.ts';
+import { HEAVY_READS_PER_PROJECT, heavyReadsPerProcess } from '../src/http/heavy-reads.ts';
+import { EVENT_STATS_STATEMENT_MS } from '../src/modules/events/list.ts';
+
+/**
+ * Counts a request waits for whose cost grows with what the project stored (a condition over its
+ * contacts, its events over a range) take one of the project's HEAVY_READS_PER_PROJECT slots and
+ * one of the process's (a quarter of its pool): past either, a 429 at once. A count of events past
+ * EVENT_STATS_STATEMENT_MS is a 422 asking for a shorter range. Counts are held here by locks on
+ * the tables they read, which they wait for as they would for a long read.
+ */
+
+let server: TestServer;
+before(async () => {
+  server = await startTestServer(); // DATABASE_POOL_SIZE 20: 5 heavy reads at once
+});
+after(async () => server?.stop());
+
+async function projectWithEvents(name: string): Promise<Bootstrapped> {
+  const p = await bootstrap(server.api, name);
+  for (const email of ['a@example.com', 'b@example.com', 'a@example.com']) {
+    assert.equal((await p.pk.post('/v1/track', { email, event: 'visit' })).status, 200);
+  }
+  return p;
+}
+
+const stats = (p: Bootstrapped) => p.sk.get('/events/stats');
+const countVisitors = (p: Bootstrapped) =>
+  p.sk.post('/segments/count', { condition: { logic: 'AND', groups: [{ filters: [{ field: 'email', operator: 'endsWith', value: '@example.com' }] }] } });
+
+/** Waits until `n` statements of this database wait for a lock. */
+async function waitingForLocks(n: number): Promise<void> {
+  for (let i = 0; i < 250; i++) {
+    const [{ waiting }] = await server.sql<{ waiting: number }>(
+      `SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`,
+    );
+    if (waiting >= n) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.fail(`${n} statements never waited for the locks`);
+}
+
+function assertBusy(res: Res, message: string): void {
+  assert.equal(res.status, 429, res.text);
+  assert.equal(res.headers.get('retry-after'), '1');
+  assert.equal(res.body.error.code, 'RATE_LIMIT_EXCEEDED');
+  assert.match(res.body.error.message, new RegExp(`^${message}`));
+}
+
+const VISITS = [3, [{ name: 'visit', count: 3, uniqueContacts: 2 }]];
+const counted = (res: Res) => {
+  assert.equal(res.status, 200, res.text);
+  return [res.body.total, res.body.events];
+};
+
+test('counts wait their turn per project and per process, and a count past its time bound changes nothing', async () => {
+  assert.equal(HEAVY_READS_PER_PROJECT, 2);
+  assert.equal(heavyReadsPerProcess(20), 5);
+  const [a, b, c] = [await projectWithEvents('heavy A'), await projectWithEvents('heavy B'), await projectWithEvents('heavy C')];
+  assert.deepEqual(counted(await stats(a)), VISITS);
+  assert.deepEqual((await countVisitors(a)).body, { count: 2 });
+
+  const events = await holdLock(server.databaseUrl, 'LOCK TABLE events IN ACCESS EXCLUSIVE MODE');
+  const contacts = await holdLock(server.databaseUrl, 'LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE');
+  const heldStats: Promise<Res>[] = [];
+  const heldCounts: Promise<Res>[] = [];
+  try {
+    const started = performance.now();
+    heldStats.push(stats(a));
+    heldCounts.push(countVisitors(a));
+    await waitingForLocks(2);
+    // A's third count is refused at once, whatever it counts.
+    const projectFull = `This project already has ${HEAVY_READS_PER_PROJECT} counts over its contacts or events under way`;
+    assertBusy(await countVisitors(a), projectFull);
+    assertBusy(await stats(a), projectFull);
+    // B and C still have room in the process, until its five are taken.
+    heldStats.push(stats(b));
+    heldCounts.push(countVisitors(b), countVisitors(c));
+    await waitingForLocks(5);
+    assertBusy(await stats(c), 'The server is busy counting for other requests');
+
+    // The held counts run past their bounds: the event counts a 422 on `from`, the condition counts a 400.
+    const [statsAnswers, countAnswers] = await Promise.all([Promise.all(heldStats), Promise.all(heldCounts)]);
+    const elapsed = performance.now() - started;
+    for (const res of statsAnswers) {
+      assert.equal(res.status, 422, res.text);
+      assert.equal(res.body.error.code, 'VALIDATION_ERROR');
+      assert.deepEqual(res.body.error.errors, [
+        {
+          field: 'from',
+          code: 'range_too_large',
+          message: `Counting this range's events took longer than ${EVENT_STATS_STATEMENT_MS / 1000} s: ask for a shorter range (from, to)`,
+        },
+      ]);
+    }
+    for (const res of countAnswers) {
+      assert.equal(res.status, 400, res.text);
+      assert.match(res.body.error.message, new RegExp(`took longer than ${CONDITION_STATEMENT_MS / 1000} s`));
+    }
+    assert.ok(elapsed >= Math.min(EVENT_STATS_STATEMENT_MS, CONDITION_STATEMENT_MS) - 500, `the counts ended after ${elapsed.toFixed(0)} ms`);
+  } finally {
+    await contacts.release();
+    await events.release();
+    await Promise.allSettled([...heldStats, ...heldCounts]);
+  }
+  // Every slot was given back, and nothing was changed.
+  for (const p of [a, b, c]) {
+    assert.deepEqual(counted(await stats(p)), VISITS);
+    assert.deepEqual((await countVisitors(p)).body, { count: 2 });
+  }
+  assert.deepEqual((await Promise.all([stats(a), stats(a)])).map(counted), [VISITS, VISITS]);
+});
