@@ -1,4 +1,5 @@
 import type PgBoss from 'pg-boss';
+import { pausable } from './pause.ts';
 
 /**
  * The poller of a queue handled batch by batch (the delivery queue), in place of pg-boss's own
@@ -86,20 +87,9 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
   const db = opts.boss.getDb();
   const FETCH_SQL = fetchSql(opts.jobWeight);
   let stopping = false;
-  let endPause: (() => void) | null = null;
+  const pause = pausable();
   // Woken while a fetch or a batch was under way: fetch again without pausing.
   let woken = false;
-
-  const pause = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done() {
-        clearTimeout(timer);
-        endPause = null;
-        resolve();
-      }
-      endPause = done;
-    });
 
   const loop = async () => {
     while (!stopping) {
@@ -118,8 +108,8 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
       if (stopping) break;
       // When more may be waiting, fetch again at once. After an error (the database unreachable,
       // say), wait longer than a poll, so an outage is not logged twice a second.
-      if (failed) await pause(Math.max(opts.pollingIntervalMs, ERROR_PAUSE_MS));
-      else if (!more && !woken) await pause(opts.pollingIntervalMs);
+      if (failed) await pause.wait(Math.max(opts.pollingIntervalMs, ERROR_PAUSE_MS));
+      else if (!more && !woken) await pause.wait(opts.pollingIntervalMs);
     }
   };
 
@@ -149,12 +139,11 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
   const running = loop();
   return {
     wake: () => {
-      if (endPause) endPause();
-      else woken = true;
+      if (!pause.end()) woken = true;
     },
     stop: async (timeoutMs) => {
       stopping = true;
-      endPause?.();
+      pause.end();
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([running, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
       clearTimeout(timer);

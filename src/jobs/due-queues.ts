@@ -1,4 +1,5 @@
 import type PgBoss from 'pg-boss';
+import { pausable } from './pause.ts';
 
 /**
  * One statement a tick finds which of a worker process's queues have due jobs, and wakes only
@@ -27,17 +28,7 @@ export function pollDueQueues(opts: {
 }): DueQueuesPoll {
   const db = opts.boss.getDb();
   let stopping = false;
-  let cancelPause: (() => void) | null = null;
-  const pause = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done() {
-        clearTimeout(timer);
-        cancelPause = null;
-        resolve();
-      }
-      cancelPause = done;
-    });
+  const pause = pausable();
 
   const loop = async () => {
     while (!stopping) {
@@ -49,14 +40,14 @@ export function pollDueQueues(opts: {
         failed = true;
         if (!stopping) opts.onError(err);
       }
-      if (!stopping) await pause(failed ? ERROR_PAUSE_MS : opts.intervalMs);
+      if (!stopping) await pause.wait(failed ? ERROR_PAUSE_MS : opts.intervalMs);
     }
   };
   const running = loop();
   return {
     stop: async () => {
       stopping = true;
-      cancelPause?.();
+      pause.end();
       await running;
     },
   };
