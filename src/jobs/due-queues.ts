@@ -5,13 +5,19 @@ import { pausable } from './pause.ts';
  * One statement a tick finds which of a worker process's queues have due jobs, and wakes only
  * their pollers. Each queue's poller used to ask for itself, twice a second, whether it had work:
  * an idle worker sent PostgreSQL 27 statements a second for nothing, and the allocations of those
- * polls grew its young generation at rest (bench/README.md § idle, 24th session). A probe is one
- * hit on pg-boss's own index of waiting jobs per queue (`job_i5`: name, start_after, state below
- * active), so a backlog costs it nothing more.
+ * polls grew its young generation at rest (bench/README.md § idle, 24th session).
+ *
+ * Per queue it reads one entry of pg-boss's index of waiting jobs (`job_i5`: name, start_after,
+ * for states below active), the earliest, and compares its time with now, so a backlog costs it
+ * nothing more: with 100,000 due jobs waiting, 0.2–0.3 ms. Asking `EXISTS (… start_after < now())`
+ * instead let the planner read every due job (a bitmap scan of all 100,000: 54–72 ms a tick).
  */
 const DUE_QUEUES_SQL = `
   SELECT q.name FROM unnest($1::text[]) AS q(name)
-   WHERE EXISTS (SELECT 1 FROM pgboss.job j WHERE j.name = q.name AND j.state < 'active' AND j.start_after < now())`;
+   CROSS JOIN LATERAL (
+     SELECT j.start_after FROM pgboss.job j WHERE j.name = q.name AND j.state < 'active' ORDER BY j.start_after LIMIT 1
+   ) AS earliest
+   WHERE earliest.start_after < now()`;
 
 /** After a failed probe (the database unreachable, say), longer than a tick: an outage is not logged four times a second. */
 const ERROR_PAUSE_MS = 5_000;
