@@ -291,3 +291,24 @@ test("a failed job's log line leaves out a database error's message, which can c
   );
   for (const line of lines) assert.ok(!line.includes(secret), `no log line holds the value: ${line}`);
 });
+
+test('a fetch that fails waits its error pause, however often the due-queues probe wakes the poller', async () => {
+  const lines: string[] = [];
+  const log = pino({ level: 'error' }, { write: (line: string) => void lines.push(line) });
+  await withQueue(
+    // The weight cannot be read from the job's data: every fetch fails, while the probe (every 50 ms here) keeps finding the job due.
+    { name: 'test-fetch-fails', batchSize: 5, jobWeight: `(data->>'k')::int / 0`, batchHandler: async () => {} },
+    async (jobs) => {
+      await jobs.sendMany('test-fetch-fails', [{ data: { k: 1 } }]);
+      await jobs.startWorkers(ctx);
+      await sleep(2000);
+    },
+    { log },
+  );
+  const failures = lines.filter((l) => l.includes('polling test-fetch-fails failed'));
+  assert.equal(failures.length, 1, `${failures.length} failed fetches in 2 s`);
+  assert.deepEqual(
+    (await jobsOf('test-fetch-fails')).map((r) => r.state),
+    ['created'],
+  );
+});

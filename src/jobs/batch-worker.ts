@@ -90,6 +90,9 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
   const pause = pausable();
   // Woken while a fetch or a batch was under way: fetch again without pausing.
   let woken = false;
+  // A wake does not end the pause after a failed fetch: a fetch that keeps failing is not retried,
+  // and logged, at every tick of the due-queues probe.
+  let pausedAfterError = false;
 
   const loop = async () => {
     while (!stopping) {
@@ -107,9 +110,12 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
       }
       if (stopping) break;
       // When more may be waiting, fetch again at once. After an error (the database unreachable,
-      // say), wait longer than a poll, so an outage is not logged twice a second.
-      if (failed) await pause.wait(Math.max(opts.pollingIntervalMs, ERROR_PAUSE_MS));
-      else if (!more && !woken) await pause.wait(opts.pollingIntervalMs);
+      // say), wait ERROR_PAUSE_MS whatever wakes come, so an outage is not logged at every one.
+      if (failed) {
+        pausedAfterError = true;
+        await pause.wait(ERROR_PAUSE_MS);
+        pausedAfterError = false;
+      } else if (!more && !woken) await pause.wait(opts.pollingIntervalMs);
     }
   };
 
@@ -139,7 +145,7 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
   const running = loop();
   return {
     wake: () => {
-      if (!pause.end()) woken = true;
+      if (pausedAfterError || !pause.end()) woken = true;
     },
     stop: async (timeoutMs) => {
       stopping = true;
