@@ -1,4 +1,6 @@
+import type { AppContext } from '../context.ts';
 import type { Database, Db } from '../db/client.ts';
+import { asHeavyRead } from '../http/heavy-reads.ts';
 import { isStatementTimeout, setStatementTimeout, withStatementTimeout } from '../db/statement-timeout.ts';
 import { conditionError } from './errors.ts';
 
@@ -29,3 +31,15 @@ export const withConditionTimeout = <T>(database: Database, work: (db: Db) => Pr
 
 /** Bounds the rest of the caller's transaction's statements as timedCondition says (wrap the transaction in timedCondition). */
 export const boundConditionStatements = (tx: Db): Promise<void> => setStatementTimeout(tx, CONDITION_STATEMENT_MS);
+
+/**
+ * withConditionTimeout for a request that waits for the read: also in one of the project's
+ * heavy-read slots (http/heavy-reads.ts), a 429 at once when they are taken. The worker's reads
+ * take no slot.
+ */
+export const requestConditionRead = <T>(
+  ctx: Pick<AppContext, 'database' | 'heavyReads'>,
+  projectId: string,
+  work: (db: Db) => Promise<T>,
+  path = 'condition',
+): Promise<T> => asHeavyRead(ctx.heavyReads, projectId, () => withConditionTimeout(ctx.database, work, path));

@@ -1,11 +1,10 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import type { Database, Db } from '../../db/client.ts';
-import { asHeavyRead } from '../../http/heavy-reads.ts';
 import type { AudienceType } from '../../db/schema/campaigns.ts';
 import type { EmailType } from '../../db/schema/emails.ts';
 import { compileCondition, parseCondition, validateCondition } from '../../conditions/index.ts';
-import { withConditionTimeout } from '../../conditions/time-bound.ts';
+import { requestConditionRead, withConditionTimeout } from '../../conditions/time-bound.ts';
 import { ApiError, validationError } from '../../http/errors.ts';
 import { getSegment, segmentMembershipSql } from '../segments/service.ts';
 import { customFieldTypes } from '../contacts/fields.ts';
@@ -99,7 +98,7 @@ export async function countRecipients(db: Db, projectId: string, a: Audience, no
  * at once when they are taken), its statements bounded in time (a 400 on the audience past it).
  */
 export const countRecipientsInTime = (ctx: Pick<AppContext, 'database' | 'heavyReads'>, projectId: string, a: Audience, now: Date): Promise<number> =>
-  asHeavyRead(ctx.heavyReads, projectId, () => withConditionTimeout(ctx.database, (db) => countRecipients(db, projectId, a, now), 'audience'));
+  requestConditionRead(ctx, projectId, (db) => countRecipients(db, projectId, a, now), 'audience');
 
 /**
  * What the campaign worker read of an audience, why it could not (a message for the user), or

@@ -30,7 +30,7 @@ export const MAX_CONTACT_DATA_BYTES = 1024 * 1024;
  * control character (1 byte, 6 printed). So data of at most MAX_CONTACT_DATA_BYTES / 40 bytes of
  * jsonb (a size read, not computed) is within the bound without printing it.
  */
-const MAX_PRINTED_PER_JSONB_BYTE = 40;
+export const MAX_PRINTED_PER_JSONB_BYTE = 40;
 
 /**
  * Holds when a write that turns a contact's `current` data into `merged` passes the bound: it

@@ -1,6 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { type Condition, compileCondition, parseCondition, validateCondition } from '../../conditions/index.ts';
-import { boundConditionStatements, timedCondition, withConditionTimeout } from '../../conditions/time-bound.ts';
+import { boundConditionStatements, requestConditionRead, timedCondition } from '../../conditions/time-bound.ts';
 import type { AppContext } from '../../context.ts';
 import { type Database, type Db, withTransaction } from '../../db/client.ts';
 import { type BatchSizes, heldBatchConflict, nextBatchSize, runBatch } from '../../db/batches.ts';
@@ -134,8 +134,7 @@ export async function segmentMembershipSql(db: Db, projectId: string, segmentId:
 }
 
 /** A request's count of the segment's members: in a heavy-read slot (429 when the project's are taken), bounded in time. */
-const countWithin = (ctx: AppContext, row: SegmentRow, now: Date) =>
-  asHeavyRead(ctx.heavyReads, row.projectId, () => withConditionTimeout(ctx.database, (db) => countMembers(db, row, now)));
+const countWithin = (ctx: AppContext, row: SegmentRow, now: Date) => requestConditionRead(ctx, row.projectId, (db) => countMembers(db, row, now));
 
 /** How many contacts of the project are in the segment now. */
 export async function countMembers(db: Db, row: SegmentRow, now: Date): Promise<number> {
@@ -169,7 +168,7 @@ export async function countCondition(ctx: AppContext, projectId: string, raw: un
   const types = await customFieldTypes(db, projectId); // read once, for the check and the compile
   await validateCondition(db, projectId, condition, { types });
   const where = await compileCondition(db, projectId, condition, { types, now: ctx.clock.now() });
-  const count = await asHeavyRead(ctx.heavyReads, projectId, () => withConditionTimeout(ctx.database, (tx) => countContactsWhere(tx, projectId, where)));
+  const count = await requestConditionRead(ctx, projectId, (tx) => countContactsWhere(tx, projectId, where));
   return { count };
 }
 
@@ -343,10 +342,9 @@ export async function listSegmentContacts(ctx: AppContext, projectId: string, id
   const row = await getSegmentRow(db, projectId, id);
   const where = sql`c.project_id = ${projectId} AND ${await membershipSqlOf(db, row, ctx.clock.now())}`;
   // The page's rows and their sizes of data first; their data only when the page is within the budget.
-  const [page, counted] = await asHeavyRead(ctx.heavyReads, projectId, () =>
-    withConditionTimeout(ctx.database, (tx) =>
-      Promise.all([
-        tx.execute<ContactRow & { bytes: number; page_bytes: number }>(sql`
+  const [page, counted] = await requestConditionRead(ctx, projectId, (tx) =>
+    Promise.all([
+      tx.execute<ContactRow & { bytes: number; page_bytes: number }>(sql`
           WITH page AS MATERIALIZED (
             SELECT c.id, c.created_at, coalesce(c.data_bytes, octet_length(c.data::text)) AS bytes FROM contacts AS c WHERE ${where}
              ORDER BY c.created_at DESC, c.id DESC LIMIT ${q.pageSize} OFFSET ${(q.page - 1) * q.pageSize}
@@ -354,9 +352,8 @@ export async function listSegmentContacts(ctx: AppContext, projectId: string, id
           SELECT ${contactColumns('c', sql`CASE WHEN t.bytes <= ${NUMBERED_PAGE_BUDGET} THEN c.data END AS data`)}, p.bytes
             FROM page AS p JOIN contacts AS c ON c.id = p.id CROSS JOIN total AS t
            ORDER BY p.created_at DESC, p.id DESC`),
-        tx.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM contacts AS c WHERE ${where}`),
-      ]),
-    ),
+      tx.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM contacts AS c WHERE ${where}`),
+    ]),
   );
   assertPageWithinBudget(
     page.rows.map((r) => Number(r.bytes)),

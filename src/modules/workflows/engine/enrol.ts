@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../../../db/client.ts';
+import { MAX_PRINTED_PER_JSONB_BYTE } from '../../contacts/data-sql.ts';
 
 /**
  * Enrolment and resumption from the event path: ONE statement, run by the event writer inside the
@@ -47,7 +48,7 @@ export function workflowEnrolCtes(events: string): string {
 ), waiting AS (
   SELECT x.id, e.id AS event_id, e.name, e.data, e.created_at AS at,
          (SELECT t.to_step_id FROM workflow_transitions t WHERE t.from_step_id = x.current_step_id AND t.branch = 'event') AS next,
-         (e.data IS NULL OR pg_column_size(x.context || e.data) <= ${Math.floor(MAX_EXECUTION_CONTEXT_BYTES / 40)}
+         (e.data IS NULL OR pg_column_size(x.context || e.data) <= ${Math.floor(MAX_EXECUTION_CONTEXT_BYTES / MAX_PRINTED_PER_JSONB_BYTE)}
             OR octet_length((x.context || e.data)::text) <= ${MAX_EXECUTION_CONTEXT_BYTES}) AS merges
     FROM ${events} e
     JOIN workflow_executions x ON x.project_id = e.project_id AND x.contact_id = e.contact_id AND x.status = 'WAITING' AND x.waiting_event = e.name
