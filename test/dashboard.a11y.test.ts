@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { bootstrap, type Bootstrapped } from './helpers/bootstrap.ts';
-import { journey, launchBrowser, openPage } from './helpers/browser.ts';
+import { BROWSER_SETUP_TIMEOUT_MS, journey, launchBrowser, openPage } from './helpers/browser.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 /**
@@ -18,12 +18,15 @@ let browser: Browser;
 let owner: Bootstrapped;
 let axeSource: string;
 
-before(async () => {
-  server = await startTestServer();
-  owner = await bootstrap(server.api, 'Accessible');
-  browser = await launchBrowser();
-  axeSource = await readFile(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-});
+before(
+  async () => {
+    server = await startTestServer();
+    owner = await bootstrap(server.api, 'Accessible');
+    browser = await launchBrowser();
+    axeSource = await readFile(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+  },
+  { timeout: BROWSER_SETUP_TIMEOUT_MS },
+);
 
 after(async () => {
   await browser?.close();

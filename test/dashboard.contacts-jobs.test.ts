@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import type { Bootstrapped } from './helpers/bootstrap.ts';
-import { journey } from './helpers/browser.ts';
+import { BROWSER_SETUP_TIMEOUT_MS, journey } from './helpers/browser.ts';
 import { openDashboard } from './helpers/dashboard.ts';
 import type { TestServer } from './helpers/server.ts';
 
@@ -13,9 +13,12 @@ let stop = async () => {};
 let page: Page;
 let owner: Bootstrapped;
 
-before(async () => {
-  ({ server, owner, page, stop } = await openDashboard('Contact jobs'));
-});
+before(
+  async () => {
+    ({ server, owner, page, stop } = await openDashboard('Contact jobs'));
+  },
+  { timeout: BROWSER_SETUP_TIMEOUT_MS },
+);
 
 after(() => stop());
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
-import { journey, openPage } from './helpers/browser.ts';
+import { BROWSER_SETUP_TIMEOUT_MS, journey, openPage } from './helpers/browser.ts';
 import { waitForStatus } from './helpers/mail.ts';
 import { openDashboard } from './helpers/dashboard.ts';
 import { acceptInvitationAs, joinWithInvitation } from './helpers/invitations.ts';
@@ -19,9 +19,12 @@ let browser: Browser;
 let page: Page;
 let owner: Bootstrapped;
 
-before(async () => {
-  ({ server, owner, page, browser, stop } = await openDashboard('Pages'));
-});
+before(
+  async () => {
+    ({ server, owner, page, browser, stop } = await openDashboard('Pages'));
+  },
+  { timeout: BROWSER_SETUP_TIMEOUT_MS },
+);
 
 after(() => stop());
 

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
-import { journey, launchBrowser, openPage, screenshot } from './helpers/browser.ts';
+import { BROWSER_SETUP_TIMEOUT_MS, journey, launchBrowser, openPage, screenshot } from './helpers/browser.ts';
 import { type DomainRecordEntry, publishRecords } from './helpers/domains.ts';
 import { type MailEnv, startMailEnv } from './helpers/mail.ts';
 
@@ -23,12 +23,15 @@ let context: BrowserContext;
 let page: Page;
 let projectId = '';
 
-before(async () => {
-  env = await startMailEnv();
-  browser = await launchBrowser();
-  context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  page = await openPage(context);
-});
+before(
+  async () => {
+    env = await startMailEnv();
+    browser = await launchBrowser();
+    context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    page = await openPage(context);
+  },
+  { timeout: BROWSER_SETUP_TIMEOUT_MS },
+);
 
 after(async () => {
   await browser?.close();

@@ -4,7 +4,7 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import Fastify from 'fastify';
 import { z } from 'zod';
 import { describe as describeRoute, openApiPath, registerOpenApi } from '../src/http/openapi.ts';
-import { launchBrowser, openPage } from './helpers/browser.ts';
+import { BROWSER_SETUP_TIMEOUT_MS, launchBrowser, openPage } from './helpers/browser.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 let server: TestServer;
@@ -206,7 +206,7 @@ describe('GET /docs', () => {
     assert.equal((await server.api.get('/docs/assets/nope.js')).status, 404);
   });
 
-  test('renders the document in a browser with no request to another origin and no CSP violation', async (t) => {
+  test('renders the document in a browser with no request to another origin and no CSP violation', { timeout: BROWSER_SETUP_TIMEOUT_MS }, async (t) => {
     const browser = await launchBrowser().catch((err: unknown) => {
       t.skip(`no browser: ${String(err)}`);
       return null;

@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { signLinkToken } from '../src/render/link-tokens.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
-import { journey, launchBrowser, openPage } from './helpers/browser.ts';
+import { BROWSER_SETUP_TIMEOUT_MS, journey, launchBrowser, openPage } from './helpers/browser.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 /**
@@ -22,15 +22,18 @@ let browser: Browser;
 let b: Bootstrapped;
 let contactId: string;
 
-before(async () => {
-  server = await startTestServer();
-  b = await bootstrap(server.api, 'Acme Newsletter');
-  const created = await b.sk.post('/contacts', { email: 'ada@example.com', subscribed: true });
-  assert.ok(created.status === 200 || created.status === 201, created.text);
-  contactId = created.body.id ?? created.body.data?.id;
-  browser = await launchBrowser();
-  await mkdir(SHOTS, { recursive: true });
-});
+before(
+  async () => {
+    server = await startTestServer();
+    b = await bootstrap(server.api, 'Acme Newsletter');
+    const created = await b.sk.post('/contacts', { email: 'ada@example.com', subscribed: true });
+    assert.ok(created.status === 200 || created.status === 201, created.text);
+    contactId = created.body.id ?? created.body.data?.id;
+    browser = await launchBrowser();
+    await mkdir(SHOTS, { recursive: true });
+  },
+  { timeout: BROWSER_SETUP_TIMEOUT_MS },
+);
 after(async () => {
   await browser?.close();
   await server?.stop();
