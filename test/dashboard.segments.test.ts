@@ -4,6 +4,7 @@ import type { Page } from 'playwright-core';
 import type { Bootstrapped } from './helpers/bootstrap.ts';
 import { BROWSER_SETUP_TIMEOUT_MS, journey, screenshot } from './helpers/browser.ts';
 import { openDashboard } from './helpers/dashboard.ts';
+import { holdLock, waitingForLocks } from './helpers/locks.ts';
 import type { TestServer } from './helpers/server.ts';
 
 /** The segments pages in a real headless Chromium: the visual condition builder, members, static lists. */
@@ -241,4 +242,44 @@ test('segments: members of large data are listed in smaller pages, as the server
   await members.getByRole('link', { name: 'heavy00@example.org' }).waitFor();
   assert.equal(await heavy.count(), 1);
   await screenshot(page, 'segments-heavy-members');
+});
+
+test('segments: the live count waits while the project’s other counts run, then shows the number', { timeout: 180_000 }, async () => {
+  await journey(page, 'segments-count-busy', async () => {
+    for (const email of ['wait1@busy.example.org', 'wait2@busy.example.org', 'wait3@busy.example.org']) {
+      const made = await owner.sk.post('/contacts', { email, data: { queue: 'busy' } });
+      assert.ok(made.status === 200 || made.status === 201, made.text);
+    }
+    const busyCondition = { logic: 'AND', groups: [{ filters: [{ field: 'data.queue', operator: 'equals', value: 'busy' }] }] };
+    const counts: number[] = [];
+    page.on('response', (r) => {
+      if (r.url().endsWith('/segments/count')) counts.push(r.status());
+    });
+    await page.goto(`${base()}/segments/new`);
+    await page.getByRole('heading', { name: 'New segment' }).waitFor();
+    await page
+      .getByTestId('live-count')
+      .filter({ hasText: /^\d[\d,]*$/ })
+      .waitFor();
+
+    // The project's two count slots are taken by counts that wait on a lock of the contacts table.
+    const contacts = await holdLock(server.databaseUrl, 'LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE');
+    const held = [owner.sk.post('/segments/count', { condition: busyCondition }), owner.sk.post('/segments/count', { condition: busyCondition })];
+    try {
+      await waitingForLocks(server.sql, 2);
+      await choose('Condition, group 1, filter 1: field', 'data.queue (string)');
+      await valueInput('Condition, group 1, filter 1: value').fill('busy');
+      await page.getByTestId('live-count-waiting').waitFor();
+      assert.ok(counts.filter((st) => st === 429).length >= 1, `count answers: ${counts.join(', ')}`);
+      assert.equal(await page.getByTestId('live-count-error').count(), 0);
+    } finally {
+      await contacts.release();
+    }
+    for (const res of await Promise.all(held)) assert.deepEqual(res.body, { count: 3 });
+    // Asked again after the second the 429 named: counted, with no error left on the page.
+    await page.getByTestId('live-count').filter({ hasText: /^3$/ }).waitFor();
+    await page.getByTestId('live-count-waiting').waitFor({ state: 'detached' });
+    assert.equal(await page.getByTestId('live-count-error').count(), 0);
+    assert.equal(counts.at(-1), 200);
+  });
 });

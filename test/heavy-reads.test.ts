@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { Res } from './helpers/http.ts';
-import { holdLock } from './helpers/locks.ts';
+import { holdLock, waitingForLocks as waitingForLocksOf } from './helpers/locks.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { CONDITION_STATEMENT_MS } from '../src/conditions/time-bound.ts';
 import { HEAVY_READS_PER_PROJECT, heavyReadsPerProcess } from '../src/http/heavy-reads.ts';
@@ -34,17 +34,7 @@ const stats = (p: Bootstrapped) => p.sk.get('/events/stats');
 const countVisitors = (p: Bootstrapped) =>
   p.sk.post('/segments/count', { condition: { logic: 'AND', groups: [{ filters: [{ field: 'email', operator: 'endsWith', value: '@example.com' }] }] } });
 
-/** Waits until `n` statements of this database wait for a lock. */
-async function waitingForLocks(n: number): Promise<void> {
-  for (let i = 0; i < 250; i++) {
-    const [{ waiting }] = await server.sql<{ waiting: number }>(
-      `SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`,
-    );
-    if (waiting >= n) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  assert.fail(`${n} statements never waited for the locks`);
-}
+const waitingForLocks = (n: number) => waitingForLocksOf(server.sql, n);
 
 function assertBusy(res: Res, message: string): void {
   assert.equal(res.status, 429, res.text);

@@ -44,6 +44,16 @@ export async function statementWaitingOnALock(sql: (text: string, values?: unkno
   return row.n > 0;
 }
 
+/** Waits until `n` statements of this test's database wait for a lock (5 s at most). */
+export async function waitingForLocks(sql: (text: string) => Promise<{ waiting: number }[]>, n: number): Promise<void> {
+  for (let i = 0; i < 250; i++) {
+    const [{ waiting }] = await sql(`SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`);
+    if (waiting >= n) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.fail(`${n} statements never waited for the locks`);
+}
+
 /**
  * `request` is under way and waits on a lock that `release` lets go: runs `whileHeld`, then lets the
  * lock go and answers what the request answered. When `whileHeld` fails, the lock still goes and the

@@ -6,15 +6,16 @@ import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { RouterProvider } from 'react-router';
-import { isApiError, setUnauthorizedHandler } from './api.ts';
+import { setUnauthorizedHandler } from './api.ts';
+import { retryDelayMs, retryQuery } from './query-retry.ts';
 import { createRouter } from './router.tsx';
 
 const queryClient = new QueryClient({
   defaultOptions: {
     queries: {
       staleTime: 10_000,
-      // A 4xx will not get better by asking again.
-      retry: (count, err) => !(isApiError(err) && err.statusCode >= 400 && err.statusCode < 500) && count < 2,
+      retry: retryQuery,
+      retryDelay: retryDelayMs,
     },
   },
 });

@@ -6,14 +6,6 @@ import { fieldErrors, herald, isApiError } from '../api.ts';
 import { useProjectId } from '../hooks.ts';
 import { ContactPicker } from './ContactPicker.tsx';
 
-const BUSY_RETRIES = 5;
-
-/** The wait a 429 asks for (its `details.retryAfter`, in seconds), 1 s when it names none. */
-function retryAfterMs(err: unknown): number {
-  const seconds = isApiError(err) ? err.details?.retryAfter : undefined;
-  return typeof seconds === 'number' && seconds > 0 ? Math.min(seconds, 30) * 1000 : 1000;
-}
-
 /**
  * The server renders subject and body for the chosen contact (same sandbox and limits as a send);
  * the HTML shows in a sandboxed frame that can run no script.
@@ -28,9 +20,7 @@ export function LivePreview({ subject, body }: { subject: string; body: string }
     queryFn: () => herald.templates.preview({ subject: input.subject, body: input.body, contactId: input.contactId ?? undefined }),
     enabled: input.body.length > 0 || input.subject.length > 0,
     placeholderData: keepPreviousData,
-    // A 429 means other previews of the project (or server) are rendering: wait as the server asks and try again.
-    retry: (failures, err) => isApiError(err, 429) && failures < BUSY_RETRIES,
-    retryDelay: (_, err) => retryAfterMs(err),
+    // A 429 (other previews of the project or server are rendering) is asked again after its wait: query-retry.ts.
   });
   const errors = fieldErrors(preview.error);
   const waiting = preview.isFetching && isApiError(preview.failureReason, 429);

@@ -112,7 +112,7 @@ function useLiveCount(condition: Condition | null) {
     queryFn: () => herald.segments.count({ condition: JSON.parse(debounced) as Condition }),
     enabled: debounced !== '',
     placeholderData: keepPreviousData,
-    retry: false,
+    // A 429 (the project's other counts are running) is asked again after its wait: query-retry.ts.
     staleTime: 10_000,
   });
 }
@@ -215,6 +215,11 @@ function SegmentEditor({ segment }: { segment: Segment | null }) {
               ) : (
                 <Text fz={32} fw={700} data-testid="saved-count">
                   {segment ? formatNumber(segment.memberCount) : dynamic ? '—' : '0'}
+                </Text>
+              )}
+              {dynamic && live.isFetching && isApiError(live.failureReason, 429) && (
+                <Text size="xs" c="dimmed" data-testid="live-count-waiting">
+                  Other counts of this project are running; trying again…
                 </Text>
               )}
               {dynamic && live.error && (
