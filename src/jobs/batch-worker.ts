@@ -43,6 +43,8 @@ export type BatchWorkerOptions = {
 export type BatchWorker = {
   /** Fetches at once: now if it is waiting, else as soon as the batch in hand is done. */
   wake: () => void;
+  /** Whether a fetch or its batch is under way (not waiting between fetches). */
+  busy: () => boolean;
   /** Stops fetching and waits for the batch in hand (at most `timeoutMs`). */
   stop: (timeoutMs: number) => Promise<void>;
 };
@@ -93,12 +95,14 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
   // A wake does not end the pause after a failed fetch: a fetch that keeps failing is not retried,
   // and logged, at every tick of the due-queues probe.
   let pausedAfterError = false;
+  let fetching = false;
 
   const loop = async () => {
     while (!stopping) {
       let more = false;
       let failed = false;
       woken = false;
+      fetching = true;
       try {
         const { rows } = (await db.executeSql(FETCH_SQL, [opts.queue, opts.batchSize])) as { rows: (BatchJob & { locked: number })[] };
         const locked = rows[0]?.locked ?? 0;
@@ -108,6 +112,7 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
         failed = true;
         opts.onError(err);
       }
+      fetching = false;
       if (stopping) break;
       // When more may be waiting, fetch again at once. After an error (the database unreachable,
       // say), wait ERROR_PAUSE_MS whatever wakes come, so an outage is not logged at every one.
@@ -147,6 +152,7 @@ export function startBatchWorker(opts: BatchWorkerOptions): BatchWorker {
     wake: () => {
       if (pausedAfterError || !pause.end()) woken = true;
     },
+    busy: () => fetching,
     stop: async (timeoutMs) => {
       stopping = true;
       pause.end();

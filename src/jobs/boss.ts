@@ -5,6 +5,7 @@ import type { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import { loggableError } from '../loggable-error.ts';
 import { type BatchWorker, startBatchWorker } from './batch-worker.ts';
+import { COMMIT_WAKE_MS, throttledWakes } from './commit-wakes.ts';
 import { type DueQueuesPoll, pollDueQueues } from './due-queues.ts';
 
 /** A background queue: its payload schema (checked when a job is picked up), handler and retry policy. */
@@ -62,6 +63,14 @@ export type Jobs = {
   send: (queue: string, data: object, opts?: EnqueueOptions) => Promise<string | null>;
   /** Many jobs of one queue in one statement (in `opts.client`'s transaction when given). */
   sendMany: (queue: string, jobs: { data: object; startAfter?: Date }[], opts?: { client?: pg.PoolClient }) => Promise<void>;
+  /**
+   * After this process committed jobs of `queue` that are due now: one of the queue's pollers in
+   * this process fetches at once, or right after the batch it has in hand, instead of at the
+   * due-queues probe's next tick (a lone send waited up to 250 ms for it). Jobs committed while a
+   * batch is under way are fetched together after it. Nothing in a process that runs no workers:
+   * the probe of the worker processes finds the jobs.
+   */
+  wake: (queue: string) => void;
   /** Cancels a job that has not finished; a job that already ended is left as it is. */
   cancel: (queue: string, jobId: string) => Promise<void>;
   /** Registers the handlers of every queue (and its cron schedule) in this process. */
@@ -107,7 +116,13 @@ export async function startJobs(opts: {
     await lock.end().catch(() => {});
   }
   const batchWorkers: BatchWorker[] = [];
+  // Each queue's pollers in this process (filled by startWorkers).
+  const pollers = new Map<string, { wake: () => void; busy: () => boolean }[]>();
   let dueQueues: DueQueuesPoll | null = null;
+  const commitWakes = throttledWakes(COMMIT_WAKE_MS, (queue) => {
+    const of = pollers.get(queue) ?? [];
+    (of.find((p) => p.busy()) ?? of[0])?.wake();
+  });
   return {
     boss,
     send: (queue, data, o = {}) =>
@@ -123,12 +138,14 @@ export async function startJobs(opts: {
         o.client ? { db: { executeSql: (text, values) => o.client!.query(text, values) } } : {},
       );
     },
+    wake: (queue) => {
+      if (pollers.has(queue)) commitWakes.wake(queue);
+    },
     cancel: async (queue, jobId) => {
       await boss.cancel(queue, jobId);
     },
     startWorkers: async (ctx) => {
-      const wakers = new Map<string, (() => void)[]>();
-      const wakeOn = (queue: string, wake: () => void) => wakers.set(queue, [...(wakers.get(queue) ?? []), wake]);
+      const addPoller = (queue: string, poller: { wake: () => void; busy: () => boolean }) => pollers.set(queue, [...(pollers.get(queue) ?? []), poller]);
       for (const q of opts.queues) {
         const batchSize = q.batchSize ?? 1;
         for (let i = 0; i < (q.workers ?? 1); i++) {
@@ -158,7 +175,7 @@ export async function startJobs(opts: {
               onError: (err) => opts.log.error({ error: loggableError(err), queue: q.name }, `polling ${q.name} failed`),
             });
             batchWorkers.push(worker);
-            wakeOn(q.name, worker.wake);
+            addPoller(q.name, worker);
             continue;
           }
           const workerId: string = await boss.work(q.name, { batchSize, pollingIntervalSeconds: WORKER_POLL_SECONDS }, async (jobs) => {
@@ -173,21 +190,23 @@ export async function startJobs(opts: {
             // pg-boss waits a polling interval between fetches; a full batch means more work is waiting.
             if (jobs.length === batchSize) boss.notifyWorker(workerId);
           });
-          wakeOn(q.name, () => boss.notifyWorker(workerId));
+          // pg-boss does not say whether its worker is fetching: notified, it fetches now or after its batch.
+          addPoller(q.name, { wake: () => boss.notifyWorker(workerId), busy: () => false });
         }
         if (q.cron) await boss.schedule(q.name, q.cron, {}, { tz: 'UTC' });
       }
       dueQueues = pollDueQueues({
         boss,
-        queues: [...wakers.keys()],
+        queues: [...pollers.keys()],
         intervalMs: (opts.pollingIntervalSeconds ?? DUE_QUEUES_POLL_SECONDS) * 1000,
         wake: (queue) => {
-          for (const wake of wakers.get(queue) ?? []) wake();
+          for (const poller of pollers.get(queue) ?? []) poller.wake();
         },
         onError: (err) => opts.log.error({ error: loggableError(err) }, 'polling the queues for due jobs failed'),
       });
     },
     stop: async () => {
+      commitWakes.stop();
       await dueQueues?.stop();
       await Promise.all(batchWorkers.map((w) => w.stop(STOP_TIMEOUT_MS)));
       await boss.stop({ graceful: true, timeout: STOP_TIMEOUT_MS, wait: true });

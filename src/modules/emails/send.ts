@@ -12,6 +12,7 @@ import { scheduleSegmentReevaluation } from '../segments/membership.ts';
 import { senderDomainFor } from '../domains/sender.ts';
 import { getTemplate } from '../templates/service.ts';
 import { splitCustomData } from '../contacts/custom-data.ts';
+import { DELIVERY_QUEUE } from './delivery/queue-name.ts';
 import { type EmailContent, type NewEmail, queueEmailsWithStatus } from './queue.ts';
 import type { SendBody } from './schemas.ts';
 
@@ -91,9 +92,9 @@ export const sendContactKeys = (s: PreparedSend): string[] => s.contactEmails.ma
 /** A send's share of a group: one per recipient; with attachments it is sent alone (its body may be megabytes). */
 export const sendGroupSize = (s: PreparedSend): number => (s.content.attachments?.length ? WRITE_GROUP_LIMITS.maxSize : s.recipients.length);
 
-/** POST /v1/send in one transaction: upserts each recipient's contact and queues one email per recipient. */
+/** POST /v1/send in one transaction: upserts each recipient's contact and queues one email per recipient; then wakes a delivery poller of this process. */
 export async function sendPrepared(ctx: AppContext, send: PreparedSend): Promise<SendResult> {
-  return withTransaction(ctx.database, async (t) => {
+  const result = await withTransaction(ctx.database, async (t) => {
     await assertWithinBillingLimit(ctx, t, send.projectId, 'transactional', send.recipients.length);
     // Several recipients are upserted as a group's are (upsertContacts: the existing contacts
     // locked in email order, then the new ones inserted in email order), so a multi-recipient send
@@ -113,6 +114,8 @@ export async function sendPrepared(ctx: AppContext, send: PreparedSend): Promise
     const contacts = new Map<string, UpsertResult>(addresses.map((address, i) => [address, results[i]]));
     return (await queueSends(ctx, t, [send], [contacts]))[0];
   });
+  ctx.jobs.wake(DELIVERY_QUEUE);
+  return result;
 }
 
 /**
@@ -121,7 +124,7 @@ export async function sendPrepared(ctx: AppContext, send: PreparedSend): Promise
  * every contact, one writing every email.
  */
 export async function sendMany(ctx: AppContext, projectId: string, sends: PreparedSend[]): Promise<SendResult[]> {
-  return withTransaction(ctx.database, async (t) => {
+  const results = await withTransaction(ctx.database, async (t) => {
     await assertWithinBillingLimit(
       ctx,
       t,
@@ -135,6 +138,8 @@ export async function sendMany(ctx: AppContext, projectId: string, sends: Prepar
     const contacts = sends.map((send) => new Map(send.contactEmails.map((address) => [address, upserted[next++]])));
     return queueSends(ctx, t, sends, contacts);
   });
+  ctx.jobs.wake(DELIVERY_QUEUE);
+  return results;
 }
 
 export type SendResult = { emails: SendResultItem[]; timestamp: string };

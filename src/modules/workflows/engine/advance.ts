@@ -4,6 +4,7 @@ import { type Db, type Tx, withTransaction } from '../../../db/client.ts';
 import { uuidv7 } from '../../../db/ids.ts';
 import type { WorkflowExecutionStatus, WorkflowStepExecutionStatus } from '../../../db/schema/workflows.ts';
 import { isoMs } from '../../contacts/sql.ts';
+import { DELIVERY_QUEUE } from '../../emails/delivery/queue-name.ts';
 import { queueEmailsWithStatus } from '../../emails/queue.ts';
 import type { BatchState } from './batch.ts';
 import { anyDue, claimDue } from './claim.ts';
@@ -75,7 +76,8 @@ export type ExecUpdate = {
   completed_at: string | null;
 };
 
-export type AdvanceResult = { claimed: number; webhooks: WebhookJob[] };
+/** `emailsQueued`: emails its SEND_EMAIL steps queued for delivery (QUEUED, not skipped). */
+export type AdvanceResult = { claimed: number; webhooks: WebhookJob[]; emailsQueued: number };
 
 type AdvanceOptions = {
   batchSize: number;
@@ -96,15 +98,18 @@ type AdvanceOptions = {
 
 /** Claims and advances one batch. */
 export async function advanceBatch(ctx: AppContext, opts: AdvanceOptions): Promise<AdvanceResult> {
-  if (opts.probeFirst && !(await anyDue(ctx.database.pool, { now: ctx.clock.now(), realNow: new Date() }))) return { claimed: 0, webhooks: [] };
-  return withTransaction(ctx.database, (t) => advanceIn(ctx, t, opts));
+  if (opts.probeFirst && !(await anyDue(ctx.database.pool, { now: ctx.clock.now(), realNow: new Date() })))
+    return { claimed: 0, webhooks: [], emailsQueued: 0 };
+  const result = await withTransaction(ctx.database, (t) => advanceIn(ctx, t, opts));
+  if (result.emailsQueued > 0) ctx.jobs.wake(DELIVERY_QUEUE);
+  return result;
 }
 
 async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptions): Promise<AdvanceResult> {
   const now = ctx.clock.now();
   const realNow = Date.now();
   const claimed = await claimDue(tx, { now, realNow: new Date(realNow), batchSize: opts.batchSize, fair: opts.fair, ids: opts.ids });
-  if (claimed.length === 0) return { claimed: 0, webhooks: [] };
+  if (claimed.length === 0) return { claimed: 0, webhooks: [], emailsQueued: 0 };
   if (claimed.length >= opts.batchSize) opts.onFullClaim?.();
 
   // One connection runs one statement at a time: these are sequential.
@@ -164,6 +169,7 @@ async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptio
     for (const p of round) settle(await walk(batch, p.execution, graphs.get(p.execution.workflow_id)!, contacts, undefined, inserts, updates, p));
   }
 
+  let emailsQueued = 0;
   if (batch.emails.length > 0) {
     const queued = await queueEmailsWithStatus(
       ctx,
@@ -173,7 +179,8 @@ async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptio
     batch.emails.forEach(({ row }, i) => {
       const q = queued[i];
       row.output = { ...row.output, emailId: q.id, emailStatus: q.status };
-      if (q.status !== 'QUEUED') {
+      if (q.status === 'QUEUED') emailsQueued++;
+      else {
         row.status = 'SKIPPED';
         row.output.reason = q.status === 'SUPPRESSED' ? 'suppressed' : (row.output.reason ?? 'not sent');
       }
@@ -186,7 +193,7 @@ async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptio
        WHERE id = ANY(${sql.param(webhooks.map((w) => w.executionId))}::uuid[])`);
   }
   await writeResults(tx, now, inserts, updates, execs);
-  return { claimed: claimed.length, webhooks };
+  return { claimed: claimed.length, webhooks, emailsQueued };
 }
 
 /** Runs one execution from its current step to its next wait point (or its end). */
