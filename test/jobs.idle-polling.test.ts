@@ -97,13 +97,23 @@ async function probesBetweenCommitAndFetch(prefix: string, queue: (subject: stri
 const fetchedAtCommit = (probesBetween: number[]) =>
   assert.ok(probesBetween.filter((n) => n === 0).length >= 2, `probe statements between each commit and its fetch: ${probesBetween.join(', ')}`);
 
-test('a send, and a workflow’s email, are fetched for delivery as they commit, not at the next tick of the due-queues probe', async () => {
+test('a send, a campaign’s test email and a workflow’s email are fetched for delivery as they commit, not at the next tick of the due-queues probe', async () => {
   const { sk, pk } = await bootstrap(env.server.api, 'Woken at commit');
   await verifyDomain(sk, env.dns, 'commit.example.test');
   await sleep(1000);
   fetchedAtCommit(
     await probesBetweenCommitAndFetch('Sent', async (subject, i) => {
       const res = await sk.post('/v1/send', { to: `commit${i}@example.com`, from: 'hello@commit.example.test', subject, body: '<p>hi</p>' });
+      assert.equal(res.status, 200, res.text);
+    }),
+  );
+
+  // A campaign's test email, which someone is waiting for in their inbox.
+  fetchedAtCommit(
+    await probesBetweenCommitAndFetch('[Test]', async (subject, i) => {
+      const campaign = await sk.post('/campaigns', { name: subject, subject: String(i), body: '<p>news</p>', from: 'news@commit.example.test' });
+      assert.equal(campaign.status, 201, campaign.text);
+      const res = await sk.post(`/campaigns/${campaign.body.data.id}/test`, { email: `tested${i}@example.com` });
       assert.equal(res.status, 200, res.text);
     }),
   );

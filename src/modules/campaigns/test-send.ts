@@ -3,6 +3,7 @@ import { withTransaction } from '../../db/client.ts';
 import type { EmailStatus } from '../../db/schema/emails.ts';
 import { upsertContact } from '../contacts/service.ts';
 import { senderDomainFor } from '../domains/sender.ts';
+import { DELIVERY_QUEUE } from '../emails/delivery/queue-name.ts';
 import { queueEmailsWithStatus } from '../emails/queue.ts';
 import { campaignRow } from './service.ts';
 
@@ -12,14 +13,15 @@ export type TestSendResult = { id: string; to: string; subject: string; status: 
  * POST /campaigns/:id/test: the campaign's content to one address, rendered for that address's
  * contact (upserted as /v1/send does: a new contact is unsubscribed). It is sent as TRANSACTIONAL so
  * it arrives whatever the subscription state (suppressed addresses still get nothing), with
- * `[Test] ` before the subject, and belongs to no campaign, so it never counts in the stats.
+ * `[Test] ` before the subject, and belongs to no campaign, so it never counts in the stats. It is
+ * fetched for delivery as it commits (jobs/commit-wakes.ts).
  */
 export async function sendTestEmail(ctx: AppContext, projectId: string, id: string, to: string): Promise<TestSendResult> {
   const campaign = await campaignRow(ctx.database.db, projectId, id);
   await senderDomainFor(ctx, projectId, campaign.fromEmail);
   const now = ctx.clock.now();
   const subject = `[Test] ${campaign.subject}`;
-  return withTransaction(ctx.database, async (t) => {
+  const result = await withTransaction(ctx.database, async (t) => {
     const { contact } = await upsertContact(t.tx, projectId, { email: to }, { defaultSubscribed: false, now });
     const [queued] = await queueEmailsWithStatus(ctx, t, [
       {
@@ -38,4 +40,6 @@ export async function sendTestEmail(ctx: AppContext, projectId: string, id: stri
     ]);
     return { id: queued.id, to: contact.email, subject, status: queued.status };
   });
+  ctx.jobs.wake(DELIVERY_QUEUE);
+  return result;
 }
