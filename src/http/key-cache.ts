@@ -4,6 +4,7 @@ import { eq } from 'drizzle-orm';
 import type { Database } from '../db/client.ts';
 import { projects } from '../db/schema/users.ts';
 import { apiKeyHasher } from './api-keys.ts';
+import { listenOn } from '../db/listen.ts';
 
 export type KeyOwner = {
   projectId: string;
@@ -50,23 +51,18 @@ export async function createKeyCache(
     onProjectChanged(projectId);
   };
 
-  let listener: pg.Client | null = null;
-  let closed = false;
-  const listen = async () => {
-    const client = new pg.Client({ connectionString: url, application_name: 'herald-key-cache' });
-    client.on('notification', (msg) => msg.payload && evictProject(msg.payload));
-    client.on('error', (err) => {
-      log.warn({ err }, 'key cache listener lost; reconnecting');
+  const listening = await listenOn({
+    url,
+    channel: CHANNEL,
+    applicationName: 'herald-key-cache',
+    log,
+    onPayload: evictProject,
+    // Evictions sent while it was away were missed: nothing cached before is trusted.
+    onLost: () => {
       evictions++;
       entries.clear();
-      listener = null;
-      if (!closed) setTimeout(() => void listen().catch(() => {}), 1000).unref();
-    });
-    await client.connect();
-    await client.query(`LISTEN ${CHANNEL}`);
-    listener = client;
-  };
-  await listen();
+    },
+  });
 
   return {
     resolve: async (key) => {
@@ -94,9 +90,6 @@ export async function createKeyCache(
       evictProject(projectId);
       await (client ?? database.pool).query('SELECT pg_notify($1, $2)', [CHANNEL, projectId]);
     },
-    close: async () => {
-      closed = true;
-      await listener?.end().catch(() => {});
-    },
+    close: () => listening.close(),
   };
 }

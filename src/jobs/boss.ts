@@ -7,6 +7,7 @@ import { loggableError } from '../loggable-error.ts';
 import { type BatchWorker, startBatchWorker } from './batch-worker.ts';
 import { COMMIT_WAKE_MS, throttledWakes } from './commit-wakes.ts';
 import { type DueQueuesPoll, pollDueQueues } from './due-queues.ts';
+import { type Listening, listenOn } from '../db/listen.ts';
 
 /** A background queue: its payload schema (checked when a job is picked up), handler and retry policy. */
 export type QueueDef<T> = {
@@ -56,6 +57,12 @@ const STOP_TIMEOUT_MS = 10_000;
 const DUE_QUEUES_POLL_SECONDS = 0.25;
 /** Each poller's own fetch when nothing woke it: a safety net only, should a wake ever be missed. */
 const WORKER_POLL_SECONDS = 30;
+/**
+ * Jobs committed by a process that runs no pollers of their queue (an API process): its wake
+ * notifies this channel, and every worker process wakes a poller of the queue named. Behind
+ * PgBouncer in transaction mode LISTEN hears nothing, and the due-queues probe finds the jobs.
+ */
+const JOBS_DUE_CHANNEL = 'herald_jobs_due';
 
 export type Jobs = {
   /** pg-boss itself, for benchmarks and tests only: modules go through the functions below. */
@@ -67,8 +74,8 @@ export type Jobs = {
    * After this process committed jobs of `queue` that are due now: one of the queue's pollers in
    * this process fetches at once, or right after the batch it has in hand, instead of at the
    * due-queues probe's next tick (a lone send waited up to 250 ms for it). Jobs committed while a
-   * batch is under way are fetched together after it. Nothing in a process that runs no workers:
-   * the probe of the worker processes finds the jobs.
+   * batch is under way are fetched together after it. A process that runs no poller of the queue
+   * (an API process) notifies the worker processes instead (JOBS_DUE_CHANNEL).
    */
   wake: (queue: string) => void;
   /** Cancels a job that has not finished; a job that already ended is left as it is. */
@@ -119,9 +126,17 @@ export async function startJobs(opts: {
   // Each queue's pollers in this process (filled by startWorkers).
   const pollers = new Map<string, { wake: () => void; busy: () => boolean }[]>();
   let dueQueues: DueQueuesPoll | null = null;
+  let dueNotices: Listening | null = null;
+  const db = boss.getDb();
+  // A queue with pollers here wakes one of them; otherwise (an API process) the worker processes
+  // are told, each of which wakes one of its own (throttled there too).
   const commitWakes = throttledWakes(COMMIT_WAKE_MS, (queue) => {
-    const of = pollers.get(queue) ?? [];
-    (of.find((p) => p.busy()) ?? of[0])?.wake();
+    const of = pollers.get(queue);
+    if (of) (of.find((p) => p.busy()) ?? of[0]).wake();
+    else
+      void db
+        .executeSql('SELECT pg_notify($1, $2)', [JOBS_DUE_CHANNEL, queue])
+        .catch((err: unknown) => opts.log.warn({ error: loggableError(err), queue }, 'telling the workers of new jobs failed'));
   });
   return {
     boss,
@@ -138,9 +153,7 @@ export async function startJobs(opts: {
         o.client ? { db: { executeSql: (text, values) => o.client!.query(text, values) } } : {},
       );
     },
-    wake: (queue) => {
-      if (pollers.has(queue)) commitWakes.wake(queue);
-    },
+    wake: (queue) => commitWakes.wake(queue),
     cancel: async (queue, jobId) => {
       await boss.cancel(queue, jobId);
     },
@@ -204,9 +217,19 @@ export async function startJobs(opts: {
         },
         onError: (err) => opts.log.error({ error: loggableError(err) }, 'polling the queues for due jobs failed'),
       });
+      dueNotices = await listenOn({
+        url: opts.url,
+        channel: JOBS_DUE_CHANNEL,
+        applicationName: 'herald-jobs-due',
+        log: opts.log,
+        onPayload: (queue) => {
+          if (pollers.has(queue)) commitWakes.wake(queue);
+        },
+      });
     },
     stop: async () => {
       commitWakes.stop();
+      await dueNotices?.close();
       await dueQueues?.stop();
       await Promise.all(batchWorkers.map((w) => w.stop(STOP_TIMEOUT_MS)));
       await boss.stop({ graceful: true, timeout: STOP_TIMEOUT_MS, wait: true });

@@ -1,0 +1,143 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pino from 'pino';
+import { bootstrap } from './helpers/bootstrap.ts';
+import { verifyDomain } from './helpers/domains.ts';
+import { type MailEnv, startMailEnv } from './helpers/mail.ts';
+import { recordStatements } from './helpers/statements.ts';
+import { startTestServer } from './helpers/server.ts';
+import { buildWorkflow } from './helpers/workflows.ts';
+import type { SmtpSink } from './helpers/smtp-sink.ts';
+import { loadConfig } from '../src/config.ts';
+import { startRuntime } from '../src/runtime.ts';
+import { DELIVERY_QUEUE } from '../src/modules/emails/delivery/queue-name.ts';
+
+/**
+ * An email queued by a request (or a workflow batch) is fetched for delivery as its transaction
+ * commits (jobs/commit-wakes.ts), not at the next tick of the due-queues probe (every 250 ms):
+ * by a poller of the same process, or through a notification by a worker process when the
+ * request came to an API-only one. Seen in the order of the statements Herald sends.
+ */
+
+const statements = recordStatements();
+const isProbe = (text: string) => /FROM unnest\(\$1::text\[\]\)/.test(text);
+const isDeliveryFetch = (i: number) => /FROM pgboss\.job\s+WHERE name = \$1/.test(statements.texts[i]) && statements.firstParams[i] === DELIVERY_QUEUE;
+
+/**
+ * Three times: `queue(subject)` queues an email with that subject, which reaches the relay. Answers,
+ * per email, the due-queues probe's statements between the COMMIT that queued it and the first
+ * delivery fetch after that, all to `database`.
+ */
+async function probesBetweenCommitAndFetch(
+  { sink, database }: { sink: SmtpSink; database: string },
+  prefix: string,
+  queue: (subject: string, i: number) => Promise<void>,
+): Promise<number[]> {
+  const sent = statements.texts;
+  const probesBetween: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const from = sent.length;
+    const subject = `${prefix} ${i}`;
+    await queue(subject, i);
+    const t0 = performance.now();
+    const arrived = () => sink.messages.some((m) => m.parsed.subject === subject);
+    while (!arrived() && performance.now() - t0 < 10_000) await sleep(10);
+    assert.ok(arrived(), `${subject} reached the relay`);
+    // Statements to this test's database only: another test server may share the process.
+    const queued = sent.findIndex((t, j) => j >= from && t.includes('INSERT INTO email_contents') && statements.databases[j] === database);
+    const ours = (j: number) => statements.databases[j] === database;
+    const committed = sent.findIndex((t, j) => j > queued && ours(j) && /^COMMIT\b/i.test(t.trim()));
+    const fetched = sent.findIndex((_, j) => j > committed && ours(j) && isDeliveryFetch(j));
+    assert.ok(queued >= 0 && committed > queued && fetched > committed, `statements: queued ${queued}, committed ${committed}, fetched ${fetched}`);
+    probesBetween.push(sent.slice(committed, fetched).filter((t, k) => ours(committed + k) && isProbe(t)).length);
+    await sleep(300 + Math.random() * 200);
+  }
+  return probesBetween;
+}
+
+// Before, the probe's tick woke the pollers, so one always came between a commit and its fetch.
+// A tick may still fall in the few milliseconds between them: two of three suffice.
+const fetchedAtCommit = (probesBetween: number[]) =>
+  assert.ok(probesBetween.filter((n) => n === 0).length >= 2, `probe statements between each commit and its fetch: ${probesBetween.join(', ')}`);
+
+let env: MailEnv;
+before(async () => {
+  env = await startMailEnv();
+});
+const one = () => ({ sink: env.sink, database: new URL(env.server.databaseUrl).pathname.slice(1) });
+after(async () => env?.stop());
+
+test('one process: a send, a campaign’s test email and a workflow’s email are fetched for delivery as they commit', async () => {
+  const { sk, pk } = await bootstrap(env.server.api, 'Woken at commit');
+  await verifyDomain(sk, env.dns, 'commit.example.test');
+  await sleep(1000);
+  fetchedAtCommit(
+    await probesBetweenCommitAndFetch(one(), 'Sent', async (subject, i) => {
+      const res = await sk.post('/v1/send', { to: `commit${i}@example.com`, from: 'hello@commit.example.test', subject, body: '<p>hi</p>' });
+      assert.equal(res.status, 200, res.text);
+    }),
+  );
+
+  // A campaign's test email, which someone is waiting for in their inbox.
+  fetchedAtCommit(
+    await probesBetweenCommitAndFetch(one(), '[Test]', async (subject, i) => {
+      const campaign = await sk.post('/campaigns', { name: subject, subject: String(i), body: '<p>news</p>', from: 'news@commit.example.test' });
+      assert.equal(campaign.status, 201, campaign.text);
+      const res = await sk.post(`/campaigns/${campaign.body.data.id}/test`, { email: `tested${i}@example.com` });
+      assert.equal(res.status, 200, res.text);
+    }),
+  );
+
+  // The runner's batch that queued a SEND_EMAIL step's email wakes a poller as it commits.
+  const tpl = await sk.post('/templates', {
+    name: 'Flow',
+    subject: '{{ event.subject }}',
+    body: '<p>flow</p>',
+    from: 'flow@commit.example.test',
+    type: 'TRANSACTIONAL',
+  });
+  assert.equal(tpl.status, 201, tpl.text);
+  await buildWorkflow(sk, { eventName: 'go', steps: [{ key: 'mail', type: 'SEND_EMAIL', config: { templateId: tpl.body.id } }], edges: [['trigger', 'mail']] });
+  fetchedAtCommit(
+    await probesBetweenCommitAndFetch(one(), 'Flowed', async (subject, i) => {
+      const res = await pk.post('/v1/track', { email: `flow${i}@example.com`, event: 'go', data: { subject } });
+      assert.equal(res.status, 200, res.text);
+    }),
+  );
+});
+
+test('an API process and a worker process: the API’s send is fetched by the worker as it commits (a notification)', async () => {
+  const mail = { DNS_SERVERS: env.dns.address, SMTP_URL: env.sink.url, SEND_RATE_PER_SECOND: '1000' };
+  const api = await startTestServer({ ...mail, PROCESS_ROLE: 'api' });
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'herald-test-data-'));
+  const worker = await startRuntime(
+    loadConfig({
+      ...mail,
+      DATABASE_URL: api.databaseUrl,
+      DATA_DIR: dataDir,
+      JWT_SECRET: 'test-secret-0123456789abcdef',
+      LOG_LEVEL: 'silent',
+      PROCESS_ROLE: 'worker',
+    }),
+    { log: pino({ level: 'silent' }) },
+  );
+  try {
+    const { sk } = await bootstrap(api.api, 'Notified at commit');
+    await verifyDomain(sk, env.dns, 'split.example.test');
+    await sleep(1000);
+    fetchedAtCommit(
+      await probesBetweenCommitAndFetch({ sink: env.sink, database: new URL(api.databaseUrl).pathname.slice(1) }, 'Split', async (subject, i) => {
+        const res = await sk.post('/v1/send', { to: `split${i}@example.com`, from: 'hello@split.example.test', subject, body: '<p>hi</p>' });
+        assert.equal(res.status, 200, res.text);
+      }),
+    );
+  } finally {
+    await worker.stop();
+    await api.stop();
+    await rm(dataDir, { recursive: true, force: true });
+  }
+});
