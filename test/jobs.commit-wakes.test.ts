@@ -15,6 +15,7 @@ import type { SmtpSink } from './helpers/smtp-sink.ts';
 import { loadConfig } from '../src/config.ts';
 import { startRuntime } from '../src/runtime.ts';
 import { DELIVERY_QUEUE } from '../src/modules/emails/delivery/queue-name.ts';
+import { SYSTEM_MAIL_QUEUE } from '../src/mail/system-mail.ts';
 
 /**
  * An email queued by a request (or a workflow batch) is fetched for delivery as its transaction
@@ -25,7 +26,9 @@ import { DELIVERY_QUEUE } from '../src/modules/emails/delivery/queue-name.ts';
 
 const statements = recordStatements();
 const isProbe = (text: string) => /FROM unnest\(\$1::text\[\]\)/.test(text);
-const isDeliveryFetch = (i: number) => /FROM pgboss\.job\s+WHERE name = \$1/.test(statements.texts[i]) && statements.firstParams[i] === DELIVERY_QUEUE;
+/** A poller's fetch of `queue` (Herald's batch poller and pg-boss's worker both ask `FROM pgboss.job WHERE name = $1`). */
+const isFetch = (i: number, queue: string) => /FROM pgboss\.job\s+WHERE name = \$1/.test(statements.texts[i]) && statements.params[i][0] === queue;
+const isDeliveryFetch = (i: number) => isFetch(i, DELIVERY_QUEUE);
 
 /**
  * Three times: `queue(subject)` queues an email with that subject, which reaches the relay. Answers,
@@ -140,4 +143,36 @@ test('an API process and a worker process: the API’s send is fetched by the wo
     await api.stop();
     await rm(dataDir, { recursive: true, force: true });
   }
+});
+
+test('an account email (a password reset) is fetched by the system-mail worker as it is queued', async () => {
+  const database = one().database;
+  const ours = (j: number) => statements.databases[j] === database;
+  const probesBetween: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const email = `reset${i}-${Date.now()}@example.test`;
+    const toThem = (subject: string) => env.sink.messages.some((m) => m.envelope.to.includes(email) && m.parsed.subject === subject);
+    const signup = await env.server.api.post('/auth/signup', { email, password: 'correct horse battery' });
+    assert.equal(signup.status, 201, signup.text);
+    const until = async (subject: string) => {
+      const t0 = performance.now();
+      while (!toThem(subject) && performance.now() - t0 < 10_000) await sleep(10);
+      assert.ok(toThem(subject), `${subject} reached ${email}`);
+    };
+    await until('Confirm your email address');
+
+    const from = statements.texts.length;
+    const asked = await env.server.api.post('/auth/request-password-reset', { email });
+    assert.equal(asked.status, 200, asked.text);
+    await until('Reset your Herald password');
+    // pg-boss's insert commits on its own: the statement that queued the job is its commit.
+    const queued = statements.texts.findIndex(
+      (t, j) => j >= from && ours(j) && t.includes('INSERT INTO pgboss.job') && statements.params[j].includes(SYSTEM_MAIL_QUEUE),
+    );
+    const fetched = statements.texts.findIndex((_, j) => j > queued && ours(j) && isFetch(j, SYSTEM_MAIL_QUEUE));
+    assert.ok(queued >= 0 && fetched > queued, `statements: queued ${queued}, fetched ${fetched}`);
+    probesBetween.push(statements.texts.slice(queued, fetched).filter((t, k) => ours(queued + k) && isProbe(t)).length);
+    await sleep(300 + Math.random() * 200);
+  }
+  fetchedAtCommit(probesBetween);
 });

@@ -42,6 +42,7 @@ export async function queueVerificationEmail(ctx: AppContext, user: { id: string
     subject: 'Confirm your email address',
     html: `<p>Confirm the email address of your Herald account:</p><p><a href="${escapeHtml(link)}">${escapeHtml(link)}</a></p>`,
   });
+  ctx.jobs.wake(SYSTEM_MAIL_QUEUE);
 }
 
 export async function verifyEmail(ctx: AppContext, token: string): Promise<typeof users.$inferSelect> {
@@ -66,6 +67,7 @@ export async function requestPasswordReset(ctx: AppContext, email: string): Prom
     subject: 'Reset your Herald password',
     html: `<p>Someone asked to reset the password of your Herald account. If it was you, use this link within an hour:</p><p><a href="${escapeHtml(link)}">${escapeHtml(link)}</a></p><p>Otherwise ignore this email.</p>`,
   });
+  ctx.jobs.wake(SYSTEM_MAIL_QUEUE);
 }
 
 export async function resetPassword(ctx: AppContext, token: string, password: string): Promise<void> {

@@ -50,7 +50,7 @@ export async function createInvitation(
 ): Promise<Invitation> {
   const now = ctx.clock.now();
   await admit(ctx, [{ rule: INVITATION_EMAILS, key: `${INVITATION_EMAILS.name}:${projectId}` }]);
-  return withTransaction(ctx.database, async ({ tx, client }) => {
+  const invitation = await withTransaction(ctx.database, async ({ tx, client }) => {
     // The project's row lock serialises its invitations, so concurrent ones cannot pass the cap together.
     const [project] = await tx.select({ name: projects.name }).from(projects).where(eq(projects.id, projectId)).for('update');
     const [{ pending }] = await tx
@@ -88,6 +88,8 @@ export async function createInvitation(
     );
     return row;
   });
+  ctx.jobs.wake(SYSTEM_MAIL_QUEUE);
+  return invitation;
 }
 
 const invalidLink = () => new ApiError(400, 'BAD_REQUEST', 'This invitation link is invalid, was already used, was revoked or has expired');

@@ -112,6 +112,7 @@ export async function requestFreshLink(ctx: AppContext, input: { token: string; 
         subject: s.freshLinkSubject.replace('{sender}', sender),
         html: `<p>${escapeHtml(s.freshLinkIntro).replace('{sender}', escapeHtml(sender))}</p><p><a href="${escapeHtml(link)}">${escapeHtml(link)}</a></p><p>${escapeHtml(s.freshLinkIgnore)}</p>`,
       });
+      ctx.jobs.wake(SYSTEM_MAIL_QUEUE);
     }
   }
   return { kind: 'answered', sender, language };
