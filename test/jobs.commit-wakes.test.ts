@@ -30,6 +30,21 @@ const isProbe = (text: string) => /FROM unnest\(\$1::text\[\]\)/.test(text);
 const isFetch = (i: number, queue: string) => /FROM pgboss\.job\s+WHERE name = \$1/.test(statements.texts[i]) && statements.params[i][0] === queue;
 const isDeliveryFetch = (i: number) => isFetch(i, DELIVERY_QUEUE);
 
+// Statements to this test's database only: another test server may share the process.
+/** The first statement to `database` after index `after` that `is` picks (-1 when none). */
+const nextStatement = (database: string, after: number, is: (j: number) => boolean) =>
+  statements.texts.findIndex((_, j) => j > after && statements.databases[j] === database && is(j));
+/** The due-queues probe's statements to `database` between indexes `from` and `to`. */
+const probesBetween = (database: string, from: number, to: number) =>
+  statements.texts.slice(from, to).filter((t, k) => statements.databases[from + k] === database && isProbe(t)).length;
+
+/** Waits (10 s at most) until the sink holds a message that `ok` picks. */
+async function arrival(sink: SmtpSink, ok: (m: SmtpSink['messages'][number]) => boolean, what: string): Promise<void> {
+  const t0 = performance.now();
+  while (!sink.messages.some(ok) && performance.now() - t0 < 10_000) await sleep(10);
+  assert.ok(sink.messages.some(ok), what);
+}
+
 /**
  * Three times: `queue(subject)` queues an email with that subject, which reaches the relay. Answers,
  * per email, the due-queues probe's statements between the COMMIT that queued it and the first
@@ -40,26 +55,20 @@ async function probesBetweenCommitAndFetch(
   prefix: string,
   queue: (subject: string, i: number) => Promise<void>,
 ): Promise<number[]> {
-  const sent = statements.texts;
-  const probesBetween: number[] = [];
+  const counted: number[] = [];
   for (let i = 0; i < 3; i++) {
-    const from = sent.length;
+    const from = statements.texts.length;
     const subject = `${prefix} ${i}`;
     await queue(subject, i);
-    const t0 = performance.now();
-    const arrived = () => sink.messages.some((m) => m.parsed.subject === subject);
-    while (!arrived() && performance.now() - t0 < 10_000) await sleep(10);
-    assert.ok(arrived(), `${subject} reached the relay`);
-    // Statements to this test's database only: another test server may share the process.
-    const queued = sent.findIndex((t, j) => j >= from && t.includes('INSERT INTO email_contents') && statements.databases[j] === database);
-    const ours = (j: number) => statements.databases[j] === database;
-    const committed = sent.findIndex((t, j) => j > queued && ours(j) && /^COMMIT\b/i.test(t.trim()));
-    const fetched = sent.findIndex((_, j) => j > committed && ours(j) && isDeliveryFetch(j));
+    await arrival(sink, (m) => m.parsed.subject === subject, `${subject} reached the relay`);
+    const queued = nextStatement(database, from - 1, (j) => statements.texts[j].includes('INSERT INTO email_contents'));
+    const committed = nextStatement(database, queued, (j) => /^COMMIT\b/i.test(statements.texts[j].trim()));
+    const fetched = nextStatement(database, committed, isDeliveryFetch);
     assert.ok(queued >= 0 && committed > queued && fetched > committed, `statements: queued ${queued}, committed ${committed}, fetched ${fetched}`);
-    probesBetween.push(sent.slice(committed, fetched).filter((t, k) => ours(committed + k) && isProbe(t)).length);
+    counted.push(probesBetween(database, committed, fetched));
     await sleep(300 + Math.random() * 200);
   }
-  return probesBetween;
+  return counted;
 }
 
 // Before, the probe's tick woke the pollers, so one always came between a commit and its fetch.
@@ -147,18 +156,12 @@ test('an API process and a worker process: the API’s send is fetched by the wo
 
 test('an account email (a password reset) is fetched by the system-mail worker as it is queued', async () => {
   const database = one().database;
-  const ours = (j: number) => statements.databases[j] === database;
-  const probesBetween: number[] = [];
+  const counted: number[] = [];
   for (let i = 0; i < 3; i++) {
     const email = `reset${i}-${Date.now()}@example.test`;
-    const toThem = (subject: string) => env.sink.messages.some((m) => m.envelope.to.includes(email) && m.parsed.subject === subject);
+    const until = (subject: string) => arrival(env.sink, (m) => m.envelope.to.includes(email) && m.parsed.subject === subject, `${subject} reached ${email}`);
     const signup = await env.server.api.post('/auth/signup', { email, password: 'correct horse battery' });
     assert.equal(signup.status, 201, signup.text);
-    const until = async (subject: string) => {
-      const t0 = performance.now();
-      while (!toThem(subject) && performance.now() - t0 < 10_000) await sleep(10);
-      assert.ok(toThem(subject), `${subject} reached ${email}`);
-    };
     await until('Confirm your email address');
 
     const from = statements.texts.length;
@@ -166,13 +169,15 @@ test('an account email (a password reset) is fetched by the system-mail worker a
     assert.equal(asked.status, 200, asked.text);
     await until('Reset your Herald password');
     // pg-boss's insert commits on its own: the statement that queued the job is its commit.
-    const queued = statements.texts.findIndex(
-      (t, j) => j >= from && ours(j) && t.includes('INSERT INTO pgboss.job') && statements.params[j].includes(SYSTEM_MAIL_QUEUE),
+    const queued = nextStatement(
+      database,
+      from - 1,
+      (j) => statements.texts[j].includes('INSERT INTO pgboss.job') && statements.params[j].includes(SYSTEM_MAIL_QUEUE),
     );
-    const fetched = statements.texts.findIndex((_, j) => j > queued && ours(j) && isFetch(j, SYSTEM_MAIL_QUEUE));
+    const fetched = nextStatement(database, queued, (j) => isFetch(j, SYSTEM_MAIL_QUEUE));
     assert.ok(queued >= 0 && fetched > queued, `statements: queued ${queued}, fetched ${fetched}`);
-    probesBetween.push(statements.texts.slice(queued, fetched).filter((t, k) => ours(queued + k) && isProbe(t)).length);
+    counted.push(probesBetween(database, queued, fetched));
     await sleep(300 + Math.random() * 200);
   }
-  fetchedAtCommit(probesBetween);
+  fetchedAtCommit(counted);
 });

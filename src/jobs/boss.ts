@@ -64,6 +64,9 @@ const WORKER_POLL_SECONDS = 30;
  */
 const JOBS_DUE_CHANNEL = 'herald_jobs_due';
 
+/** One fetching loop of a queue in this process: Herald's batch poller or pg-boss's worker. */
+type Poller = Pick<BatchWorker, 'wake' | 'busy'>;
+
 export type Jobs = {
   /** pg-boss itself, for benchmarks and tests only: modules go through the functions below. */
   boss: PgBoss;
@@ -124,7 +127,7 @@ export async function startJobs(opts: {
   }
   const batchWorkers: BatchWorker[] = [];
   // Each queue's pollers in this process (filled by startWorkers).
-  const pollers = new Map<string, { wake: () => void; busy: () => boolean }[]>();
+  const pollers = new Map<string, Poller[]>();
   let dueQueues: DueQueuesPoll | null = null;
   let dueNotices: Listening | null = null;
   const db = boss.getDb();
@@ -158,7 +161,7 @@ export async function startJobs(opts: {
       await boss.cancel(queue, jobId);
     },
     startWorkers: async (ctx) => {
-      const addPoller = (queue: string, poller: { wake: () => void; busy: () => boolean }) => pollers.set(queue, [...(pollers.get(queue) ?? []), poller]);
+      const addPoller = (queue: string, poller: Poller) => pollers.set(queue, [...(pollers.get(queue) ?? []), poller]);
       for (const q of opts.queues) {
         const batchSize = q.batchSize ?? 1;
         for (let i = 0; i < (q.workers ?? 1); i++) {
