@@ -48,9 +48,11 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
     for (const stop of stops.reverse()) await stop().catch((err) => log.error({ err }, 'shutdown step failed'));
   };
   try {
-    await runMigrations(server.url).catch((err: unknown) => {
+    const migrated = await runMigrations(server.url).catch((err: unknown) => {
       throw databaseStartError(err, server.location, config.databaseUrl !== undefined);
     });
+    if (!migrated.contactSearchIndex.ready)
+      log.warn({ reason: migrated.contactSearchIndex.reason }, 'contact search runs without its index: each search reads all of the project’s contacts');
     const database = openDatabase(server.url, config.databasePoolSize);
     stops.push(database.close);
     const mismatch = await checkSecretAtStartup(database, config.jwtSecret);
