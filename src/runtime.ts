@@ -51,7 +51,7 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
     const migrated = await runMigrations(server.url).catch((err: unknown) => {
       throw databaseStartError(err, server.location, config.databaseUrl !== undefined);
     });
-    if (!migrated.contactSearchIndex.ready)
+    if (migrated.contactSearchIndex.state === 'unavailable')
       log.warn({ reason: migrated.contactSearchIndex.reason }, 'contact search runs without its index: each search reads all of the project’s contacts');
     const database = openDatabase(server.url, config.databasePoolSize);
     stops.push(database.close);

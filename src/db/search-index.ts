@@ -2,7 +2,8 @@ import type pg from 'pg';
 
 export const CONTACT_SEARCH_INDEX = 'contacts_email_trgm_idx';
 
-export type SearchIndexOutcome = { ready: true } | { ready: false; reason: string };
+/** `building elsewhere`: another starting process holds the build (migrate.ts). */
+export type SearchIndexOutcome = { state: 'ready' } | { state: 'building elsewhere' } | { state: 'unavailable'; reason: string };
 
 /**
  * The trigram index behind `GET /contacts?search=` (a substring of the email, `LIKE '%…%'`, which
@@ -21,20 +22,20 @@ export async function ensureContactSearchIndex(client: pg.Client): Promise<Searc
   try {
     await client.query('CREATE EXTENSION IF NOT EXISTS pg_trgm');
   } catch (err) {
-    return { ready: false, reason: `the pg_trgm extension could not be created: ${(err as Error).message}` };
+    return { state: 'unavailable', reason: `the pg_trgm extension could not be created: ${(err as Error).message}` };
   }
   const { rows } = await client.query<{ valid: boolean }>(
     `SELECT i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
       WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace`,
     [CONTACT_SEARCH_INDEX],
   );
-  if (rows[0]?.valid) return { ready: true };
+  if (rows[0]?.valid) return { state: 'ready' };
   try {
     if (rows[0]) await client.query(`DROP INDEX CONCURRENTLY IF EXISTS ${CONTACT_SEARCH_INDEX}`);
     await client.query(`CREATE INDEX CONCURRENTLY ${CONTACT_SEARCH_INDEX} ON contacts USING gin (email gin_trgm_ops)`);
   } catch (err) {
     // An interrupted build leaves the index invalid (not used, still written): the next start builds it again.
-    return { ready: false, reason: `building ${CONTACT_SEARCH_INDEX} failed: ${(err as Error).message}` };
+    return { state: 'unavailable', reason: `building ${CONTACT_SEARCH_INDEX} failed: ${(err as Error).message}` };
   }
-  return { ready: true };
+  return { state: 'ready' };
 }
