@@ -14,6 +14,7 @@ import { buildWorkflow } from './helpers/workflows.ts';
 import type { SmtpSink } from './helpers/smtp-sink.ts';
 import { loadConfig } from '../src/config.ts';
 import { startRuntime } from '../src/runtime.ts';
+import { CAMPAIGN_QUEUE } from '../src/modules/campaigns/queue-name.ts';
 import { DELIVERY_QUEUE } from '../src/modules/emails/delivery/queue-name.ts';
 import { SYSTEM_MAIL_QUEUE } from '../src/mail/system-mail.ts';
 
@@ -120,6 +121,53 @@ test('one process: a send, a campaign’s test email and a workflow’s email ar
       assert.equal(res.status, 200, res.text);
     }),
   );
+});
+
+test('a campaign sent now: its job, then its emails, are fetched as they commit', async () => {
+  const { database } = one();
+  const { sk } = await bootstrap(env.server.api, 'Campaign at commit');
+  await verifyDomain(sk, env.dns, 'camp-commit.example.test');
+  const contact = await sk.post('/contacts', { email: 'reader@example.com' });
+  assert.equal(contact.status, 201, contact.text);
+  await sleep(1000);
+  const jobProbes: number[] = [];
+  const emailProbes: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const subject = `Campaign ${i}`;
+    const created = await sk.post('/campaigns', { name: subject, subject, body: '<p>news</p>', from: 'news@camp-commit.example.test' });
+    assert.equal(created.status, 201, created.text);
+    const from = statements.texts.length;
+    const sent = await sk.post(`/campaigns/${created.body.data.id}/send`, {});
+    assert.equal(sent.status, 200, sent.text);
+    await arrival(env.sink, (m) => m.parsed.subject === subject, `${subject} reached the relay`);
+
+    // The send's transaction queues the campaign's job; a campaign worker fetches it.
+    const jobQueued = nextStatement(
+      database,
+      from - 1,
+      (j) => statements.texts[j].includes('INSERT INTO pgboss.job') && statements.params[j].includes(CAMPAIGN_QUEUE),
+    );
+    const sendCommitted = nextStatement(database, jobQueued, (j) => /^COMMIT\b/i.test(statements.texts[j].trim()));
+    const jobFetched = nextStatement(database, sendCommitted, (j) => isFetch(j, CAMPAIGN_QUEUE));
+    // The job's batch queues the email; a delivery poller fetches it.
+    const emailQueued = nextStatement(database, jobFetched, (j) => statements.texts[j].includes('INSERT INTO email_contents'));
+    const batchCommitted = nextStatement(database, emailQueued, (j) => /^COMMIT\b/i.test(statements.texts[j].trim()));
+    const emailFetched = nextStatement(database, batchCommitted, isDeliveryFetch);
+    assert.ok(
+      jobQueued >= 0 &&
+        sendCommitted > jobQueued &&
+        jobFetched > sendCommitted &&
+        emailQueued > jobFetched &&
+        batchCommitted > emailQueued &&
+        emailFetched > batchCommitted,
+      `statements: ${[jobQueued, sendCommitted, jobFetched, emailQueued, batchCommitted, emailFetched].join(', ')}`,
+    );
+    jobProbes.push(probesBetween(database, sendCommitted, jobFetched));
+    emailProbes.push(probesBetween(database, batchCommitted, emailFetched));
+    await sleep(300 + Math.random() * 200);
+  }
+  fetchedAtCommit(jobProbes);
+  fetchedAtCommit(emailProbes);
 });
 
 test('an API process and a worker process: the API’s send is fetched by the worker as it commits (a notification)', async () => {

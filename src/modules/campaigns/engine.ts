@@ -10,6 +10,7 @@ import { handOver, sendingState } from './chain.ts';
 import { type FanoutStep, fanOutBatch } from './fanout.ts';
 import { finalise } from './finalise.ts';
 import { watchProgress } from './recovery.ts';
+import { CAMPAIGN_QUEUE } from './queue-name.ts';
 import { nextTurnAt } from './turns.ts';
 
 /**
@@ -127,13 +128,16 @@ async function stopForDisabledProject(ctx: AppContext, campaignId: string, jobId
 }
 
 async function continueLater(ctx: AppContext, campaignId: string, jobId: string, startAfter: Date | undefined): Promise<void> {
-  await withTransaction(ctx.database, async (t) => {
+  const handedOver = await withTransaction(ctx.database, async (t) => {
     const [c] = await t.tx
       .select({ status: campaigns.status, sendJobId: campaigns.sendJobId })
       .from(campaigns)
       .where(eq(campaigns.id, campaignId))
       .for('update');
-    if (!c || c.status !== 'SENDING' || c.sendJobId !== jobId) return;
+    if (!c || c.status !== 'SENDING' || c.sendJobId !== jobId) return false;
     await handOver(ctx, t, campaignId, startAfter);
+    return true;
   });
+  // A successor due at once (after a full batch) is fetched as it commits, not at the probe's next tick.
+  if (handedOver && !startAfter) ctx.jobs.wake(CAMPAIGN_QUEUE);
 }

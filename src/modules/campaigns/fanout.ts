@@ -3,6 +3,7 @@ import type { Config } from '../../config.ts';
 import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
 import { campaigns } from '../../db/schema/campaigns.ts';
+import { DELIVERY_QUEUE } from '../emails/delivery/queue-name.ts';
 import { type NewEmail, queueEmails } from '../emails/queue.ts';
 import { type Cursor, nextRecipients, readAudienceInTime } from './audience.ts';
 import { stopSendingForAudience } from './audience-stop.ts';
@@ -92,7 +93,8 @@ export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: st
   if ('busy' in read) return 'busy';
   const batch = read.value;
 
-  return withTransaction(ctx.database, async (t) => {
+  let queued = false;
+  const step = await withTransaction(ctx.database, async (t): Promise<FanoutStep> => {
     const c = await campaignForFanout(t.tx, campaignId, { lock: true });
     const step = stepOf(c, jobId);
     if (step || !c) return step ?? 'stale';
@@ -126,6 +128,7 @@ export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: st
         status: 'QUEUED',
       })),
     );
+    queued = batch.recipients.length > 0;
     const done = batch.recipients.length < limit;
     await t.tx
       .update(campaigns)
@@ -138,4 +141,7 @@ export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: st
       .where(eq(campaigns.id, campaignId));
     return done ? 'done' : 'more';
   });
+  // The batch's emails are fetched for delivery as it commits (the first of a campaign sent now, say).
+  if (queued) ctx.jobs.wake(DELIVERY_QUEUE);
+  return step;
 }

@@ -8,6 +8,7 @@ import { senderDomainFor } from '../domains/sender.ts';
 import { skipQueuedOfCampaign } from '../emails/lifecycle.ts';
 import { countRecipientsInTime } from './audience.ts';
 import { dropJob, handOver, sendingState } from './chain.ts';
+import { CAMPAIGN_QUEUE } from './queue-name.ts';
 import type { CampaignRecord } from './schemas.ts';
 import { campaignRow, getCampaign } from './service.ts';
 
@@ -60,6 +61,8 @@ export async function sendCampaign(ctx: AppContext, projectId: string, id: strin
     return { row: updated, superseded: c.sendJobId };
   });
   await dropJob(ctx, superseded);
+  // Sent now: its first job is fetched as it commits, not at the due-queues probe's next tick.
+  if (!scheduledFor) ctx.jobs.wake(CAMPAIGN_QUEUE);
 
   return {
     success: true,
