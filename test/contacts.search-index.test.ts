@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { type SQL, sql } from 'drizzle-orm';
 import pg from 'pg';
+import { compileCondition, parseCondition } from '../src/conditions/index.ts';
 import { CONTACT_SEARCH_INDEX, ensureContactSearchIndex } from '../src/db/search-index.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, createTestDatabase, startTestServer } from './helpers/server.ts';
@@ -26,6 +29,10 @@ before(async () => {
 });
 after(() => server?.stop());
 
+const planOf = async (query: SQL) =>
+  (await server.ctx.database.db.execute<{ 'QUERY PLAN': string }>(sql`EXPLAIN ${query}`)).rows.map((r) => r['QUERY PLAN']).join('\n');
+const md5Prefix = (g: number) => createHash('md5').update(String(g)).digest('hex').slice(0, 6);
+
 const indexState = async (s: TestServer) =>
   (
     await s.sql<{ valid: boolean }>(`SELECT i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1`, [
@@ -47,15 +54,28 @@ describe('the contact search index', () => {
     assert.equal(res.body.total, 1);
 
     // The list's count, as list.ts writes it: a bitmap of the index's matches, not a scan of 100,000 contacts.
-    const plan = (
-      await server.sql<{ 'QUERY PLAN': string }>(`EXPLAIN SELECT count(*) FROM contacts AS c WHERE c.project_id = $1 AND c.email LIKE $2 ESCAPE '\\'`, [
-        b.project.id,
-        `%${part.toLowerCase()}%`,
-      ])
-    )
-      .map((r) => r['QUERY PLAN'])
-      .join('\n');
+    const plan = await planOf(
+      sql`SELECT count(*) FROM contacts AS c WHERE c.project_id = ${b.project.id} AND lower(c.email) LIKE ${`%${part.toLowerCase()}%`}`,
+    );
     assert.match(plan, new RegExp(`Bitmap Index Scan on ${CONTACT_SEARCH_INDEX}`), plan);
+  });
+
+  test('a segment condition on the email is read through the index too, and counts as before', async () => {
+    const oneOf = (g: number) => `user${g}.${md5Prefix(g)}@example.com`;
+    const cases: [Record<string, unknown>, number][] = [
+      [{ field: 'email', operator: 'contains', value: 'R12345.' }, 1],
+      [{ field: 'email', operator: 'startsWith', value: 'USER9999' }, 11], // user9999 and user99990–user99999
+      [{ field: 'email', operator: 'endsWith', value: `${md5Prefix(4242)}@example.com` }, 1],
+      [{ field: 'email', operator: 'equals', value: oneOf(777).toUpperCase() }, 1],
+    ];
+    for (const [filter, expected] of cases) {
+      const condition = { logic: 'AND', groups: [{ filters: [filter] }] };
+      const counted = await b.sk.post('/segments/count', { condition });
+      assert.deepEqual([counted.status, counted.body], [200, { count: expected }], `${JSON.stringify(filter)}: ${counted.text}`);
+      const compiled = compileCondition(server.ctx.database.db, b.project.id, parseCondition(condition), { types: new Map(), now: new Date() });
+      const plan = await planOf(sql`SELECT count(*) FROM contacts AS c WHERE c.project_id = ${b.project.id} AND ${await compiled}`);
+      assert.match(plan, new RegExp(`Bitmap Index Scan on ${CONTACT_SEARCH_INDEX}`), `${JSON.stringify(filter)}\n${plan}`);
+    }
   });
 
   test('an index an interrupted build left invalid is built again at the next start', async () => {

@@ -1,4 +1,5 @@
 import { type SQL, sql } from 'drizzle-orm';
+import { textPattern } from '../db/like.ts';
 import { COLUMNS } from './fields.ts';
 import type { Access, ActivitySource, Node, Scalar, Test } from './ir.ts';
 
@@ -70,7 +71,8 @@ function columnTest(name: keyof typeof COLUMNS, t: Test): SQL {
     case 'oneOf':
       return sql`(${value} = ANY(${sql.param(t.values.map(String))}::text[]))`;
     case 'text':
-      return textSql(value, t.mode, t.value);
+      // The email as a LIKE pattern, which the trigram index on lower(email) serves (db/search-index.ts); the same match as textSql's.
+      return name === 'email' ? sql`(${value} LIKE ${textPattern(t.mode, t.value)}::text)` : textSql(value, t.mode, t.value);
     case 'range':
       return between(column, t.from, t.to);
     case 'compare':

@@ -1,15 +1,16 @@
 import type pg from 'pg';
 
-export const CONTACT_SEARCH_INDEX = 'contacts_email_trgm_idx';
+export const CONTACT_SEARCH_INDEX = 'contacts_email_lower_trgm_idx';
 
 /** `building elsewhere`: another starting process holds the build (migrate.ts). */
 export type SearchIndexOutcome = { state: 'ready' } | { state: 'building elsewhere' } | { state: 'unavailable'; reason: string };
 
 /**
- * The trigram index behind `GET /contacts?search=` (a substring of the email, `LIKE '%…%'`, which
- * no b-tree serves): without it every search reads all of the project's contacts, twice (the page
- * and its `total`), about 200 ms of both cores at 1,000,000 contacts; with it a search for
- * a person's address takes a few milliseconds (docs/decisions.md § Growth).
+ * The trigram index on `lower(email)` behind `GET /contacts?search=` (a substring of the email,
+ * `LIKE '%…%'`, which no b-tree serves) and the segment conditions on the email (contains,
+ * startsWith, endsWith, equals): without it every search reads all of the project's contacts,
+ * twice (the page and its `total`), about 200 ms of both cores at 1,000,000 contacts; with it a
+ * search for a person's address takes a few milliseconds (docs/decisions.md § Growth).
  *
  * Made after the migrations, outside their transaction: `CONCURRENTLY`, so upgrading a large
  * database does not hold contact writes while the index builds (about 4 s a million contacts
@@ -32,7 +33,7 @@ export async function ensureContactSearchIndex(client: pg.Client): Promise<Searc
   if (rows[0]?.valid) return { state: 'ready' };
   try {
     if (rows[0]) await client.query(`DROP INDEX CONCURRENTLY IF EXISTS ${CONTACT_SEARCH_INDEX}`);
-    await client.query(`CREATE INDEX CONCURRENTLY ${CONTACT_SEARCH_INDEX} ON contacts USING gin (email gin_trgm_ops)`);
+    await client.query(`CREATE INDEX CONCURRENTLY ${CONTACT_SEARCH_INDEX} ON contacts USING gin (lower(email) gin_trgm_ops)`);
   } catch (err) {
     // An interrupted build leaves the index invalid (not used, still written): the next start builds it again.
     return { state: 'unavailable', reason: `building ${CONTACT_SEARCH_INDEX} failed: ${(err as Error).message}` };

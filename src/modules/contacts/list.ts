@@ -33,7 +33,8 @@ function cursorPosition(cursor: string, sort: ListContactsQuery['sort']): { valu
 export async function listContacts(db: Db, projectId: string, q: ListContactsQuery): Promise<ContactList> {
   const filters: SQL[] = [sql`c.project_id = ${projectId}`];
   if (q.subscribed !== undefined) filters.push(sql`c.subscribed = ${q.subscribed}`);
-  if (q.search) filters.push(sql`c.email LIKE ${containsPattern(q.search.trim().toLowerCase())} ESCAPE '\\'`);
+  // lower(email): the expression of the trigram index (db/search-index.ts), which segment conditions on the email use too.
+  if (q.search) filters.push(sql`lower(c.email) LIKE ${containsPattern(q.search.trim().toLowerCase())}`);
   const where = sql.join(filters, sql` AND `);
 
   const after = q.cursor ? cursorPosition(q.cursor, q.sort) : null;
