@@ -29,7 +29,8 @@ export async function runMigrations(url: string): Promise<{ contactSearchIndex: 
     try {
       await migrate(drizzle(client), { migrationsFolder: MIGRATIONS });
     } finally {
-      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
+      // A failed unlock must not hide a failed migration (the lock goes with the connection anyway).
+      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
     }
     const { rows } = await client.query<{ mine: boolean }>('SELECT pg_try_advisory_lock($1) AS mine', [SEARCH_INDEX_LOCK]);
     if (!rows[0].mine) return { contactSearchIndex: { state: 'building elsewhere' } };
