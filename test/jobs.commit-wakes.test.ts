@@ -29,7 +29,6 @@ const statements = recordStatements();
 const isProbe = (text: string) => /FROM unnest\(\$1::text\[\]\)/.test(text);
 /** A poller's fetch of `queue` (Herald's batch poller and pg-boss's worker both ask `FROM pgboss.job WHERE name = $1`). */
 const isFetch = (i: number, queue: string) => /FROM pgboss\.job\s+WHERE name = \$1/.test(statements.texts[i]) && statements.params[i][0] === queue;
-const isDeliveryFetch = (i: number) => isFetch(i, DELIVERY_QUEUE);
 
 // Statements to this test's database only: another test server may share the process.
 /** The first statement to `database` after index `after` that `is` picks (-1 when none). */
@@ -38,6 +37,21 @@ const nextStatement = (database: string, after: number, is: (j: number) => boole
 /** The due-queues probe's statements to `database` between indexes `from` and `to`. */
 const probesBetween = (database: string, from: number, to: number) =>
   statements.texts.slice(from, to).filter((t, k) => statements.databases[from + k] === database && isProbe(t)).length;
+
+const isEmailInsert = (j: number) => statements.texts[j].includes('INSERT INTO email_contents');
+
+/**
+ * After index `after`, all to `database`: the statement `isQueued` picks, the COMMIT after it and
+ * the first fetch of `queue` after that, asserted in that order. Answers the due-queues probe's
+ * statements between the commit and the fetch, and the fetch's index.
+ */
+function fromCommitToFetch(database: string, after: number, isQueued: (j: number) => boolean, queue: string): { probes: number; fetched: number } {
+  const queued = nextStatement(database, after, isQueued);
+  const committed = nextStatement(database, queued, (j) => /^COMMIT\b/i.test(statements.texts[j].trim()));
+  const fetched = nextStatement(database, committed, (j) => isFetch(j, queue));
+  assert.ok(queued > after && committed > queued && fetched > committed, `statements: queued ${queued}, committed ${committed}, fetched ${fetched}`);
+  return { probes: probesBetween(database, committed, fetched), fetched };
+}
 
 /** Waits (10 s at most) until the sink holds a message that `ok` picks. */
 async function arrival(sink: SmtpSink, ok: (m: SmtpSink['messages'][number]) => boolean, what: string): Promise<void> {
@@ -62,11 +76,7 @@ async function probesBetweenCommitAndFetch(
     const subject = `${prefix} ${i}`;
     await queue(subject, i);
     await arrival(sink, (m) => m.parsed.subject === subject, `${subject} reached the relay`);
-    const queued = nextStatement(database, from - 1, (j) => statements.texts[j].includes('INSERT INTO email_contents'));
-    const committed = nextStatement(database, queued, (j) => /^COMMIT\b/i.test(statements.texts[j].trim()));
-    const fetched = nextStatement(database, committed, isDeliveryFetch);
-    assert.ok(queued >= 0 && committed > queued && fetched > committed, `statements: queued ${queued}, committed ${committed}, fetched ${fetched}`);
-    counted.push(probesBetween(database, committed, fetched));
+    counted.push(fromCommitToFetch(database, from - 1, isEmailInsert, DELIVERY_QUEUE).probes);
     await sleep(300 + Math.random() * 200);
   }
   return counted;
@@ -141,29 +151,12 @@ test('a campaign sent now: its job, then its emails, are fetched as they commit'
     assert.equal(sent.status, 200, sent.text);
     await arrival(env.sink, (m) => m.parsed.subject === subject, `${subject} reached the relay`);
 
-    // The send's transaction queues the campaign's job; a campaign worker fetches it.
-    const jobQueued = nextStatement(
-      database,
-      from - 1,
-      (j) => statements.texts[j].includes('INSERT INTO pgboss.job') && statements.params[j].includes(CAMPAIGN_QUEUE),
-    );
-    const sendCommitted = nextStatement(database, jobQueued, (j) => /^COMMIT\b/i.test(statements.texts[j].trim()));
-    const jobFetched = nextStatement(database, sendCommitted, (j) => isFetch(j, CAMPAIGN_QUEUE));
-    // The job's batch queues the email; a delivery poller fetches it.
-    const emailQueued = nextStatement(database, jobFetched, (j) => statements.texts[j].includes('INSERT INTO email_contents'));
-    const batchCommitted = nextStatement(database, emailQueued, (j) => /^COMMIT\b/i.test(statements.texts[j].trim()));
-    const emailFetched = nextStatement(database, batchCommitted, isDeliveryFetch);
-    assert.ok(
-      jobQueued >= 0 &&
-        sendCommitted > jobQueued &&
-        jobFetched > sendCommitted &&
-        emailQueued > jobFetched &&
-        batchCommitted > emailQueued &&
-        emailFetched > batchCommitted,
-      `statements: ${[jobQueued, sendCommitted, jobFetched, emailQueued, batchCommitted, emailFetched].join(', ')}`,
-    );
-    jobProbes.push(probesBetween(database, sendCommitted, jobFetched));
-    emailProbes.push(probesBetween(database, batchCommitted, emailFetched));
+    // The send's transaction queues the campaign's job; a campaign worker fetches it. The job's
+    // batch queues the email; a delivery poller fetches it.
+    const isCampaignJob = (j: number) => statements.texts[j].includes('INSERT INTO pgboss.job') && statements.params[j].includes(CAMPAIGN_QUEUE);
+    const job = fromCommitToFetch(database, from - 1, isCampaignJob, CAMPAIGN_QUEUE);
+    jobProbes.push(job.probes);
+    emailProbes.push(fromCommitToFetch(database, job.fetched, isEmailInsert, DELIVERY_QUEUE).probes);
     await sleep(300 + Math.random() * 200);
   }
   fetchedAtCommit(jobProbes);

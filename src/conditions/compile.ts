@@ -47,17 +47,12 @@ function between(column: SQL, from: number | null, to: number | null): SQL {
   return parts.length === 0 ? sql`true` : sql`(${sql.join(parts, sql` AND `)})`;
 }
 
-/** contains / startsWith / endsWith on already lower-cased text; `needle` is folded by the caller. */
-function textSql(lowered: SQL, mode: 'contains' | 'startsWith' | 'endsWith', needle: string): SQL {
-  switch (mode) {
-    case 'contains':
-      return sql`(strpos(${lowered}, ${needle}::text) > 0)`;
-    case 'startsWith':
-      return sql`starts_with(${lowered}, ${needle}::text)`;
-    case 'endsWith':
-      return sql`(right(${lowered}, char_length(${needle}::text)) = ${needle}::text)`;
-  }
-}
+/**
+ * contains / startsWith / endsWith on already lower-cased text; `needle` is folded by the caller.
+ * A LIKE pattern of the literal needle: on the email, the trigram index on lower(email) serves it
+ * (db/search-index.ts).
+ */
+const textSql = (lowered: SQL, mode: 'contains' | 'startsWith' | 'endsWith', needle: string): SQL => sql`(${lowered} LIKE ${textPattern(mode, needle)}::text)`;
 
 /** Standard fields are NOT NULL columns, so `present` always holds. */
 function columnTest(name: keyof typeof COLUMNS, t: Test): SQL {
@@ -71,8 +66,7 @@ function columnTest(name: keyof typeof COLUMNS, t: Test): SQL {
     case 'oneOf':
       return sql`(${value} = ANY(${sql.param(t.values.map(String))}::text[]))`;
     case 'text':
-      // The email as a LIKE pattern, which the trigram index on lower(email) serves (db/search-index.ts); the same match as textSql's.
-      return name === 'email' ? sql`(${value} LIKE ${textPattern(t.mode, t.value)}::text)` : textSql(value, t.mode, t.value);
+      return textSql(value, t.mode, t.value);
     case 'range':
       return between(column, t.from, t.to);
     case 'compare':
