@@ -113,7 +113,10 @@ describe('the contact search index', () => {
       try {
         const outcome = await ensureContactSearchIndex(limited);
         assert.equal(outcome.state, 'unavailable');
-        assert.match(outcome.state === 'unavailable' ? outcome.reason : '', /^the pg_trgm extension could not be created: permission denied/);
+        assert.match(
+          outcome.state === 'unavailable' ? outcome.reason : '',
+          /^the pg_trgm extension could not be created \(permission denied to create extension "pg_trgm"\): create it in this database \(it ships with PostgreSQL's contrib modules\), then restart$/,
+        );
       } finally {
         await limited.end();
       }

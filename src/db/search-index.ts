@@ -23,7 +23,10 @@ export async function ensureContactSearchIndex(client: pg.Client): Promise<Searc
   try {
     await client.query('CREATE EXTENSION IF NOT EXISTS pg_trgm');
   } catch (err) {
-    return { state: 'unavailable', reason: `the pg_trgm extension could not be created: ${(err as Error).message}` };
+    return {
+      state: 'unavailable',
+      reason: `the pg_trgm extension could not be created (${(err as Error).message}): create it in this database (it ships with PostgreSQL's contrib modules), then restart`,
+    };
   }
   const { rows } = await client.query<{ valid: boolean }>(
     `SELECT i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
@@ -36,7 +39,7 @@ export async function ensureContactSearchIndex(client: pg.Client): Promise<Searc
     await client.query(`CREATE INDEX CONCURRENTLY ${CONTACT_SEARCH_INDEX} ON contacts USING gin (lower(email) gin_trgm_ops)`);
   } catch (err) {
     // An interrupted build leaves the index invalid (not used, still written): the next start builds it again.
-    return { state: 'unavailable', reason: `building ${CONTACT_SEARCH_INDEX} failed: ${(err as Error).message}` };
+    return { state: 'unavailable', reason: `building ${CONTACT_SEARCH_INDEX} failed (${(err as Error).message}): the next start builds it again` };
   }
   return { state: 'ready' };
 }
