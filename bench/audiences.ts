@@ -7,7 +7,7 @@ import { compileCondition, parseCondition } from '../src/conditions/index.ts';
 import { startEmbeddedPostgres } from '../src/db/connect.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestServer } from '../test/helpers/server.ts';
-import { customFieldTypes } from '../src/modules/contacts/fields.ts';
+import { COVERAGE_EXACT_UP_TO, customFieldTypes } from '../src/modules/contacts/fields.ts';
 
 /**
  * Audiences benchmark (a): counting a segment-style audience over 1,000,000 contacts.
@@ -16,6 +16,8 @@ import { customFieldTypes } from '../src/modules/contacts/fields.ts';
  * is compiled by the condition engine (compileCondition, field types read from the project as
  * in production) and counted; the reference is the same count written by hand in SQL, on the
  * same database. Targets: compiled ≤ 1.5× the hand-written query, and under 1 s.
+ *
+ * Then (information, no target) GET /contacts/fields against the exact coverage counted by hand.
  *
  * Indexes: only the schema's own. The `within` filter on createdAt uses the contacts
  * (project_id, created_at, id) index; no index on data keys is created (which data keys deserve
@@ -122,6 +124,51 @@ async function countBenchmark(server: Server): Promise<void> {
       SELECT count(*)::int AS n FROM contacts
        WHERE project_id = ${projectId} AND data->>'plan' = 'pro' AND (data->>'score')::numeric > 50`,
   );
+  await fieldsBenchmark(server, b);
+}
+
+/**
+ * GET /contacts/fields through HTTP (coverage from a sample past COVERAGE_EXACT_UP_TO contacts)
+ * against the exact coverage of the same three fields written by hand in SQL: one scan with a
+ * count per field, the cheapest exact form for a few fields. Prints the largest difference.
+ */
+async function fieldsBenchmark(server: Server, b: Awaited<ReturnType<typeof bootstrap>>): Promise<void> {
+  const keys = ['company', 'plan', 'score'];
+  const exact = async () => {
+    const [row] = await server.sql<Record<string, number>>(
+      `SELECT count(*)::float AS total, ${keys.map((k) => `count(*) FILTER (WHERE jsonb_typeof(data -> '${k}') <> 'null')::float AS "${k}"`).join(', ')}
+         FROM contacts WHERE project_id = $1`,
+      [b.project.id],
+    );
+    return Object.fromEntries(keys.map((k) => [`data.${k}`, row[k] / row.total]));
+  };
+  const listed = async () => {
+    const res = await b.sk.get('/contacts/fields');
+    if (res.status !== 200) throw new Error(`GET /contacts/fields: ${res.status} ${res.text}`);
+    return Object.fromEntries(
+      res.body.fields.filter((f: { isCustom: boolean }) => f.isCustom).map((f: { field: string; coverage: number }) => [f.field, f.coverage]),
+    );
+  };
+  const [want, got] = [await exact(), await listed()];
+  const error = Math.max(...Object.keys(want).map((k) => Math.abs(want[k] - got[k])));
+  console.log(`\n3. GET /contacts/fields (${keys.length} custom fields), coverage past ${fmt(COVERAGE_EXACT_UP_TO)} contacts from a sample`);
+  console.log(`   largest coverage difference from the exact share: ${(error * 100).toFixed(3)} points`);
+  const times = { listed: [] as number[], exact: [] as number[] };
+  const rounds = Math.max(3, Math.ceil(SAMPLES / 3));
+  for (let i = 0; i < rounds + 1; i++) {
+    for (const [name, fn] of [
+      ['listed', listed],
+      ['exact', exact],
+    ] as const) {
+      const t = performance.now();
+      await fn();
+      if (i >= 1) times[name].push(performance.now() - t);
+    }
+  }
+  const [listedMs, exactMs] = [median(times.listed), median(times.exact)];
+  console.log(`   GET /contacts/fields through HTTP:         median ${listedMs.toFixed(1)} ms over ${rounds} runs`);
+  console.log(`   exact coverage by hand in SQL:             median ${exactMs.toFixed(1)} ms`);
+  console.log(`   ratio listing / exact: ${(listedMs / exactMs).toFixed(2)}×`);
 }
 
 /** Median time of the compiled tree (compileCondition + count) and of the hand-written count, interleaved. */

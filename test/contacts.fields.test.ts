@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, mock, test } from 'node:test';
+import { COVERAGE_EXACT_UP_TO } from '../src/modules/contacts/fields.ts';
 import { usage as usageOf } from '../src/modules/usage/service.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
@@ -55,6 +56,53 @@ describe('contact fields', () => {
     );
     assert.equal(coverage['data.profile.tier'], 0.2);
     assert.equal(coverage['data.profile.since'], 0.4);
+  });
+
+  test('past COVERAGE_EXACT_UP_TO contacts, coverage is the share among a hash bucket of them, within a fraction of a percent of the exact share', async () => {
+    const big = await bootstrap(server.api);
+    const n = COVERAGE_EXACT_UP_TO + 20_000; // two buckets: about 60,000 contacts read
+    // Every contact has a plan; one in 7 is rare; one in 5 has a profile with a tier (the others a list); one in 3 has a null score.
+    await server.sql(
+      `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at, updated_at)
+       SELECT 'cnt_' || md5(g::text), $1, 'c' || g || '@example.com', true,
+              jsonb_build_object('plan', 'pro', 'score', CASE WHEN g % 3 = 0 THEN NULL ELSE g END,
+                                 'profile', CASE WHEN g % 5 = 0 THEN jsonb_build_object('tier', 'gold') ELSE '[{"tier": "listed"}]'::jsonb END)
+              || CASE WHEN g % 7 = 0 THEN '{"rare": true}'::jsonb ELSE '{}'::jsonb END,
+              now(), now()
+         FROM generate_series(1, $2::int) AS g`,
+      [big.project.id, n],
+    );
+    await server.sql(
+      `INSERT INTO contact_fields (project_id, key, type) VALUES ($1, 'plan', 'string'), ($1, 'score', 'number'), ($1, 'profile.tier', 'string'), ($1, 'rare', 'boolean')`,
+      [big.project.id],
+    );
+    const res = await big.sk.get('/contacts/fields');
+    assert.equal(res.status, 200, res.text);
+    const coverage: Record<string, number> = Object.fromEntries(
+      res.body.fields.filter((f: { isCustom: boolean }) => f.isCustom).map((f: { field: string; coverage: number }) => [f.field, f.coverage]),
+    );
+    const [bucket] = await server.sql<{ read: number; score: number; tier: number; rare: number }>(
+      `SELECT count(*)::int AS read,
+              count(*) FILTER (WHERE jsonb_typeof(data -> 'score') <> 'null')::int AS score,
+              count(*) FILTER (WHERE jsonb_typeof(data -> 'profile' -> 'tier') <> 'null')::int AS tier,
+              count(*) FILTER (WHERE data ? 'rare')::int AS rare
+         FROM contacts WHERE project_id = $1 AND (hashtext(id) & 1) = 0`,
+      [big.project.id],
+    );
+    assert.ok(bucket.read > 50_000 && bucket.read < 70_000, `the bucket holds ${bucket.read} contacts`);
+    assert.deepEqual(
+      { ...coverage },
+      {
+        'data.plan': 1,
+        'data.profile.tier': bucket.tier / bucket.read,
+        'data.rare': bucket.rare / bucket.read,
+        'data.score': bucket.score / bucket.read,
+      },
+    );
+    const exact: Record<string, number> = { 'data.plan': 1, 'data.profile.tier': 1 / 5, 'data.rare': 1 / 7, 'data.score': 2 / 3 };
+    for (const [field, share] of Object.entries(exact)) {
+      assert.ok(Math.abs(coverage[field] - share) < 0.01, `${field}: ${coverage[field]} against ${share}`);
+    }
   });
 
   test('a new project has only the standard fields', async () => {

@@ -6,6 +6,7 @@ import { holdLock, waitingForLocks as waitingForLocksOf } from './helpers/locks.
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { CONDITION_STATEMENT_MS } from '../src/conditions/time-bound.ts';
 import { HEAVY_READS_PER_PROJECT, heavyReadsPerProcess } from '../src/http/heavy-reads.ts';
+import { FIELD_READ_STATEMENT_MS } from '../src/modules/contacts/fields.ts';
 import { EVENT_STATS_STATEMENT_MS } from '../src/modules/events/list.ts';
 
 /**
@@ -105,4 +106,37 @@ test('counts wait their turn per project and per process, and a count past its t
     assert.deepEqual((await countVisitors(p)).body, { count: 2 });
   }
   assert.deepEqual((await Promise.all([stats(a), stats(a)])).map(counted), [VISITS, VISITS]);
+});
+
+test('reads of the contact fields over the contacts take the same slots, and one past its time bound is a 503 that changes nothing', async () => {
+  const p = await bootstrap(server.api, 'heavy fields');
+  assert.equal((await p.sk.post('/contacts', { email: 'f@example.com', data: { plan: 'pro' } })).status, 201);
+  const fields = () => p.sk.get('/contacts/fields');
+  const values = () => p.sk.get('/contacts/fields/data.plan/values');
+  const usage = () => p.sk.get('/contacts/fields/data.plan/usage');
+  const LISTED = [...['email', 'subscribed', 'createdAt', 'updatedAt'].map((f) => [f, 1]), ['data.plan', 1]];
+  const listed = (res: Res) => {
+    assert.equal(res.status, 200, res.text);
+    return res.body.fields.map((f: { field: string; coverage: number }) => [f.field, f.coverage]);
+  };
+  assert.deepEqual(listed(await fields()), LISTED);
+
+  const contacts = await holdLock(server.databaseUrl, 'LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE');
+  const held: Promise<Res>[] = [];
+  try {
+    held.push(fields(), values());
+    await waitingForLocks(2);
+    assertBusy(await usage(), `This project already has ${HEAVY_READS_PER_PROJECT} counts over its contacts or events under way`);
+    for (const res of await Promise.all(held)) {
+      assert.equal(res.status, 503, res.text);
+      assert.equal(res.body.error.code, 'QUERY_TIMEOUT');
+      assert.equal(res.body.error.message, `Reading this project's contacts took longer than ${FIELD_READ_STATEMENT_MS / 1000} s`);
+    }
+  } finally {
+    await contacts.release();
+    await Promise.allSettled(held);
+  }
+  assert.deepEqual(listed(await fields()), LISTED);
+  assert.deepEqual((await values()).body, { field: 'data.plan', values: ['pro'], count: 1 });
+  assert.equal((await usage()).body.contactCount, 1);
 });

@@ -2,7 +2,8 @@ import { type SQL, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { type Database, type Db, withTransaction } from '../../db/client.ts';
 import { BATCH_STATEMENT_MS, nextBatchSize, runBatch } from '../../db/batches.ts';
-import { isStatementTimeout } from '../../db/statement-timeout.ts';
+import { isStatementTimeout, withStatementTimeout } from '../../db/statement-timeout.ts';
+import { asHeavyRead } from '../../http/heavy-reads.ts';
 import { type BusySlots, busySlots } from '../../http/busy-slots.ts';
 import { ApiError, badRequest, conflict } from '../../http/errors.ts';
 import { type FieldUsers, usage } from '../usage/service.ts';
@@ -19,6 +20,29 @@ const STANDARD_FIELDS: { field: string; type: FieldType; column: SQL }[] = [
   { field: 'createdAt', type: 'date', column: isoMs('c.created_at') },
   { field: 'updatedAt', type: 'date', column: isoMs('c.updated_at') },
 ];
+
+/**
+ * How long PostgreSQL may spend on one statement of a read over the project's contacts for
+ * GET /contacts/fields, …/values and …/usage. Coverage reads a bounded sample past
+ * COVERAGE_EXACT_UP_TO contacts; the values and the usage count read every contact (about 0.7 and
+ * 0.25 s a million), so the bound answers a project of tens of millions instead of holding a
+ * connection for minutes.
+ */
+export const FIELD_READ_STATEMENT_MS = 10_000;
+
+/**
+ * `work` in one of the project's heavy-read slots (http/heavy-reads.ts: a 429 at once when they
+ * are taken), its statements bounded by FIELD_READ_STATEMENT_MS: past it, a 503.
+ */
+export const fieldRead = <T>(ctx: Pick<AppContext, 'database' | 'heavyReads'>, projectId: string, work: (db: Db) => Promise<T>): Promise<T> =>
+  asHeavyRead(ctx.heavyReads, projectId, async () => {
+    try {
+      return await withStatementTimeout(ctx.database, FIELD_READ_STATEMENT_MS, work);
+    } catch (err) {
+      if (!isStatementTimeout(err)) throw err;
+      throw new ApiError(503, 'QUERY_TIMEOUT', `Reading this project's contacts took longer than ${FIELD_READ_STATEMENT_MS / 1000} s`);
+    }
+  });
 
 /** A field as named in the API: a standard field, or `data.<path>` (a bare unknown name means `data.<name>`). */
 export type FieldRef = { kind: 'standard'; field: string; column: SQL } | { kind: 'custom'; field: string; key: string; path: string[] };
@@ -44,47 +68,85 @@ export async function customFieldTypes(db: Db, projectId: string): Promise<Map<s
 }
 
 /**
- * Standard fields first (coverage 1), then every typed custom field by name, with its coverage.
- * One scan of the project's contacts reads each contact's data once, entry by entry, and matches
- * the entries against the typed keys: looking each typed key up in each contact instead cost
- * contacts × fields lookups (407,000 contacts and 499 fields: 46 s of PostgreSQL).
+ * Past this many contacts, coverage is counted over a sample of the project's contacts (below):
+ * listing each contact's entries costs about 2 µs a contact of six fields here (a million
+ * contacts: 2.1 s of PostgreSQL), and the dashboard's condition builder waits for this listing.
+ */
+export const COVERAGE_EXACT_UP_TO = 100_000;
+
+/**
+ * Standard fields first (coverage 1), then every typed custom field by name, with its coverage:
+ * the share of the project's contacts whose `data` holds a value (not null) at the field's path,
+ * walking objects only (not a key named with its dots, not through a list).
+ *
+ * One pass over the contacts lists the entries of each object a typed key goes through (`data`
+ * itself, and `data.profile` for `profile.tier`) and counts them by path; the typed paths' counts
+ * are kept. Its cost grows with the entries, not with the typed keys (a project may have 500).
+ *
+ * Over COVERAGE_EXACT_UP_TO contacts, the pass lists the entries of the contacts whose id hashes
+ * into the first of 2^k buckets, between 50,000 and 100,000 of them: a share's standard error is
+ * 0.23 % at most. The other contacts' rows are still read, which is cheap next to their entries (a
+ * million contacts: 0.75 s instead of 2.1 s).
  */
 export async function listFields(db: Db, projectId: string): Promise<{ fields: FieldItem[] }> {
+  const fields = await fieldsWithTypes(db, projectId);
+  const custom = fields.filter((f) => f.isCustom);
+  if (custom.length === 0) return { fields: fields.map((f) => ({ ...f, coverage: 1 })) };
+  const { rows: totals } = await db.execute<{ total: number }>(sql`SELECT count(*)::int AS total FROM contacts WHERE project_id = ${projectId}`);
+  const total = totals[0].total;
+  const buckets = total > COVERAGE_EXACT_UP_TO ? 2 ** Math.ceil(Math.log2(total / COVERAGE_EXACT_UP_TO)) : 1;
+  const counts = await countFieldPaths(
+    db,
+    projectId,
+    custom.map((f) => f.key),
+    buckets,
+  );
+  const coverage = (f: TypedField) => (!f.isCustom ? 1 : counts.read === 0 ? 0 : (counts.byKey.get(f.key) ?? 0) / counts.read);
+  return { fields: fields.map((f) => ({ field: f.field, type: f.type, isCustom: f.isCustom, coverage: coverage(f) })) };
+}
+
+type TypedField = { field: string; type: FieldType; isCustom: false } | { field: string; type: FieldType; isCustom: true; key: string };
+
+/** The standard fields, then every typed custom field by name: what conditions can compare (no reading of contacts). */
+export async function fieldsWithTypes(db: Db, projectId: string): Promise<TypedField[]> {
   const { rows: typed } = await db.execute<{ key: string; type: FieldType }>(
     sql`SELECT key, type FROM contact_fields WHERE project_id = ${projectId} ORDER BY key`,
   );
-  const standard = STANDARD_FIELDS.map((f) => ({ field: f.field, type: f.type, isCustom: false, coverage: 1 }));
-  if (typed.length === 0) return { fields: standard };
-  const { rows: totals } = await db.execute<{ total: number }>(sql`SELECT count(*)::int AS total FROM contacts WHERE project_id = ${projectId}`);
-  const { rows: counted } = await db.execute<{ key: string; n: number }>(sql`
-    WITH RECURSIVE
-      typed AS (SELECT string_to_array(k, '.') AS path FROM unnest(${textArray(typed.map((f) => f.key))}) AS k),
-      -- The entries a typed key starts with, and the objects it goes through ('profile' for
-      -- 'profile.tier'): the only ones kept and walked into.
-      heads AS (SELECT DISTINCT path[1] AS key FROM typed),
-      parents AS (SELECT DISTINCT path[1:n] AS path FROM typed, generate_series(1, cardinality(path) - 1) AS n),
-      entries(path, value) AS (
-        SELECT ARRAY[e.key], e.value
-          FROM contacts AS c, jsonb_each(CASE WHEN jsonb_typeof(c.data) = 'object' THEN c.data ELSE '{}' END) AS e
-         WHERE c.project_id = ${projectId} AND e.key IN (SELECT key FROM heads)
-        UNION ALL
-        SELECT parent.path || e.key, e.value
-          FROM entries AS parent, jsonb_each(parent.value) AS e
-         WHERE jsonb_typeof(parent.value) = 'object' AND parent.path IN (SELECT path FROM parents)
-      )
-    SELECT array_to_string(entries.path, '.') AS key, count(*)::int AS n
-      FROM entries JOIN typed ON typed.path = entries.path
-     WHERE jsonb_typeof(entries.value) <> 'null'
-     GROUP BY entries.path`);
-  const total = totals[0].total;
-  const counts = new Map(counted.map((r) => [r.key, r.n]));
-  const custom = typed.map((f) => ({
-    field: `data.${f.key}`,
-    type: f.type,
-    isCustom: true,
-    coverage: total === 0 ? 0 : (counts.get(f.key) ?? 0) / total,
-  }));
-  return { fields: [...standard, ...custom] };
+  return [
+    ...STANDARD_FIELDS.map((f) => ({ field: f.field, type: f.type, isCustom: false as const })),
+    ...typed.map((f) => ({ field: `data.${f.key}`, type: f.type, isCustom: true as const, key: f.key })),
+  ];
+}
+
+/** How many of the contacts read hold a value at each typed key; `buckets` > 1 reads the contacts of one hash bucket of `buckets`. */
+async function countFieldPaths(db: Db, projectId: string, keys: string[], buckets: number): Promise<{ read: number; byKey: Map<string, number> }> {
+  const paths = keys.map((k) => k.split('.'));
+  // The objects the typed keys' entries sit in: data itself, and each proper prefix of a nested key.
+  const parents = new Map<string, string[]>([['', []]]);
+  for (const path of paths) for (let n = 1; n < path.length; n++) parents.set(path.slice(0, n).join('.'), path.slice(0, n));
+  // `->` by name walks objects only: through a list it is NULL, so a list is never walked into.
+  const levels = sql.join(
+    [...parents.values()].map((parent) => sql`(${textArray(parent)}, ${sql.join([sql`c.data`, ...parent.map((p) => sql`${p}::text`)], sql` -> `)})`),
+    sql`, `,
+  );
+  // A contact is read when its id hashes into the first of `buckets` buckets: every contact when 1.
+  const sampled = buckets === 1 ? sql`true` : sql`(hashtext(c.id) & ${buckets - 1}::int) = 0`;
+  // Each contact read also lists one entry in a level of its own whose path starts with NULL, which
+  // no object's entries have: its count is the contacts read, in the same scan and snapshot.
+  const { rows } = await db.execute<{ key: string | null; n: number }>(sql`
+    SELECT wanted.key, counted.n
+      FROM (
+        SELECT level.path || e.key AS path, count(*)::int AS n
+          FROM contacts AS c
+               CROSS JOIN LATERAL (VALUES ${levels}, (ARRAY[NULL]::text[], '{"": true}'::jsonb)) AS level(path, value)
+               CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(level.value) = 'object' THEN level.value ELSE '{}' END) AS e
+         WHERE c.project_id = ${projectId} AND ${sampled} AND jsonb_typeof(e.value) <> 'null'
+         GROUP BY 1
+      ) AS counted
+      JOIN (SELECT string_to_array(k, '.'), k FROM unnest(${textArray(keys)}) AS k UNION ALL SELECT ARRAY[NULL, ''], NULL) AS wanted(path, key)
+        ON counted.path = wanted.path`);
+  const read = rows.find((r) => r.key === null)?.n ?? 0;
+  return { read, byKey: new Map(rows.filter((r) => r.key !== null).map((r) => [r.key as string, r.n])) };
 }
 
 /** Distinct values of a field, most frequent first; `count` is the number of distinct values in all. */

@@ -3,7 +3,16 @@ import type { AppContext } from '../../context.ts';
 import { projectOf, requireProject } from '../../http/auth.ts';
 import { cursorList, describe, simpleOrErrorSchema } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
-import { deleteField, FIELD_DELETES_PER_PROCESS, FIELD_DELETES_PER_PROJECT, fieldUsage, fieldValues, listFields } from './fields.ts';
+import {
+  COVERAGE_EXACT_UP_TO,
+  deleteField,
+  FIELD_DELETES_PER_PROCESS,
+  FIELD_DELETES_PER_PROJECT,
+  fieldRead,
+  fieldUsage,
+  fieldValues,
+  listFields,
+} from './fields.ts';
 import { listContacts } from './list.ts';
 import {
   contactIdParams,
@@ -105,9 +114,18 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
     '/contacts/fields',
     {
       onRequest,
-      schema: doc({ operationId: 'contacts.fields', summary: 'List contact fields with type and coverage', responses: { 200: fieldListSchema } }),
+      schema: doc({
+        operationId: 'contacts.fields',
+        summary: 'List contact fields with type and coverage',
+        description: `\`coverage\` is the share of contacts with a value (not null) at the field's path. Past ${COVERAGE_EXACT_UP_TO.toLocaleString('en-US')} contacts it is the share among the contacts of one hash bucket, ${(COVERAGE_EXACT_UP_TO / 2).toLocaleString('en-US')} to ${COVERAGE_EXACT_UP_TO.toLocaleString('en-US')} of them (a standard error under a quarter of a percentage point).`,
+        responses: { 200: fieldListSchema },
+        errors: [503],
+      }),
     },
-    async (req) => listFields(db, projectOf(req).projectId),
+    async (req) => {
+      const { projectId } = projectOf(req);
+      return fieldRead(ctx, projectId, (tx) => listFields(tx, projectId));
+    },
   );
 
   app.get(
@@ -120,12 +138,14 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
         params: fieldParams,
         query: fieldValuesQuery,
         responses: { 200: fieldValuesSchema },
-        errors: [400],
+        errors: [400, 503],
       }),
     },
     async (req) => {
+      const { projectId } = projectOf(req);
       const { field } = parse(fieldParams, req.params);
-      return fieldValues(db, projectOf(req).projectId, field, parse(fieldValuesQuery, req.query).limit);
+      const { limit } = parse(fieldValuesQuery, req.query);
+      return fieldRead(ctx, projectId, (tx) => fieldValues(tx, projectId, field, limit));
     },
   );
 
@@ -138,10 +158,14 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
         summary: 'Segments, campaigns and workflows that use a field',
         params: fieldParams,
         responses: { 200: fieldUsageSchema },
-        errors: [400],
+        errors: [400, 503],
       }),
     },
-    async (req) => fieldUsage(db, projectOf(req).projectId, parse(fieldParams, req.params).field),
+    async (req) => {
+      const { projectId } = projectOf(req);
+      const { field } = parse(fieldParams, req.params);
+      return fieldRead(ctx, projectId, (tx) => fieldUsage(tx, projectId, field));
+    },
   );
 
   app.delete(

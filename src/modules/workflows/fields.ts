@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { operatorsFor } from '../../conditions/operators.ts';
-import { listFields } from '../contacts/fields.ts';
+import { fieldsWithTypes } from '../contacts/fields.ts';
 import type { FieldType } from '../contacts/custom-data.ts';
 import { findWorkflow } from './store.ts';
 
@@ -23,8 +23,8 @@ const MAX_EVENT_FIELDS = 200;
 export async function workflowFields(ctx: AppContext, projectId: string, workflowId?: string): Promise<{ fields: WorkflowFieldItem[] }> {
   const db = ctx.database.db;
   const scope = workflowId ? sql`AND w.id = ${(await findWorkflow(db, projectId, workflowId)).id}` : sql``;
-  const [{ fields }, names] = await Promise.all([
-    listFields(db, projectId),
+  const [fields, names] = await Promise.all([
+    fieldsWithTypes(db, projectId),
     db.execute<{ name: string }>(sql`
       SELECT DISTINCT name FROM (
         SELECT w.event_name AS name FROM workflows w WHERE w.project_id = ${projectId} ${scope}
