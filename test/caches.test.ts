@@ -6,6 +6,8 @@ import { verifyDomain } from './helpers/domains.ts';
 import { type Api, createApi } from './helpers/http.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
+import { createKeyCache } from '../src/http/key-cache.ts';
+import pino from 'pino';
 
 /**
  * Caches live on each process's context and are evicted in every process through LISTEN/NOTIFY: a
@@ -94,5 +96,20 @@ describe('the API key cache', () => {
     assert.equal((await keys.resolve(c.project.secretKey))?.projectId, c.project.id);
     await first.sql(`UPDATE projects SET secret_key_hash = 'rotated-' || id WHERE id = $1`, [c.project.id]);
     assert.equal((await keys.resolve(c.project.secretKey))?.projectId, c.project.id, 'served from the cache');
+  });
+
+  test('the cache holds its bound of keys: past it the oldest key is read again, the others are served from the cache', async () => {
+    const [a, b, c] = [await bootstrap(first.api, 'bound a'), await bootstrap(first.api, 'bound b'), await bootstrap(first.api, 'bound c')];
+    const keys = await createKeyCache(first.ctx.database, first.databaseUrl, pino({ level: 'silent' }), 'test-secret-0123456789abcdef', () => {}, 2);
+    try {
+      for (const p of [a, b, c]) assert.equal((await keys.resolve(p.project.secretKey))?.projectId, p.project.id);
+      // The keys change in the database with no notification: only a cached entry still answers.
+      await first.sql(`UPDATE projects SET secret_key_hash = 'rotated-' || id WHERE id = ANY($1)`, [[a, b, c].map((p) => p.project.id)]);
+      assert.equal(await keys.resolve(a.project.secretKey), null, 'the oldest of three was dropped for the bound of 2');
+      assert.equal((await keys.resolve(b.project.secretKey))?.projectId, b.project.id, 'b is still cached');
+      assert.equal((await keys.resolve(c.project.secretKey))?.projectId, c.project.id, 'c is still cached');
+    } finally {
+      await keys.close();
+    }
   });
 });

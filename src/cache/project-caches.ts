@@ -4,11 +4,11 @@ import { LruCache } from '../render/lru.ts';
  * A small TTL cache keyed `<projectId>|<rest>`, bounded in size (least recently used goes first).
  * Entries of a project are evicted together (`evictProject`), which every process does when any
  * process announces a change of that project (http/key-cache.ts, LISTEN/NOTIFY); the TTL only
- * bounds staleness if a notification is ever missed.
+ * bounds staleness if a notification is ever missed. Nothing else is kept per project: an index of
+ * each project's keys outlived the entries the LRU evicted, one set for every project ever cached.
  */
 export class TtlCache<V> {
   private readonly entries: LruCache<string, { value: V; until: number }>;
-  private readonly keysByProject = new Map<string, Set<string>>();
   private readonly ttlMs: number;
 
   constructor(opts: { ttlMs: number; max: number }) {
@@ -50,15 +50,13 @@ export class TtlCache<V> {
   set(projectId: string, key: string, value: V): void {
     const full = `${projectId}|${key}`;
     this.entries.set(full, { value, until: Date.now() + this.ttlMs });
-    let keys = this.keysByProject.get(projectId);
-    if (!keys) this.keysByProject.set(projectId, (keys = new Set()));
-    if (keys.size < 10_000) keys.add(full);
   }
 
   evictProject(projectId: string): void {
     for (const key of this.loading.keys()) if (key.startsWith(`${projectId}|`)) this.loading.delete(key);
-    for (const key of this.keysByProject.get(projectId) ?? []) this.entries.delete(key);
-    this.keysByProject.delete(projectId);
+    // A scan of at most `max` keys, on a change of the project (not on a request's path).
+    const prefix = `${projectId}|`;
+    for (const key of [...this.entries.keys()]) if (key.startsWith(prefix)) this.entries.delete(key);
   }
 }
 

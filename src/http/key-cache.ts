@@ -15,6 +15,11 @@ export type KeyOwner = {
 
 const CHANNEL = 'herald_project_changed';
 const TTL_MS = 60_000;
+/**
+ * Keys cached at most; past it the oldest goes. Without a bound the map kept an entry for every
+ * key that was ever used in the process's life, expired or not: one or two for each project.
+ */
+export const MAX_CACHED_KEYS = 10_000;
 
 /**
  * API keys resolved to projects, cached in memory. Every process LISTENs on one channel, so a key
@@ -38,6 +43,7 @@ export async function createKeyCache(
   log: Logger,
   jwtSecret: string,
   onProjectChanged: (projectId: string) => void = () => {},
+  maxEntries = MAX_CACHED_KEYS,
 ): Promise<KeyCache> {
   const hash = apiKeyHasher(jwtSecret);
   // Keyed by the key's hash: not even memory holds secret keys longer than a request.
@@ -83,7 +89,11 @@ export async function createKeyCache(
         disabledReason: row.disabledReason,
         at: Date.now(),
       };
-      if (evictions === evictionsBefore) entries.set(hashed, owner);
+      if (evictions === evictionsBefore) {
+        entries.delete(hashed); // set again at the end of the map's order: the oldest is first
+        entries.set(hashed, owner);
+        if (entries.size > maxEntries) entries.delete(entries.keys().next().value as string);
+      }
       return owner;
     },
     notifyChanged: async (projectId, client) => {

@@ -17,12 +17,27 @@ function slidingCount(now: number, timeWindow: number, start: number, prev: numb
   return { current: Math.floor(prev * overlap) + curr, ttl: start + timeWindow - now };
 }
 
-class MemorySlidingStore {
+/**
+ * The counters of one process (no REDIS_URL). A key whose last request is two windows old counts
+ * as a new key, so once a window such keys are dropped: the map holds the projects and users of
+ * the last two minutes, not every one the process ever served.
+ */
+export class MemorySlidingStore {
   private readonly windows = new Map<string, { start: number; prev: number; curr: number }>();
+  private sweptAt = 0;
+
+  /** Keys held (for tests). */
+  get size(): number {
+    return this.windows.size;
+  }
 
   incr(key: string, cb: IncrCallback, timeWindow: number): void {
     const now = Date.now();
     const start = now - (now % timeWindow);
+    if (this.sweptAt < start) {
+      this.sweptAt = start;
+      for (const [k, w] of this.windows) if (w.start < start - timeWindow) this.windows.delete(k);
+    }
     let w = this.windows.get(key);
     if (!w || w.start < start - timeWindow) w = { start, prev: 0, curr: 0 };
     else if (w.start < start) w = { start, prev: w.curr, curr: 0 };

@@ -19,6 +19,11 @@ export class LruCache<K, V> {
     return entry?.value;
   }
 
+  /** The keys held, least recently used first. */
+  keys(): IterableIterator<K> {
+    return this.map.keys();
+  }
+
   delete(key: K): void {
     const entry = this.map.get(key);
     if (entry === undefined) return;
