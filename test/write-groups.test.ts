@@ -7,10 +7,11 @@ import { afterTrack } from '../src/modules/events/after-track.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { verifyDomain } from './helpers/domains.ts';
 import { type MailEnv, startMailEnv } from './helpers/mail.ts';
+import { recordStatements } from './helpers/statements.ts';
 import { waitFor } from './helpers/workflows.ts';
 
 /**
- * Concurrent /v1/track and /v1/send requests of one project commit together (db/write-groups.ts).
+ * Concurrent /v1/track, /v1/send and POST /contacts requests of one project commit together (db/write-groups.ts).
  * Rows written by one transaction share `xmin`, which is how these tests see that grouping
  * happened; everything else is asserted as a user sees it.
  */
@@ -26,6 +27,38 @@ after(async () => env?.stop());
 
 const transactionsOf = async (table: 'events' | 'emails', projectId: string, where = 'true') =>
   (await server.sql<{ n: number }>(`SELECT count(DISTINCT xmin::text)::int AS n FROM ${table} WHERE project_id = $1 AND ${where}`, [projectId]))[0].n;
+
+/**
+ * Runs `requests` while `table` is locked, and unlocks it once two of them wait for it: the
+ * project's two write slots are then taken, so the rest queue and go in groups.
+ */
+async function queuedBehindLock<T>(table: 'events' | 'contacts', requests: () => Promise<T>): Promise<T> {
+  const blocker = await server.ctx.database.pool.connect();
+  try {
+    await blocker.query('BEGIN');
+    await blocker.query(`LOCK TABLE ${table} IN EXCLUSIVE MODE`);
+    const pending = requests();
+    await waitFor('both slots waiting for the lock', async () => {
+      const [{ n }] = await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND relation = $1::regclass`, [table]);
+      return n >= 2;
+    });
+    await sleep(300);
+    await blocker.query('COMMIT');
+    return await pending;
+  } finally {
+    blocker.release();
+  }
+}
+
+const eventCounts = (projectId: string) =>
+  server.sql<{ name: string; n: number }>(`SELECT name, count(*)::int AS n FROM events WHERE project_id = $1 GROUP BY name ORDER BY name`, [projectId]);
+
+/** Contact `i` of a grouped test holds the data of one of its own writes `ns`, merged: `plan` set, `keep` kept (deleted for 5–9). */
+function assertMerged(c: { email: string; data: Record<string, unknown> }, i: number, ns: number[]): void {
+  assert.equal(c.data.plan, 'pro');
+  assert.ok(ns.includes(c.data.n as number), `${c.email} holds n=${c.data.n}, one of its own`);
+  if (i < 20) assert.equal(c.data.keep, i >= 5 && i < 10 ? undefined : i, c.email);
+}
 
 describe('grouped /v1/track', () => {
   let b: Bootstrapped;
@@ -48,24 +81,8 @@ describe('grouped /v1/track', () => {
       const data = i >= 5 && i < 10 ? { n, plan: 'pro', keep: null } : { n, plan: 'pro' };
       return { email: i % 2 ? `G${i}@Example.com` : `g${i}@example.com`, event: 'grouped', subscribed, data };
     });
-    // Event inserts wait behind a table lock until the requests have queued, so they go in groups
-    // (a track is one short statement: unhindered, most would find a free slot and go alone).
-    const blocker = await server.ctx.database.pool.connect();
-    let responses;
-    try {
-      await blocker.query('BEGIN');
-      await blocker.query('LOCK TABLE events IN EXCLUSIVE MODE');
-      const pending = Promise.all(sent.map((body) => b.pk.post('/v1/track', body)));
-      await waitFor('both slots waiting for the lock', async () => {
-        const [{ n }] = await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND relation = 'events'::regclass`);
-        return n >= 2;
-      });
-      await sleep(300);
-      await blocker.query('COMMIT');
-      responses = await pending;
-    } finally {
-      blocker.release();
-    }
+    // A track is one short statement: unhindered, most would find a free slot and go alone.
+    const responses = await queuedBehindLock('events', () => Promise.all(sent.map((body) => b.pk.post('/v1/track', body))));
     for (const res of responses) assert.equal(res.status, 200, res.text);
     const eventIds = new Set(responses.map((r) => r.body.data.event));
     assert.equal(eventIds.size, 300);
@@ -88,15 +105,10 @@ describe('grouped /v1/track', () => {
       assert.equal(ns.length, 5);
       // Each of the contact's responses names this contact.
       for (const n of ns) assert.equal(responses[n].body.data.contact, c.id, c.email);
-      assert.equal(c.data.plan, 'pro');
-      assert.ok(ns.includes(c.data.n as number), `${c.email} holds n=${c.data.n}, one of its own`);
-      if (i < 20) assert.equal(c.data.keep, i >= 5 && i < 10 ? undefined : i, c.email);
+      assertMerged(c, i, ns);
       assert.equal(c.subscribed, i >= 20, c.email);
     }
-    const counts = await server.sql<{ name: string; n: number }>(
-      `SELECT name, count(*)::int AS n FROM events WHERE project_id = $1 GROUP BY name ORDER BY name`,
-      [b.project.id],
-    );
+    const counts = await eventCounts(b.project.id);
     // One unsubscription each for contacts 0–9, whatever group their first track landed in.
     assert.deepEqual(counts, [
       { name: 'contact.unsubscribed', n: 10 },
@@ -131,6 +143,77 @@ describe('grouped /v1/track', () => {
     assert.ok(!written.some((c) => ['f7@example.com', 'f47@example.com', 'f87@example.com'].includes(c.email)));
     assert.equal((await server.sql(`SELECT 1 FROM events WHERE project_id = $1 AND name = 'explode'`, [b.project.id])).length, 0);
     assert.equal((await server.sql(`SELECT 1 FROM events WHERE project_id = $1 AND name = 'fine'`, [b.project.id])).length, 117);
+  });
+});
+
+describe('grouped POST /contacts', () => {
+  let b: Bootstrapped;
+  before(async () => {
+    b = await bootstrap(server.api);
+  });
+
+  test('200 concurrent upserts over 50 emails commit in fewer statements with the one-by-one rules; one past the data bound fails alone', async () => {
+    // Existing contacts: 0–9 subscribed, 10–19 unsubscribed, with data to merge into.
+    for (let i = 0; i < 20; i++) {
+      const res = await b.sk.post('/contacts', { email: `c${i}@example.com`, subscribed: i < 10, data: { plan: 'free', keep: i } });
+      assert.equal(res.status, 201, res.text);
+    }
+    // A contact near the data bound (1 MB as JSON): one more chunk of 240 KB takes it over.
+    const chunk = '\u0001'.repeat(40_000);
+    for (let k = 0; k < 4; k++)
+      assert.equal((await b.sk.post('/contacts', { email: 'big@example.com', data: { [`k${k}`]: chunk } })).status, k === 0 ? 201 : 200);
+    const sent = Array.from({ length: 200 }, (_, n) => {
+      const i = n % 50;
+      // 0–9 are unsubscribed by each of their upserts, 10–19 subscribed again; 20–49 are new.
+      const subscribed = i < 10 ? false : i < 20 ? true : undefined;
+      const data = i >= 5 && i < 10 ? { n, plan: 'pro', keep: null } : { n, plan: 'pro' };
+      return { email: i % 2 ? `C${i}@Example.com` : `c${i}@example.com`, subscribed, data };
+    });
+    const statements = recordStatements();
+    const from = statements.texts.length;
+    const [responses, tooBig] = await queuedBehindLock('contacts', () =>
+      Promise.all([Promise.all(sent.map((body) => b.sk.post('/contacts', body))), b.sk.post('/contacts', { email: 'big@example.com', data: { k4: chunk } })]),
+    );
+    assert.equal(tooBig.status, 422, tooBig.text);
+    assert.equal(tooBig.body.error.errors[0].code, 'too_big');
+    const upserts = statements.texts.slice(from).filter((t) => /INSERT INTO contacts/.test(t));
+    const grouped = upserts.filter((t) => t.includes('SELECT * FROM upserted'));
+    assert.ok(grouped.length > 0 && upserts.length < 150, `201 upserts in ${upserts.length} statements, ${grouped.length} of them grouped`);
+
+    const contacts = await server.sql<{ email: string; id: string; subscribed: boolean; data: Record<string, unknown> }>(
+      `SELECT email, id, subscribed, data FROM contacts WHERE project_id = $1 AND email LIKE 'c%' ORDER BY email`,
+      [b.project.id],
+    );
+    assert.equal(contacts.length, 50);
+    for (const c of contacts) {
+      const i = Number(c.email.slice(1, c.email.indexOf('@')));
+      const ns = sent.flatMap((s, n) => (s.email.toLowerCase() === c.email ? [n] : []));
+      assert.equal(ns.length, 4);
+      const mine = ns.map((n) => responses[n]);
+      for (const res of mine) {
+        assert.equal(res.body.id, c.id, c.email);
+        assert.equal(res.status, res.body._meta.isNew ? 201 : 200, res.text);
+      }
+      // A new contact is created by exactly one of its upserts; an existing one by none.
+      assert.equal(mine.filter((r) => r.body._meta.isNew).length, i >= 20 ? 1 : 0, c.email);
+      assert.ok(
+        mine.every((r) => r.body._meta.isNew || r.body._meta.isUpdate),
+        `${c.email}: each upsert changed n`,
+      );
+      assertMerged(c, i, ns);
+      assert.equal(c.subscribed, i >= 10, c.email);
+    }
+    // One subscription change each for contacts 0–19, whatever group their first upsert landed in.
+    const counts = await eventCounts(b.project.id);
+    assert.deepEqual(counts, [
+      { name: 'contact.subscribed', n: 10 },
+      { name: 'contact.unsubscribed', n: 10 },
+    ]);
+    const [big] = await server.sql<{ keys: string[] }>(
+      `SELECT array(SELECT jsonb_object_keys(data) ORDER BY 1) AS keys FROM contacts WHERE project_id = $1 AND email = 'big@example.com'`,
+      [b.project.id],
+    );
+    assert.deepEqual(big.keys, ['k0', 'k1', 'k2', 'k3'], 'the refused write changed nothing');
   });
 });
 

@@ -27,12 +27,16 @@ import {
   listContactsQuery,
   lookupBody,
   lookupResultSchema,
+  normaliseEmail,
   parseCreateContact,
   savedContactSchema,
   updateContactBody,
 } from './schemas.ts';
 import { EVENT_DELETE_BATCH, EVENT_DELETES_PER_PROJECT } from '../events/usage.ts';
-import { deleteContact, getContact, lookupContacts, patchContact, saveContact } from './service.ts';
+import { deleteContact, getContact, lookupContacts, patchContact } from './service.ts';
+import { type ContactSave, saveContact, saveContacts } from './save.ts';
+import { WRITE_GROUP_LIMITS, logGroupFailure, writeGroups } from '../../db/write-groups.ts';
+import type { UpsertResult } from './service.ts';
 
 const EXAMPLE_CONTACT = {
   id: 'cnt_01j9z3k5e8f7g6h5j4k3m2n1p0',
@@ -48,6 +52,14 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
   const onRequest = requireProject(ctx);
   const db = ctx.database.db;
   const doc = (d: Omit<Parameters<typeof describe>[0], 'tag' | 'access'>) => describe({ tag: 'Contacts', access: 'project', ...d });
+  // Concurrent POST /contacts of one project commit together, as tracks and sends do (db/write-groups.ts).
+  const saves = writeGroups<ContactSave, UpsertResult>({
+    ...WRITE_GROUP_LIMITS,
+    conflictKeys: (save) => [normaliseEmail(save.input.email)],
+    runOne: (save) => saveContact(ctx, save),
+    runMany: (group) => saveContacts(ctx, group[0].projectId, group),
+    onGroupFailed: (err, size) => logGroupFailure(ctx, 'contact upsert', err, size),
+  });
 
   app.get(
     '/contacts',
@@ -91,7 +103,8 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
       }),
     },
     async (req, reply) => {
-      const result = await saveContact(ctx, projectOf(req).projectId, parseCreateContact(req.body));
+      const { projectId } = projectOf(req);
+      const result = await saves.submit(projectId, { projectId, input: parseCreateContact(req.body) });
       return reply.status(result.isNew ? 201 : 200).send({ ...result.contact, _meta: { isNew: result.isNew, isUpdate: result.isUpdate } });
     },
   );

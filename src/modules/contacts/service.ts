@@ -269,18 +269,7 @@ export async function lookupContacts(db: Db, projectId: string, emails: string[]
 }
 
 // Route-level operations: they choose the transaction, so a request without a subscription
-// change stays a single statement.
-
-export async function saveContact(ctx: AppContext, projectId: string, input: CreateContactInput): Promise<UpsertResult> {
-  const opts = { defaultSubscribed: true, now: ctx.clock.now() };
-  // Only an explicit `subscribed` can change an existing contact's state, and so write an event.
-  const result =
-    input.subscribed === undefined
-      ? await upsertContact(ctx.database.db, projectId, input, opts)
-      : await withTransaction(ctx.database, ({ tx }) => upsertContact(tx, projectId, input, opts));
-  if (result.isNew || result.isUpdate) await scheduleSegmentReevaluation(ctx, projectId, result.contact.id);
-  return result;
-}
+// change stays a single statement. POST /contacts: save.ts.
 
 export async function patchContact(ctx: AppContext, projectId: string, contactId: string, input: UpdateContactInput): Promise<ContactRecord> {
   const opts = { now: ctx.clock.now() };
