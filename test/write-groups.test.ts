@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, mock, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CommitOutcomeUnknown } from '../src/db/client.ts';
-import { LEFT_OUT, writeGroups } from '../src/db/write-groups.ts';
+import { LEFT_OUT, groupShareOfData, writeGroups } from '../src/db/write-groups.ts';
 import { afterTrack } from '../src/modules/events/after-track.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { verifyDomain } from './helpers/domains.ts';
@@ -214,6 +214,25 @@ describe('grouped POST /contacts', () => {
       [b.project.id],
     );
     assert.deepEqual(big.keys, ['k0', 'k1', 'k2', 'k3'], 'the refused write changed nothing');
+  });
+
+  test('requests carrying much data go in smaller groups: a group holds at most 100 shares, one per request and one per 16 KB of its data', async () => {
+    const statements = recordStatements();
+    const from = statements.texts.length;
+    const data = { blob: 'x'.repeat(100 * 1024) }; // a share of 1 + 6 = 7: at most 14 requests a group
+    assert.equal(groupShareOfData(100 * 1024 + 11), 7);
+    const responses = await queuedBehindLock('contacts', () =>
+      Promise.all(Array.from({ length: 60 }, (_, i) => b.sk.post('/contacts', { email: `heavy${i}@example.com`, data }))),
+    );
+    assert.deepEqual(
+      responses.map((r) => r.status),
+      Array(60).fill(201),
+    );
+    const groupSizes = statements.texts
+      .slice(from)
+      .flatMap((t, i) => (t.includes('SELECT * FROM upserted') ? [(JSON.parse(statements.params[from + i][1] as string) as unknown[]).length] : []));
+    assert.ok(groupSizes.length > 0, 'some went in groups');
+    assert.ok(Math.max(...groupSizes) <= 14, `group sizes ${groupSizes.join(', ')}`);
   });
 });
 

@@ -122,6 +122,9 @@ function measure(value: unknown): { keys: number; bytes: number } {
   return m;
 }
 
+/** The JSON bytes of accepted `data` (customDataSchema), as it counts them. */
+export const dataBytes = (data: Record<string, unknown> | undefined): number => (data === undefined ? 0 : measure(data).bytes);
+
 /** The locale a `data.locale` value sets: through the `{ value, persistent }` wrapper. */
 const localeValue = (v: unknown): unknown => (isOneOff(v) ? v.value : v);
 

@@ -35,7 +35,8 @@ import {
 import { EVENT_DELETE_BATCH, EVENT_DELETES_PER_PROJECT } from '../events/usage.ts';
 import { deleteContact, getContact, lookupContacts, patchContact } from './service.ts';
 import { type ContactSave, saveContact, saveContacts } from './save.ts';
-import { WRITE_GROUP_LIMITS, logGroupFailure, writeGroups } from '../../db/write-groups.ts';
+import { WRITE_GROUP_LIMITS, groupShareOfData, logGroupFailure, writeGroups } from '../../db/write-groups.ts';
+import { dataBytes } from './custom-data.ts';
 import type { UpsertResult } from './service.ts';
 
 const EXAMPLE_CONTACT = {
@@ -56,6 +57,7 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
   const saves = writeGroups<ContactSave, UpsertResult>({
     ...WRITE_GROUP_LIMITS,
     conflictKeys: (save) => [normaliseEmail(save.input.email)],
+    sizeOf: (save) => groupShareOfData(save.dataBytes),
     runOne: (save) => saveContact(ctx, save),
     runMany: (group) => saveContacts(ctx, group[0].projectId, group),
     onGroupFailed: (err, size) => logGroupFailure(ctx, 'contact upsert', err, size),
@@ -104,7 +106,8 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     async (req, reply) => {
       const { projectId } = projectOf(req);
-      const result = await saves.submit(projectId, { projectId, input: parseCreateContact(req.body) });
+      const input = parseCreateContact(req.body);
+      const result = await saves.submit(projectId, { projectId, input, dataBytes: dataBytes(input.data) });
       return reply.status(result.isNew ? 201 : 200).send({ ...result.contact, _meta: { isNew: result.isNew, isUpdate: result.isUpdate } });
     },
   );

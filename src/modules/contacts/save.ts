@@ -13,7 +13,8 @@ import { upsertContacts } from './upsert-many.ts';
  * for each contact written, after the commit.
  */
 
-export type ContactSave = { projectId: string; input: CreateContactInput };
+/** `dataBytes`: the JSON bytes of the input's data (its share of a write group). */
+export type ContactSave = { projectId: string; input: CreateContactInput; dataBytes: number };
 
 export async function saveContact(ctx: AppContext, { projectId, input }: ContactSave): Promise<UpsertResult> {
   const opts = { defaultSubscribed: true, now: ctx.clock.now() };

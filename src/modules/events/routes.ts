@@ -7,7 +7,7 @@ import { idempotency } from '../../http/idempotency.ts';
 import { cursorList, describe } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { trackCors, trackPreflight } from './cors.ts';
-import { WRITE_GROUP_LIMITS, logGroupFailure, writeGroups } from '../../db/write-groups.ts';
+import { WRITE_GROUP_LIMITS, groupShareOfData, logGroupFailure, writeGroups } from '../../db/write-groups.ts';
 import { MAX_LISTED_EVENT_NAMES, distinctEventNames, eventStats, listContactEvents, listEvents } from './list.ts';
 import { rangeQuery, toTimeRange } from './range.ts';
 import {
@@ -57,6 +57,7 @@ export function eventRoutes(app: FastifyInstance, ctx: AppContext): void {
   const tracks = writeGroups<PreparedTrack, TrackResult>({
     ...WRITE_GROUP_LIMITS,
     conflictKeys: trackContactKeys,
+    sizeOf: (track) => groupShareOfData(track.dataBytes),
     runOne: (track) => trackPrepared(ctx, track),
     runMany: (group) => trackMany(ctx, group[0].projectId, group),
     onGroupFailed: (err, size) => logGroupFailure(ctx, 'track', err, size),

@@ -2,7 +2,7 @@ import type { AppContext } from '../../context.ts';
 import { type Tx, withTransaction } from '../../db/client.ts';
 import { LEFT_OUT } from '../../db/write-groups.ts';
 import { validationError } from '../../http/errors.ts';
-import { splitCustomData } from '../contacts/custom-data.ts';
+import { dataBytes, splitCustomData } from '../contacts/custom-data.ts';
 import { normaliseEmail } from '../contacts/schemas.ts';
 import { type ContactRecord, type UpsertInput, type UpsertResult, upsertContact } from '../contacts/service.ts';
 import { upsertContacts } from '../contacts/upsert-many.ts';
@@ -15,7 +15,8 @@ import { trackInOneStatement } from './track-statement.ts';
 export type TrackResult = { contact: ContactRecord; isNewContact: boolean; event: { id: string; createdAt: Date } };
 
 /** A track request checked and resolved to what it writes, before any transaction. */
-export type PreparedTrack = { projectId: string; name: string; data: Record<string, unknown>; upsert: UpsertInput; now: Date };
+/** `dataBytes`: the JSON bytes of the request's data (its share of a write group). */
+export type PreparedTrack = { projectId: string; name: string; data: Record<string, unknown>; dataBytes: number; upsert: UpsertInput; now: Date };
 
 /**
  * Checks a /v1/track or /events/track body and fixes what it writes. New contacts of /v1/track are
@@ -31,6 +32,7 @@ export function prepareTrack(ctx: AppContext, projectId: string, input: TrackInp
     projectId,
     name,
     data: { ...set, ...oneOff },
+    dataBytes: dataBytes(input.data),
     upsert: { email: input.email, subscribed: opts.publicKey && input.subscribed === true ? undefined : input.subscribed, data: input.data },
     now: opts.now ?? ctx.clock.now(),
   };
