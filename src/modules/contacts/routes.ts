@@ -33,11 +33,10 @@ import {
   updateContactBody,
 } from './schemas.ts';
 import { EVENT_DELETE_BATCH, EVENT_DELETES_PER_PROJECT } from '../events/usage.ts';
-import { deleteContact, getContact, lookupContacts, patchContact } from './service.ts';
+import { type UpsertResult, deleteContact, getContact, lookupContacts, patchContact } from './service.ts';
 import { type ContactSave, saveContact, saveContacts } from './save.ts';
 import { WRITE_GROUP_LIMITS, groupShareOfData, logGroupFailure, writeGroups } from '../../db/write-groups.ts';
 import { dataBytes } from './custom-data.ts';
-import type { UpsertResult } from './service.ts';
 
 const EXAMPLE_CONTACT = {
   id: 'cnt_01j9z3k5e8f7g6h5j4k3m2n1p0',
