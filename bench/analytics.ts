@@ -99,6 +99,7 @@ const EVENT_READS: [string, string][] = [
   ['events/names', '/events/names'],
   ['emails (first page)', '/emails?limit=50'],
   ['emails status=COMPLAINED', '/emails?limit=50&status=COMPLAINED'],
+  ['campaigns (page of 100)', '/campaigns?pageSize=100'],
 ];
 
 type Sql = (text: string, values?: unknown[]) => Promise<unknown[]>;

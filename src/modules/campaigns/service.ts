@@ -8,7 +8,8 @@ import { type PageList, pageList } from '../../http/pagination.ts';
 import { senderDomainFor } from '../domains/sender.ts';
 import { checkAudience, countRecipientsInTime } from './audience.ts';
 import type { CampaignRecord, CreateCampaignInput, ListCampaignsQuery, UpdateCampaignInput } from './schemas.ts';
-import { type DeliveryCounts, ZERO_COUNTS, deliveryCounts } from './stats.ts';
+import { type DeliveryCounts, ZERO_COUNTS } from './stats.ts';
+import { campaignOutcomeTotals } from '../analytics/outcome-rollups.ts';
 import { containsPattern } from '../../db/like.ts';
 import { assertPageWithinBudget } from '../../db/page-budget.ts';
 import { assertTemplatesParse, messageContentValues } from '../templates/message-content.ts';
@@ -50,9 +51,15 @@ export function toCampaignRecord(c: CampaignRow, counts: DeliveryCounts = ZERO_C
 /** Campaigns that never sent have no emails: their counters are zero without a query. */
 const hasEmails = (status: CampaignStatus) => status === 'SENDING' || status === 'SENT' || status === 'CANCELLED';
 
+/**
+ * The counters of a page of campaigns from their outcome totals (campaign_outcomes, kept by the
+ * statements that record each outcome: analytics/outcome-rollups.ts), one row each. Counted from
+ * the emails, a page of 20 campaigns of 9,000 recipients read 180,000 emails (215 ms), and the
+ * cost grew with every campaign's size.
+ */
 async function withCounts(db: Db, rows: CampaignRow[]): Promise<CampaignRecord[]> {
   const ids = rows.filter((r) => hasEmails(r.status)).map((r) => r.id);
-  const counts = ids.length > 0 ? await deliveryCounts(db, ids) : new Map<string, DeliveryCounts>();
+  const counts = ids.length > 0 ? await campaignOutcomeTotals(db, ids) : new Map<string, DeliveryCounts>();
   return rows.map((r) => toCampaignRecord(r, counts.get(r.id)));
 }
 
