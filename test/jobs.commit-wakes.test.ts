@@ -17,6 +17,7 @@ import { startRuntime } from '../src/runtime.ts';
 import { CAMPAIGN_QUEUE } from '../src/modules/campaigns/queue-name.ts';
 import { DELIVERY_QUEUE } from '../src/modules/emails/delivery/queue-name.ts';
 import { SYSTEM_MAIL_QUEUE } from '../src/mail/system-mail.ts';
+import { COMMIT_WAKE_MS } from '../src/jobs/commit-wakes.ts';
 
 /**
  * An email queued by a request (or a workflow batch) is fetched for delivery as its transaction
@@ -204,6 +205,9 @@ test('an account email (a password reset) is fetched by the system-mail worker a
     const signup = await env.server.api.post('/auth/signup', { email, password: 'correct horse battery' });
     assert.equal(signup.status, 201, signup.text);
     await until('Confirm your email address');
+    // The confirmation's own wake of the queue was just now: a wake within COMMIT_WAKE_MS of it
+    // waits for the window's end (throttledWakes), which a probe tick could then fall into.
+    await sleep(COMMIT_WAKE_MS + 50);
 
     const from = statements.texts.length;
     const asked = await env.server.api.post('/auth/request-password-reset', { email });
