@@ -61,9 +61,9 @@ export function parseFieldRef(name: string): FieldRef {
 /** Present and not JSON null. */
 const hasPath = (path: string[]): SQL => sql`jsonb_typeof(c.data #> ${textArray(path)}) <> 'null'`;
 
-/** The project's custom field types by key (`plan`, `profile.tier`): what segments and conditions compare with. */
+/** The project's custom field types by key (`plan`, `profile.tier`), in key order: what segments and conditions compare with. */
 export async function customFieldTypes(db: Db, projectId: string): Promise<Map<string, FieldType>> {
-  const { rows } = await db.execute<{ key: string; type: FieldType }>(sql`SELECT key, type FROM contact_fields WHERE project_id = ${projectId}`);
+  const { rows } = await db.execute<{ key: string; type: FieldType }>(sql`SELECT key, type FROM contact_fields WHERE project_id = ${projectId} ORDER BY key`);
   return new Map(rows.map((r) => [r.key, r.type]));
 }
 
@@ -109,12 +109,10 @@ type TypedField = { field: string; type: FieldType; isCustom: false } | { field:
 
 /** The standard fields, then every typed custom field by name: what conditions can compare (no reading of contacts). */
 export async function fieldsWithTypes(db: Db, projectId: string): Promise<TypedField[]> {
-  const { rows: typed } = await db.execute<{ key: string; type: FieldType }>(
-    sql`SELECT key, type FROM contact_fields WHERE project_id = ${projectId} ORDER BY key`,
-  );
+  const typed = await customFieldTypes(db, projectId);
   return [
     ...STANDARD_FIELDS.map((f) => ({ field: f.field, type: f.type, isCustom: false as const })),
-    ...typed.map((f) => ({ field: `data.${f.key}`, type: f.type, isCustom: true as const, key: f.key })),
+    ...[...typed].map(([key, type]) => ({ field: `data.${key}`, type, isCustom: true as const, key })),
   ];
 }
 

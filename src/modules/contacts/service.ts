@@ -5,7 +5,7 @@ import { type Db, withTransaction } from '../../db/client.ts';
 import { conflict, fieldErrors, notFound, validationError } from '../../http/errors.ts';
 import { type NewEvent, recordEvent } from '../events/record.ts';
 import { type DataChanges, fieldTypesOf, splitCustomData } from './custom-data.ts';
-import { CONTACT_ID, type ContactRecord, type CreateContactInput, type UpdateContactInput, emailSchema, normaliseEmail } from './schemas.ts';
+import { CONTACT_ID, type ContactRecord, type UpdateContactInput, emailSchema, normaliseEmail } from './schemas.ts';
 import { clientOf, executePrepared } from '../../db/prepared.ts';
 import { type ContactRow, contactColumns, textArray, toContactRecord } from './sql.ts';
 import { upsertContactQuery } from './upsert-sql.ts';
