@@ -153,19 +153,8 @@ async function fieldsBenchmark(server: Server, b: Awaited<ReturnType<typeof boot
   const error = Math.max(...Object.keys(want).map((k) => Math.abs(want[k] - got[k])));
   console.log(`\n3. GET /contacts/fields (${keys.length} custom fields), coverage past ${fmt(COVERAGE_EXACT_UP_TO)} contacts from a sample`);
   console.log(`   largest coverage difference from the exact share: ${(error * 100).toFixed(3)} points`);
-  const times = { listed: [] as number[], exact: [] as number[] };
   const rounds = Math.max(3, Math.ceil(SAMPLES / 3));
-  for (let i = 0; i < rounds + 1; i++) {
-    for (const [name, fn] of [
-      ['listed', listed],
-      ['exact', exact],
-    ] as const) {
-      const t = performance.now();
-      await fn();
-      if (i >= 1) times[name].push(performance.now() - t);
-    }
-  }
-  const [listedMs, exactMs] = [median(times.listed), median(times.exact)];
+  const [listedMs, exactMs] = await interleavedMedians([listed, exact], rounds, 1);
   console.log(`   GET /contacts/fields through HTTP:         median ${listedMs.toFixed(1)} ms over ${rounds} runs`);
   console.log(`   exact coverage by hand in SQL:             median ${exactMs.toFixed(1)} ms`);
   console.log(`   ratio listing / exact: ${(listedMs / exactMs).toFixed(2)}×`);
@@ -195,25 +184,28 @@ async function measure(
   console.log(`${title}: ${JSON.stringify((tree as typeof TREE).groups[0].filters)}`);
   console.log(`   matching contacts: ${fmt(expected)} of ${fmt(CONTACTS)}`);
 
-  // Interleaved, so both see the same cache and machine state; the first rounds warm up.
-  const times = { compiled: [] as number[], hand: [] as number[] };
-  for (let i = 0; i < SAMPLES + 3; i++) {
-    for (const [name, fn] of [
-      ['compiled', compiled],
-      ['hand', handWritten],
-    ] as const) {
-      const t = performance.now();
-      await fn();
-      if (i >= 3) times[name].push(performance.now() - t);
-    }
-  }
-  const compiledMs = median(times.compiled);
-  const handMs = median(times.hand);
+  const [compiledMs, handMs] = await interleavedMedians([compiled, handWritten], SAMPLES, 3);
   const ratio = compiledMs / handMs;
   console.log(`   compiled tree (compileCondition + count):  median ${compiledMs.toFixed(1)} ms over ${SAMPLES} runs`);
   console.log(`   hand-written SQL count:                    median ${handMs.toFixed(1)} ms`);
   console.log(`   ratio compiled / hand-written: ${ratio.toFixed(2)}×`);
   return { compiledMs, handMs, ratio };
+}
+
+/**
+ * The median time of each of `fns` over `rounds` runs, called in turn so that all see the same
+ * cache and machine state, after `warmUp` rounds that are not timed.
+ */
+async function interleavedMedians(fns: (() => Promise<unknown>)[], rounds: number, warmUp: number): Promise<number[]> {
+  const times = fns.map(() => [] as number[]);
+  for (let i = 0; i < warmUp + rounds; i++) {
+    for (const [k, fn] of fns.entries()) {
+      const t = performance.now();
+      await fn();
+      if (i >= warmUp) times[k].push(performance.now() - t);
+    }
+  }
+  return times.map(median);
 }
 
 function median(xs: number[]): number {
