@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { customType, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import { bigint, customType, index, integer, jsonb, pgTable, primaryKey, smallint, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 import { contacts } from './contacts.ts';
 import { projects } from './users.ts';
 
@@ -125,6 +125,12 @@ export const emails = pgTable(
     index('emails_project_message_id_idx')
       .on(t.messageId)
       .where(sql`message_id IS NOT NULL`),
+    // GET /emails?status= of a rare status: its newest page without reading past the common ones.
+    // The common statuses are dense among the newest emails (the project index finds a page at once),
+    // and an email enters a rare status once, so delivery writes no entry here.
+    index('emails_project_rare_status_idx')
+      .on(t.projectId, t.status, t.createdAt, t.id)
+      .where(sql`status IN ('BOUNCED', 'COMPLAINED', 'FAILED', 'SKIPPED', 'SUPPRESSED')`),
     // Analytics: each outcome counted over time by an index-only range scan per project.
     index('emails_project_sent_at_idx')
       .on(t.projectId, t.sentAt)
@@ -190,6 +196,26 @@ const outcomeCounts = () => ({
   bounced: integer('bounced').notNull().default(0),
   complained: integer('complained').notNull().default(0),
 });
+
+/**
+ * The exact number of emails per project and status, for the `total` of GET /emails (a count of the
+ * emails themselves grows with the table). Kept by statement-level triggers on `emails` defined in
+ * migration 0018 (every insert, delete and update, cascades and resets included). In 16 shards (the
+ * writer's backend pid modulo 16) so that concurrent writers of one status do not queue on one row.
+ */
+export const emailCounts = pgTable(
+  'email_counts',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    status: text('status').$type<EmailStatus>().notNull(),
+    shard: smallint('shard').notNull(),
+    /** Per shard; may be negative (the sum over the shards is the count). */
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.status, t.shard] })],
+);
 
 /**
  * Email outcomes per project and quarter hour (UTC), for GET /analytics/timeseries: the number of

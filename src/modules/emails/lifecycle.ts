@@ -24,7 +24,9 @@ import { eventsWithStatement, recordEvent, recordEvents, recordEventsWith } from
  * FAILED → email.failed; bounce → email.bounced; complaint → email.complained; open →
  * email.opened; click → email.clicked (and email.opened for the first open). All go through the
  * event writer (events/record.ts). What a bounce or complaint causes beyond the email itself
- * (suppression, unsubscribe, reputation) is in suppressions/feedback.ts.
+ * (suppression, unsubscribe, reputation) is in suppressions/feedback.ts. The number of emails per
+ * status (email_counts, GET /emails' `total`) follows every insert, update and delete of `emails`
+ * by trigger (migration 0018).
  */
 
 export type EmailRow = typeof emails.$inferSelect;

@@ -81,6 +81,27 @@ export async function getRawEmail(ctx: AppContext, projectId: string, id: string
   }
 }
 
+/** Emails of one contact or campaign, counted from their index. */
+const countWhere = async (ctx: AppContext, where: SQL) =>
+  (
+    await ctx.database.db
+      .select({ n: sql<number>`count(*)::int` })
+      .from(emails)
+      .where(where)
+  )[0].n;
+
+/**
+ * Every email of the project, or those of one status, from the counters in email_counts
+ * (db/schema/emails.ts), which triggers on `emails` keep in the statements that write emails
+ * (migration 0018): a few rows per status however many emails there are.
+ */
+async function countEmails(ctx: AppContext, projectId: string, status: string | undefined): Promise<number> {
+  const { rows } = await ctx.database.db.execute<{ n: string }>(sql`
+    SELECT coalesce(sum(c.count), 0)::bigint AS n FROM email_counts AS c
+     WHERE c.project_id = ${projectId}${status === undefined ? sql`` : sql` AND c.status = ${status}`}`);
+  return Number(rows[0].n);
+}
+
 export type EmailListQuery = { limit: number; cursor?: string; contactId?: string; campaignId?: string; status?: string };
 
 /** Newest first, keyset-paginated on (created_at, id). */
@@ -101,13 +122,6 @@ export async function listEmails(ctx: AppContext, projectId: string, q: EmailLis
     )
     .orderBy(desc(emails.createdAt), desc(emails.id))
     .limit(q.limit + 1);
-  const total = q.cursor
-    ? 0
-    : (
-        await ctx.database.db
-          .select({ n: sql<number>`count(*)::int` })
-          .from(emails)
-          .where(where)
-      )[0].n;
+  const total = q.cursor ? 0 : q.contactId || q.campaignId ? await countWhere(ctx, where) : await countEmails(ctx, projectId, q.status);
   return { ...cursorPage(rows, q.limit, (e) => [e.createdAt, e.id], toEmailRecord), total };
 }

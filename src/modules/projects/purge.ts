@@ -153,7 +153,7 @@ const deletedEmails = byKeys('emails', ['id']);
  * referenced by a row of an earlier one, so no delete cascades into a big table. Workflows first:
  * their executions stop taking steps at once. The analytics rollups of emails and events
  * (analytics/rollups.ts, outcome-rollups.ts) go with them; the event counters (events/counts.ts)
- * follow the events' delete by trigger.
+ * follow the events' delete by trigger, and the email counters (email_counts) the emails' delete.
  */
 function purgeSteps(emails: Step): Step[] {
   return [
