@@ -67,7 +67,7 @@ export async function startTestServer(env: Record<string, string> = {}, opts: { 
     stop: async () => {
       await runtime.stop();
       try {
-        await assertEmailCountsExact(pool);
+        await assertCountersExact(pool);
       } finally {
         await pool.end();
       }
@@ -76,23 +76,38 @@ export async function startTestServer(env: Record<string, string> = {}, opts: { 
   };
 }
 
+const NO_STEP = `'00000000-0000-0000-0000-000000000000'::uuid`;
+
+/** Each counter table that triggers keep (migrations 0018, 0019), with the key it counts and the rows it counts. */
+const COUNTERS = [
+  { counters: 'email_counts', key: ['project_id', 'status'], rows: 'SELECT project_id, status FROM emails' },
+  {
+    counters: 'workflow_execution_counts',
+    key: ['workflow_id', 'status', 'step_id'],
+    rows: `SELECT workflow_id, status, CASE WHEN status = 'WAITING' THEN coalesce(current_step_id, ${NO_STEP}) ELSE ${NO_STEP} END AS step_id FROM workflow_executions`,
+  },
+  { counters: 'workflow_step_counts', key: ['workflow_id', 'step_id', 'status'], rows: 'SELECT workflow_id, step_id, status FROM workflow_step_executions' },
+];
+
 /**
- * After every test server: GET /emails' totals come from counters that triggers keep
- * (migration 0018), so whatever a test did to its emails, through whichever path, each counter
- * must equal the emails stored. A database a test took away is not checked.
+ * After every test server: the totals of GET /emails, GET /workflows/:id and its executions come
+ * from counters that triggers keep, so whatever a test did, through whichever path, each counter
+ * must equal the rows stored. A database a test took away is not checked.
  */
-async function assertEmailCountsExact(pool: pg.Pool): Promise<void> {
-  let rows: { project_id: string; status: string; counted: number; stored: number }[];
-  try {
-    ({ rows } = await pool.query(`
-      SELECT coalesce(c.project_id, e.project_id) AS project_id, coalesce(c.status, e.status) AS status,
-             coalesce(c.n, 0)::int AS counted, coalesce(e.n, 0)::int AS stored
-        FROM (SELECT project_id, status, sum(count) AS n FROM email_counts GROUP BY 1, 2) AS c
-        FULL JOIN (SELECT project_id, status, count(*) AS n FROM emails GROUP BY 1, 2) AS e USING (project_id, status)
-       WHERE coalesce(c.n, 0) <> coalesce(e.n, 0)`));
-  } catch (err) {
-    if ((err as { code?: string }).code?.startsWith('42')) throw err; // a mistake in the query, not a database gone
-    return;
+async function assertCountersExact(pool: pg.Pool): Promise<void> {
+  for (const { counters, key, rows } of COUNTERS) {
+    const k = key.join(', ');
+    let differ: Record<string, unknown>[];
+    try {
+      ({ rows: differ } = await pool.query(`
+        SELECT ${key.map((c) => `coalesce(c.${c}, r.${c}) AS ${c}`).join(', ')}, coalesce(c.n, 0)::int AS counted, coalesce(r.n, 0)::int AS stored
+          FROM (SELECT ${k}, sum(count) AS n FROM ${counters} GROUP BY ${k}) AS c
+          FULL JOIN (SELECT ${k}, count(*) AS n FROM (${rows}) AS s GROUP BY ${k}) AS r USING (${k})
+         WHERE coalesce(c.n, 0) <> coalesce(r.n, 0)`));
+    } catch (err) {
+      if ((err as { code?: string }).code?.startsWith('42')) throw err; // a mistake in the query, not a database gone
+      return;
+    }
+    if (differ.length > 0) throw new Error(`${counters} differ from the rows stored: ${JSON.stringify(differ)}`);
   }
-  if (rows.length > 0) throw new Error(`email_counts differ from the emails stored: ${JSON.stringify(rows)}`);
 }

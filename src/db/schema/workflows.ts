@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { boolean, check, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import { bigint, boolean, check, index, integer, jsonb, pgTable, primaryKey, smallint, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 import { contacts } from './contacts.ts';
 import { templates } from './templates.ts';
 import { projects } from './users.ts';
@@ -139,6 +139,11 @@ export const workflowExecutions = pgTable(
     index('workflow_executions_workflow_contact_idx').on(t.workflowId, t.contactId),
     // The API's execution list: newest first within a workflow, optionally by status.
     index('workflow_executions_workflow_started_idx').on(t.workflowId, t.startedAt, t.id),
+    // The list of a rare ending: its newest page without reading past the completed ones. An
+    // execution ends once, so the runner's writes add no entry here while it walks.
+    index('workflow_executions_workflow_ended_idx')
+      .on(t.workflowId, t.status, t.startedAt, t.id)
+      .where(sql`status IN ('EXITED', 'FAILED', 'CANCELLED')`),
     // The durable timer: due executions are claimed in due_at order.
     index('workflow_executions_due_idx')
       .on(t.dueAt)
@@ -183,4 +188,48 @@ export const workflowStepExecutions = pgTable(
     // Per-step counts on GET /workflows/:id.
     index('workflow_step_executions_workflow_step_idx').on(t.workflowId, t.stepId, t.status),
   ],
+);
+
+/** The step of workflow_execution_counts' rows that are not WAITING (a key column cannot be NULL). */
+export const NO_STEP = '00000000-0000-0000-0000-000000000000';
+
+/**
+ * The exact number of a workflow's executions per status, and of its WAITING ones per current step
+ * (`step_id`, NO_STEP for the other statuses), for GET /workflows/:id and the `total` of its
+ * executions list: a count of the executions grows with the workflow's history. Kept by
+ * statement-level triggers on workflow_executions (migration 0019: inserts, updates, deletes and
+ * cascades). In 16 shards (the writer's backend pid modulo 16), as event_counts.
+ */
+export const workflowExecutionCounts = pgTable(
+  'workflow_execution_counts',
+  {
+    workflowId: uuid('workflow_id')
+      .notNull()
+      .references(() => workflows.id, { onDelete: 'cascade' }),
+    status: text('status').$type<WorkflowExecutionStatus>().notNull(),
+    stepId: uuid('step_id').notNull(),
+    shard: smallint('shard').notNull(),
+    /** Per shard; may be negative (the sum over the shards is the count). */
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.workflowId, t.status, t.stepId, t.shard] })],
+);
+
+/**
+ * The exact number of step executions per workflow, step and status, for the per-step counts of
+ * GET /workflows/:id. Kept by statement-level triggers on workflow_step_executions (migration 0019).
+ */
+export const workflowStepCounts = pgTable(
+  'workflow_step_counts',
+  {
+    workflowId: uuid('workflow_id')
+      .notNull()
+      .references(() => workflows.id, { onDelete: 'cascade' }),
+    stepId: uuid('step_id').notNull(),
+    status: text('status').$type<WorkflowStepExecutionStatus>().notNull(),
+    shard: smallint('shard').notNull(),
+    /** Per shard; may be negative (the sum over the shards is the count). */
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.workflowId, t.stepId, t.status, t.shard] })],
 );

@@ -10,6 +10,7 @@ import { afterCursor } from '../../http/keyset.ts';
 import { cancelAllExecutions, cancelExecution, startExecution } from './engine/index.ts';
 import type { ExecutionRecord, StepExecutionRecord } from './schemas.ts';
 import { findWorkflow } from './store.ts';
+import { countExecutions } from './counts.ts';
 
 /** GET/POST /workflows/:id/executions…: reads here; starting and cancelling are the engine's. */
 
@@ -67,10 +68,7 @@ export async function listExecutions(
   const last = items.at(-1);
   if (hasMore && last) out.cursor = encodeCursor(last.startedAt.toISOString(), last.id);
   if (!q.cursor) {
-    const { rows: counted } = await db.execute<{ n: number }>(
-      sql`SELECT count(*)::int AS n FROM workflow_executions WHERE workflow_id = ${workflow.id} ${q.status ? sql`AND status = ${q.status}` : sql``}`,
-    );
-    out.total = counted[0].n;
+    out.total = await countExecutions(db, workflow.id, q.status ? [q.status] : undefined);
   }
   return out;
 }

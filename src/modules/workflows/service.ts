@@ -9,6 +9,7 @@ import type { CreateWorkflowInput, ListWorkflowsQuery, StepCounts, UpdateWorkflo
 import { findWorkflow, loadGraph, toStepRecord, toTransitionRecord, toWorkflowRecord } from './store.ts';
 import { assertRoomForWorkflow, assertRoomOnTrigger, lockProjectWorkflows } from './caps.ts';
 import { containsPattern } from '../../db/like.ts';
+import { countExecutions, stepCounts } from './counts.ts';
 
 /** Workflows themselves: list, create (with its TRIGGER step), get with the graph and counts, update, delete. */
 
@@ -72,46 +73,12 @@ export async function createWorkflow(ctx: AppContext, projectId: string, input: 
   return getWorkflow(ctx, projectId, id);
 }
 
-/** Per step: executions that entered it, completed it, wait at it now, and failed at it. */
-async function stepCounts(ctx: AppContext, workflowId: string): Promise<Map<string, StepCounts>> {
-  const db = ctx.database.db;
-  const [runs, waiting] = await Promise.all([
-    // One step-execution row per step an execution runs (graphs have no cycles; retries update the
-    // row), so plain counts over the (workflow_id, step_id, status) index are per-execution counts.
-    db.execute<{ step_id: string; entered: number; completed: number; failed: number }>(sql`
-      SELECT step_id,
-             count(*)::int AS entered,
-             count(*) FILTER (WHERE status = 'COMPLETED')::int AS completed,
-             count(*) FILTER (WHERE status = 'FAILED')::int AS failed
-        FROM workflow_step_executions
-       WHERE workflow_id = ${workflowId}
-       GROUP BY step_id`),
-    db.execute<{ step_id: string; waiting: number }>(sql`
-      SELECT current_step_id AS step_id, count(*)::int AS waiting
-        FROM workflow_executions
-       WHERE workflow_id = ${workflowId} AND status = 'WAITING' AND current_step_id IS NOT NULL
-       GROUP BY current_step_id`),
-  ]);
-  const counts = new Map<string, StepCounts>();
-  const of = (id: string) => counts.get(id) ?? counts.set(id, { entered: 0, completed: 0, waiting: 0, failed: 0 }).get(id)!;
-  for (const r of runs.rows) Object.assign(of(r.step_id), { entered: r.entered, completed: r.completed, failed: r.failed });
-  for (const r of waiting.rows) of(r.step_id).waiting = r.waiting;
-  return counts;
-}
-
-async function activeExecutions(ctx: AppContext, workflowId: string): Promise<number> {
-  const { rows } = await ctx.database.db.execute<{ n: number }>(
-    sql`SELECT count(*)::int AS n FROM workflow_executions WHERE workflow_id = ${workflowId} AND status IN ('RUNNING', 'WAITING')`,
-  );
-  return rows[0].n;
-}
-
 export async function getWorkflow(ctx: AppContext, projectId: string, id: string): Promise<WorkflowDetail> {
   const workflow = await findWorkflow(ctx.database.db, projectId, id);
   const [graph, counts, active] = await Promise.all([
     loadGraph(ctx.database.db, workflow.id),
-    stepCounts(ctx, workflow.id),
-    activeExecutions(ctx, workflow.id),
+    stepCounts(ctx.database.db, workflow.id),
+    countExecutions(ctx.database.db, workflow.id, ['RUNNING', 'WAITING']),
   ]);
   const zero: StepCounts = { entered: 0, completed: 0, waiting: 0, failed: 0 };
   return {
