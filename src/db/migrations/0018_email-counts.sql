@@ -1,7 +1,7 @@
 CREATE TABLE "email_counts" (
 	"project_id" text NOT NULL,
 	"status" text NOT NULL,
-	"shard" smallint NOT NULL,
+	"shard" integer NOT NULL,
 	"count" bigint NOT NULL,
 	CONSTRAINT "email_counts_project_id_status_shard_pk" PRIMARY KEY("project_id","status","shard")
 );
@@ -19,12 +19,14 @@ CREATE INDEX "emails_project_rare_status_idx" ON "emails" USING btree ("project_
 -- statement's rows through its transition tables, whatever the path (sends, campaigns, workflows,
 -- delivery, tracking, a contact's delete setting contact_id NULL, a project's reset). An update
 -- writes only the statuses whose number changed (a hand-off, a lease renewal or an open changes
--- none). A writer adds to its shard, the backend pid modulo 16; rows are taken in (project,
--- status) order.
+-- none). A writer adds to the row of its own backend (shard = its pid), which no other live
+-- transaction writes: counter writes never wait on each other, so they can take no part in a
+-- deadlock, whatever else a transaction locks before or after them. Hourly storage maintenance
+-- folds the rows of backends that have exited into shard 0 (db/counter-rows.ts).
 CREATE FUNCTION "email_counts_add"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO email_counts AS c (project_id, status, shard, count)
-  SELECT r.project_id, r.status, pg_backend_pid() % 16, count(*) FROM new_rows AS r
+  SELECT r.project_id, r.status, pg_backend_pid(), count(*) FROM new_rows AS r
    GROUP BY r.project_id, r.status ORDER BY r.project_id, r.status
   ON CONFLICT (project_id, status, shard) DO UPDATE SET count = c.count + excluded.count;
   RETURN NULL;
@@ -32,7 +34,7 @@ END $$;--> statement-breakpoint
 CREATE FUNCTION "email_counts_move"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO email_counts AS c (project_id, status, shard, count)
-  SELECT d.project_id, d.status, pg_backend_pid() % 16, d.n
+  SELECT d.project_id, d.status, pg_backend_pid(), d.n
     FROM (SELECT r.project_id, r.status, sum(r.n) AS n
             FROM (SELECT project_id, status, 1 AS n FROM new_rows UNION ALL SELECT project_id, status, -1 FROM old_rows) AS r
            GROUP BY r.project_id, r.status) AS d
@@ -46,7 +48,7 @@ CREATE FUNCTION "email_counts_subtract"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   WITH removed AS MATERIALIZED (SELECT r.project_id, r.status, count(*) AS n FROM old_rows AS r GROUP BY r.project_id, r.status)
   INSERT INTO email_counts AS c (project_id, status, shard, count)
-  SELECT r.project_id, r.status, pg_backend_pid() % 16, -r.n FROM removed AS r
+  SELECT r.project_id, r.status, pg_backend_pid(), -r.n FROM removed AS r
    WHERE EXISTS (SELECT 1 FROM projects AS p WHERE p.id = r.project_id)
    ORDER BY r.project_id, r.status
   ON CONFLICT (project_id, status, shard) DO UPDATE SET count = c.count + excluded.count;

@@ -2,7 +2,7 @@ CREATE TABLE "workflow_execution_counts" (
 	"workflow_id" uuid NOT NULL,
 	"status" text NOT NULL,
 	"step_id" uuid NOT NULL,
-	"shard" smallint NOT NULL,
+	"shard" integer NOT NULL,
 	"count" bigint NOT NULL,
 	CONSTRAINT "workflow_execution_counts_workflow_id_status_step_id_shard_pk" PRIMARY KEY("workflow_id","status","step_id","shard")
 );
@@ -11,7 +11,7 @@ CREATE TABLE "workflow_step_counts" (
 	"workflow_id" uuid NOT NULL,
 	"step_id" uuid NOT NULL,
 	"status" text NOT NULL,
-	"shard" smallint NOT NULL,
+	"shard" integer NOT NULL,
 	"count" bigint NOT NULL,
 	CONSTRAINT "workflow_step_counts_workflow_id_step_id_status_shard_pk" PRIMARY KEY("workflow_id","step_id","status","shard")
 );
@@ -31,13 +31,13 @@ CREATE INDEX "workflow_executions_workflow_ended_idx" ON "workflow_executions" U
 -- cancel, a contact's or workflow's cascade, a project's reset). Executions are counted per
 -- workflow and status, the WAITING ones also per current step (the other statuses under the
 -- all-zero step, as a key column cannot be NULL), so an execution walking its steps while RUNNING
--- changes no counter. An update writes only the keys whose number changed. A writer adds to its
--- shard, the backend pid modulo 16, taking rows in key order. Rows deleted with their workflow (its
--- cascade) have no counter left to subtract from.
+-- changes no counter. An update writes only the keys whose number changed. A writer adds to the
+-- row of its own backend (shard = its pid), as email_counts (migration 0018). Rows deleted with
+-- their workflow (its cascade) have no counter left to subtract from.
 CREATE FUNCTION "workflow_execution_counts_add"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO workflow_execution_counts AS c (workflow_id, status, step_id, shard, count)
-  SELECT r.workflow_id, r.status, CASE WHEN r.status = 'WAITING' THEN coalesce(r.current_step_id, '00000000-0000-0000-0000-000000000000'::uuid) ELSE '00000000-0000-0000-0000-000000000000'::uuid END, pg_backend_pid() % 16, count(*) FROM new_rows AS r
+  SELECT r.workflow_id, r.status, CASE WHEN r.status = 'WAITING' THEN coalesce(r.current_step_id, '00000000-0000-0000-0000-000000000000'::uuid) ELSE '00000000-0000-0000-0000-000000000000'::uuid END, pg_backend_pid(), count(*) FROM new_rows AS r
    GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
   ON CONFLICT (workflow_id, status, step_id, shard) DO UPDATE SET count = c.count + excluded.count;
   RETURN NULL;
@@ -45,7 +45,7 @@ END $$;--> statement-breakpoint
 CREATE FUNCTION "workflow_execution_counts_move"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO workflow_execution_counts AS c (workflow_id, status, step_id, shard, count)
-  SELECT d.workflow_id, d.status, d.step_id, pg_backend_pid() % 16, d.n
+  SELECT d.workflow_id, d.status, d.step_id, pg_backend_pid(), d.n
     FROM (SELECT r.workflow_id, r.status, r.step_id, sum(r.n) AS n
             FROM (SELECT nw.workflow_id, nw.status, CASE WHEN nw.status = 'WAITING' THEN coalesce(nw.current_step_id, '00000000-0000-0000-0000-000000000000'::uuid) ELSE '00000000-0000-0000-0000-000000000000'::uuid END AS step_id, 1 AS n FROM new_rows AS nw
                   UNION ALL
@@ -62,7 +62,7 @@ BEGIN
     SELECT r.workflow_id, r.status, CASE WHEN r.status = 'WAITING' THEN coalesce(r.current_step_id, '00000000-0000-0000-0000-000000000000'::uuid) ELSE '00000000-0000-0000-0000-000000000000'::uuid END AS step_id, count(*) AS n FROM old_rows AS r GROUP BY 1, 2, 3
   )
   INSERT INTO workflow_execution_counts AS c (workflow_id, status, step_id, shard, count)
-  SELECT r.workflow_id, r.status, r.step_id, pg_backend_pid() % 16, -r.n FROM removed AS r
+  SELECT r.workflow_id, r.status, r.step_id, pg_backend_pid(), -r.n FROM removed AS r
    WHERE EXISTS (SELECT 1 FROM workflows AS w WHERE w.id = r.workflow_id)
    ORDER BY 1, 2, 3
   ON CONFLICT (workflow_id, status, step_id, shard) DO UPDATE SET count = c.count + excluded.count;
@@ -71,7 +71,7 @@ END $$;--> statement-breakpoint
 CREATE FUNCTION "workflow_step_counts_add"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO workflow_step_counts AS c (workflow_id, step_id, status, shard, count)
-  SELECT r.workflow_id, r.step_id, r.status, pg_backend_pid() % 16, count(*) FROM new_rows AS r
+  SELECT r.workflow_id, r.step_id, r.status, pg_backend_pid(), count(*) FROM new_rows AS r
    GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
   ON CONFLICT (workflow_id, step_id, status, shard) DO UPDATE SET count = c.count + excluded.count;
   RETURN NULL;
@@ -79,7 +79,7 @@ END $$;--> statement-breakpoint
 CREATE FUNCTION "workflow_step_counts_move"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO workflow_step_counts AS c (workflow_id, step_id, status, shard, count)
-  SELECT d.workflow_id, d.step_id, d.status, pg_backend_pid() % 16, d.n
+  SELECT d.workflow_id, d.step_id, d.status, pg_backend_pid(), d.n
     FROM (SELECT r.workflow_id, r.step_id, r.status, sum(r.n) AS n
             FROM (SELECT workflow_id, step_id, status, 1 AS n FROM new_rows
                   UNION ALL
@@ -94,7 +94,7 @@ CREATE FUNCTION "workflow_step_counts_subtract"() RETURNS trigger LANGUAGE plpgs
 BEGIN
   WITH removed AS MATERIALIZED (SELECT r.workflow_id, r.step_id, r.status, count(*) AS n FROM old_rows AS r GROUP BY 1, 2, 3)
   INSERT INTO workflow_step_counts AS c (workflow_id, step_id, status, shard, count)
-  SELECT r.workflow_id, r.step_id, r.status, pg_backend_pid() % 16, -r.n FROM removed AS r
+  SELECT r.workflow_id, r.step_id, r.status, pg_backend_pid(), -r.n FROM removed AS r
    WHERE EXISTS (SELECT 1 FROM workflows AS w WHERE w.id = r.workflow_id)
    ORDER BY 1, 2, 3
   ON CONFLICT (workflow_id, step_id, status, shard) DO UPDATE SET count = c.count + excluded.count;

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, customType, index, integer, jsonb, pgTable, primaryKey, smallint, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import { bigint, customType, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 import { contacts } from './contacts.ts';
 import { projects } from './users.ts';
 
@@ -200,8 +200,9 @@ const outcomeCounts = () => ({
 /**
  * The exact number of emails per project and status, for the `total` of GET /emails (a count of the
  * emails themselves grows with the table). Kept by statement-level triggers on `emails` defined in
- * migration 0018 (every insert, delete and update, cascades and resets included). In 16 shards (the
- * writer's backend pid modulo 16) so that concurrent writers of one status do not queue on one row.
+ * migration 0018 (every insert, delete and update, cascades and resets included). A row per
+ * writing backend (`shard` = its pid; 0 = folded), so that no two live transactions ever write one
+ * row: counter writes never wait, and cannot deadlock. db/counter-rows.ts folds exited backends' rows.
  */
 export const emailCounts = pgTable(
   'email_counts',
@@ -210,7 +211,7 @@ export const emailCounts = pgTable(
       .notNull()
       .references(() => projects.id, { onDelete: 'cascade' }),
     status: text('status').$type<EmailStatus>().notNull(),
-    shard: smallint('shard').notNull(),
+    shard: integer('shard').notNull(),
     /** Per shard; may be negative (the sum over the shards is the count). */
     count: bigint('count', { mode: 'number' }).notNull(),
   },

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, boolean, check, index, integer, jsonb, pgTable, primaryKey, smallint, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import { bigint, boolean, check, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 import { contacts } from './contacts.ts';
 import { templates } from './templates.ts';
 import { projects } from './users.ts';
@@ -198,7 +198,7 @@ export const NO_STEP = '00000000-0000-0000-0000-000000000000';
  * (`step_id`, NO_STEP for the other statuses), for GET /workflows/:id and the `total` of its
  * executions list: a count of the executions grows with the workflow's history. Kept by
  * statement-level triggers on workflow_executions (migration 0019: inserts, updates, deletes and
- * cascades). In 16 shards (the writer's backend pid modulo 16), as event_counts.
+ * cascades). A row per writing backend (`shard` = its pid; 0 = folded), as email_counts.
  */
 export const workflowExecutionCounts = pgTable(
   'workflow_execution_counts',
@@ -208,7 +208,7 @@ export const workflowExecutionCounts = pgTable(
       .references(() => workflows.id, { onDelete: 'cascade' }),
     status: text('status').$type<WorkflowExecutionStatus>().notNull(),
     stepId: uuid('step_id').notNull(),
-    shard: smallint('shard').notNull(),
+    shard: integer('shard').notNull(),
     /** Per shard; may be negative (the sum over the shards is the count). */
     count: bigint('count', { mode: 'number' }).notNull(),
   },
@@ -227,7 +227,7 @@ export const workflowStepCounts = pgTable(
       .references(() => workflows.id, { onDelete: 'cascade' }),
     stepId: uuid('step_id').notNull(),
     status: text('status').$type<WorkflowStepExecutionStatus>().notNull(),
-    shard: smallint('shard').notNull(),
+    shard: integer('shard').notNull(),
     /** Per shard; may be negative (the sum over the shards is the count). */
     count: bigint('count', { mode: 'number' }).notNull(),
   },

@@ -2,10 +2,12 @@ import { z } from 'zod';
 import type { QueueDef } from '../../jobs/boss.ts';
 import { clearExpiredEmailContents } from '../emails/retention.ts';
 import { maintainEventPartitions } from '../events/partitions.ts';
+import { foldExitedWriters } from '../../db/counter-rows.ts';
 
 /**
  * Keeps the growing tables in shape, hourly: the events partitions of the months ahead exist,
- * and what EVENT_RETENTION_DAYS and EMAIL_CONTENT_RETENTION_DAYS expire is removed.
+ * what EVENT_RETENTION_DAYS and EMAIL_CONTENT_RETENTION_DAYS expire is removed, and the counter
+ * rows of database backends that have exited are folded together (db/counter-rows.ts).
  */
 const empty = z.object({}).passthrough();
 
@@ -18,8 +20,9 @@ export const storageMaintenanceQueue: QueueDef<z.infer<typeof empty>> = {
   handler: async (ctx) => {
     const events = await maintainEventPartitions(ctx);
     const contents = await clearExpiredEmailContents(ctx);
-    if (events.created.length || events.dropped.length || events.deleted || contents) {
-      ctx.log.info({ ...events, emailContentsCleared: contents }, 'storage maintenance');
+    const counterRowsFolded = await foldExitedWriters(ctx.database.db);
+    if (events.created.length || events.dropped.length || events.deleted || contents || counterRowsFolded) {
+      ctx.log.info({ ...events, emailContentsCleared: contents, counterRowsFolded }, 'storage maintenance');
     }
   },
 };
