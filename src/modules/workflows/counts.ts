@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
-import { NO_STEP, type WorkflowExecutionStatus } from '../../db/schema/workflows.ts';
+import { equalsAny } from '../../db/any.ts';
+import { NO_STEP, type WorkflowExecutionStatus, workflowExecutionCounts } from '../../db/schema/workflows.ts';
 import type { StepCounts } from './schemas.ts';
 
 /**
@@ -38,13 +39,6 @@ export async function stepCounts(db: Db, workflowId: string): Promise<Map<string
 export async function countExecutions(db: Db, workflowId: string, statuses?: WorkflowExecutionStatus[]): Promise<number> {
   const { rows } = await db.execute<{ n: string }>(sql`
     SELECT coalesce(sum(count), 0)::bigint AS n FROM workflow_execution_counts
-     WHERE workflow_id = ${workflowId}${
-       statuses
-         ? sql` AND status IN (${sql.join(
-             statuses.map((s) => sql`${s}`),
-             sql`, `,
-           )})`
-         : sql``
-     }`);
+     WHERE workflow_id = ${workflowId}${statuses ? sql` AND ${equalsAny(workflowExecutionCounts.status, statuses, 'text')}` : sql``}`);
   return Number(rows[0].n);
 }
