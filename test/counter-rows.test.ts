@@ -97,3 +97,41 @@ test("concurrent writers never wait on one counter row; an exited backend's rows
   for (const [status, shard] of await rowsOf()) assert.ok(shard === 0 || live.has(shard as number), `${status} ${shard}`);
   assert.deepEqual(await totals(), { all: 3, QUEUED: 0, SKIPPED: 2, FAILED: 1 });
 });
+
+test("the event counters and the tracked events' day rollup fold the same way (migration 0020)", async () => {
+  const day = new Date().toISOString().slice(0, 10);
+  const track = async () => {
+    const res = await b.pk.post('/v1/track', { email: 'ada@x.test', event: 'signup' });
+    assert.equal(res.status, 200, res.text);
+  };
+  const observed = async () => {
+    const events = await b.sk.get('/events?name=signup');
+    const top = await b.sk.get(`/analytics/top-events?from=${day}&to=${day}`);
+    return { total: events.body.total as number, top: top.body.data.find((r: { name: string }) => r.name === 'signup')?.count as number };
+  };
+  await track();
+  // Another process's backend writes the same name (its event, and the rollup row the event writer adds) and exits.
+  const exited = await connect();
+  await exited.client.query(`INSERT INTO events (id, project_id, name) VALUES ('evt_exited', $1, 'signup')`, [b.project.id]);
+  await exited.client.query(`INSERT INTO event_name_days (project_id, name, day, shard, count) VALUES ($1, 'signup', $2, pg_backend_pid(), 1)`, [
+    b.project.id,
+    day,
+  ]);
+  await exited.client.end();
+  for (let i = 0; i < 100 && (await server.sql(`SELECT 1 FROM pg_stat_activity WHERE pid = $1`, [exited.pid])).length > 0; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.deepEqual(await observed(), { total: 2, top: 2 });
+  const shards = async (table: string) =>
+    (await server.sql<{ shard: number }>(`SELECT shard FROM ${table} WHERE project_id = $1 AND name = 'signup' ORDER BY shard`, [b.project.id])).map(
+      (r) => r.shard,
+    );
+  for (const table of ['event_counts', 'event_day_counts', 'event_name_days']) assert.ok((await shards(table)).includes(exited.pid), table);
+
+  await storageMaintenanceQueue.handler(server.ctx, {}, { id: 'test' });
+  for (const table of ['event_counts', 'event_day_counts', 'event_name_days']) {
+    const left = await shards(table);
+    assert.ok(!left.includes(exited.pid) && left.includes(0), `${table}: ${left}`);
+  }
+  assert.deepEqual(await observed(), { total: 2, top: 2 });
+});

@@ -1,30 +1,44 @@
 import { sql } from 'drizzle-orm';
-import type { Db } from './client.ts';
+import { type Database, type Db, withTransaction } from './client.ts';
+import { lockKey } from './key-lock.ts';
 
 /**
- * The counters that statement-level triggers keep (migrations 0018, 0019) have one row per key and
- * writing backend: `shard` is the writer's pid, so no two live transactions ever write one row and
- * counter writes never wait. Each backend that exits leaves its rows behind, and the pool opens and
- * closes backends as load comes and goes; storage maintenance folds them, hourly, into shard 0.
+ * The counters have one row per key and writing backend: `shard` is the writer's pid, so no two
+ * live transactions ever write one row and counter writes never wait. Those kept by statement-level
+ * triggers (migrations 0018, 0019, 0020) and the tracked events' day rollup that the event writer
+ * keeps (analytics/rollups.ts). Each backend that exits leaves its rows behind, and the pool opens
+ * and closes backends as load comes and goes; storage maintenance folds them, hourly, into shard 0.
  */
 const COUNTER_TABLES = [
   { table: 'email_counts', key: ['project_id', 'status'] },
   { table: 'workflow_execution_counts', key: ['workflow_id', 'status', 'step_id'] },
   { table: 'workflow_step_counts', key: ['workflow_id', 'step_id', 'status'] },
+  { table: 'event_counts', key: ['project_id', 'name'] },
+  { table: 'event_day_counts', key: ['project_id', 'name', 'day'] },
+  { table: 'event_name_days', key: ['project_id', 'name', 'day'] },
 ];
+
+/**
+ * Held by a fold, and by a transaction that deletes counter rows by key rather than adding to them
+ * (events/counts.ts forgetPartition): such a delete would miss a shard-0 row that a fold committing
+ * meanwhile inserted, and leave it counting events that are gone.
+ */
+export const holdCounterFolds = (tx: Db): Promise<void> => lockKey(tx, 'counter-rows:fold');
 
 /**
  * Moves the rows of backends no longer running into shard 0, each table in one statement; returns
  * how many rows it folded. A row locked by a live transaction (a pid reused since) is skipped, so
  * this never waits on a writer; the sums are the same before and after.
  */
-export async function foldExitedWriters(db: Db): Promise<number> {
+export async function foldExitedWriters(database: Database): Promise<number> {
   let folded = 0;
   for (const { table, key } of COUNTER_TABLES) {
     const t = sql.identifier(table);
     const k = sql.raw(key.join(', '));
     const matches = sql.raw(key.map((c) => `c.${c} = e.${c}`).join(' AND '));
-    const { rows } = await db.execute<{ n: number }>(sql`
+    const { rows } = await withTransaction(database, async ({ tx }) => {
+      await holdCounterFolds(tx);
+      return tx.execute<{ n: number }>(sql`
       WITH live AS MATERIALIZED (
         SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL
       ), exited AS MATERIALIZED (
@@ -37,6 +51,7 @@ export async function foldExitedWriters(db: Db): Promise<number> {
         ON CONFLICT (${k}, shard) DO UPDATE SET count = c.count + excluded.count
       )
       SELECT count(*)::int AS n FROM moved`);
+    });
     folded += rows[0].n;
   }
   return folded;

@@ -78,8 +78,14 @@ export async function startTestServer(env: Record<string, string> = {}, opts: { 
 
 const NO_STEP = `'00000000-0000-0000-0000-000000000000'::uuid`;
 
-/** Each counter table that triggers keep (migrations 0018, 0019), with the key it counts and the rows it counts. */
+/** Each counter table that triggers keep (migrations 0009, 0012, 0018, 0019), with the key it counts and the rows it counts. */
 const COUNTERS = [
+  { counters: 'event_counts', key: ['project_id', 'name'], rows: 'SELECT project_id, name FROM events' },
+  {
+    counters: 'event_day_counts',
+    key: ['project_id', 'name', 'day'],
+    rows: `SELECT project_id, name, (created_at AT TIME ZONE 'UTC')::date AS day FROM events`,
+  },
   { counters: 'email_counts', key: ['project_id', 'status'], rows: 'SELECT project_id, status FROM emails' },
   {
     counters: 'workflow_execution_counts',
@@ -90,8 +96,8 @@ const COUNTERS = [
 ];
 
 /**
- * After every test server: the totals of GET /emails, GET /workflows/:id and its executions come
- * from counters that triggers keep, so whatever a test did, through whichever path, each counter
+ * After every test server: the totals of GET /events, /activity, /emails, GET /workflows/:id and
+ * its executions come from counters that triggers keep, so whatever a test did, through whichever path, each counter
  * must equal the rows stored. A database a test took away is not checked.
  */
 async function assertCountersExact(pool: pg.Pool): Promise<void> {

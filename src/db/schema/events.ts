@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, date, index, integer, jsonb, pgTable, primaryKey, smallint, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, date, index, integer, jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { contacts } from './contacts.ts';
 import { projects } from './users.ts';
 
@@ -39,9 +39,9 @@ export const events = pgTable(
 /**
  * Analytics rollups of tracked (custom) events, written in the same statement as the events
  * (events/record.ts) so GET /analytics/top-events reads whole days without scanning the events.
- * Tracked events per project, name and UTC day (in 16 shards, so that concurrent tracking of one
- * name does not queue on one row); contact deletions subtract their events (contacts/service.ts),
- * deleting an event name deletes its rows (events/usage.ts).
+ * Tracked events per project, name and UTC day, a row per writing backend as email_counts (so that
+ * concurrent tracking of one name never queues on one row); contact deletions subtract their events
+ * (contacts/service.ts), deleting an event name deletes its rows (events/usage.ts).
  */
 export const eventNameDays = pgTable(
   'event_name_days',
@@ -51,8 +51,8 @@ export const eventNameDays = pgTable(
       .references(() => projects.id, { onDelete: 'cascade' }),
     name: text('name').notNull(),
     day: date('day', { mode: 'string' }).notNull(),
-    /** The writer's backend pid modulo 16: concurrent writers of one name and day update different rows. */
-    shard: smallint('shard').notNull(),
+    /** The writer's backend pid (0 = folded, db/counter-rows.ts): no two live transactions write one row. */
+    shard: integer('shard').notNull(),
     /** Per shard; may be negative after deletions (the sum over the shards is the count). */
     count: integer('count').notNull(),
   },
@@ -84,8 +84,9 @@ export const eventNameContacts = pgTable(
  * The exact number of events per project and name, for the `total` of GET /events (a count of the
  * events themselves grows with the table). Kept by statement-level triggers on `events` defined in
  * migration 0009 (every insert, delete and update, cascades included); dropping a partition fires no
- * trigger, so events/partitions.ts subtracts the partition's rows before dropping it. In 16 shards
- * (the writer's backend pid modulo 16) so that concurrent writers of one name do not queue on one row.
+ * trigger, so events/partitions.ts subtracts the partition's rows before dropping it. A row per
+ * writing backend (`shard` = its pid; 0 = folded, db/counter-rows.ts), as email_counts: counter
+ * writes never wait, and cannot deadlock (migration 0020).
  */
 export const eventCounts = pgTable(
   'event_counts',
@@ -94,7 +95,7 @@ export const eventCounts = pgTable(
       .notNull()
       .references(() => projects.id, { onDelete: 'cascade' }),
     name: text('name').notNull(),
-    shard: smallint('shard').notNull(),
+    shard: integer('shard').notNull(),
     /** Per shard; may be negative after deletions (the sum over the shards is the count). */
     count: bigint('count', { mode: 'number' }).notNull(),
   },
@@ -106,7 +107,7 @@ export const eventCounts = pgTable(
  * (GET /activity/stats, a ranged /activity's `total`, /activity/recent-count): whole days are read
  * here, only a range's partial first and last days from the events (events/day-counts.ts). Kept by
  * the same statement-level triggers as event_counts (migration 0012); dropping a partition deletes
- * the rows of its month (events/counts.ts forgetPartition). Sharded like event_counts.
+ * the rows of its month (events/counts.ts forgetPartition). A row per writing backend, as event_counts.
  */
 export const eventDayCounts = pgTable(
   'event_day_counts',
@@ -116,7 +117,7 @@ export const eventDayCounts = pgTable(
       .references(() => projects.id, { onDelete: 'cascade' }),
     name: text('name').notNull(),
     day: date('day', { mode: 'string' }).notNull(),
-    shard: smallint('shard').notNull(),
+    shard: integer('shard').notNull(),
     /** Per shard; may be negative after deletions (the sum over the shards is the count). */
     count: bigint('count', { mode: 'number' }).notNull(),
   },

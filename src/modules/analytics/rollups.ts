@@ -21,7 +21,7 @@ export const CUSTOM_EVENT = sql.raw(CUSTOM_EVENT_TEXT);
 export function eventRollupCtes(inserted: string): string {
   return `rollup_days AS (
       INSERT INTO event_name_days AS d (project_id, name, day, shard, count)
-      SELECT e.project_id, e.name, (e.created_at AT TIME ZONE 'UTC')::date, pg_backend_pid() % 16, count(*) FROM ${inserted} AS e WHERE ${CUSTOM_EVENT_TEXT} GROUP BY 1, 2, 3
+      SELECT e.project_id, e.name, (e.created_at AT TIME ZONE 'UTC')::date, pg_backend_pid(), count(*) FROM ${inserted} AS e WHERE ${CUSTOM_EVENT_TEXT} GROUP BY 1, 2, 3
       ON CONFLICT (project_id, name, day, shard) DO UPDATE SET count = d.count + excluded.count
     ), rollup_contacts AS (
       INSERT INTO event_name_contacts AS c (project_id, name, contact_id, first_at, last_at)
@@ -40,7 +40,7 @@ export function eventRollupCtes(inserted: string): string {
 export function forgetContactsEvents(projectId: string, contactIds: SQL): SQL {
   return sql`
     INSERT INTO event_name_days AS d (project_id, name, day, shard, count)
-    SELECT ${projectId}, e.name, (e.created_at AT TIME ZONE 'UTC')::date, pg_backend_pid() % 16, -count(*)::int
+    SELECT ${projectId}, e.name, (e.created_at AT TIME ZONE 'UTC')::date, pg_backend_pid(), -count(*)::int
       FROM events AS e
      WHERE e.project_id = ${projectId} AND e.contact_id = ANY(${contactIds}) AND ${CUSTOM_EVENT}
      GROUP BY 2, 3
@@ -56,7 +56,7 @@ export function forgetContactsEvents(projectId: string, contactIds: SQL): SQL {
 export function forgetDeletedEvents(projectId: string, deleted: string): SQL {
   return sql`
     INSERT INTO event_name_days AS d (project_id, name, day, shard, count)
-    SELECT ${projectId}, e.name, (e.created_at AT TIME ZONE 'UTC')::date, pg_backend_pid() % 16, -count(*)::int
+    SELECT ${projectId}, e.name, (e.created_at AT TIME ZONE 'UTC')::date, pg_backend_pid(), -count(*)::int
       FROM ${sql.identifier(deleted)} AS e
      WHERE ${CUSTOM_EVENT}
      GROUP BY 2, 3 ORDER BY 2, 3

@@ -1,5 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
+import { holdCounterFolds } from '../../db/counter-rows.ts';
 import { utcDate } from './range.ts';
 
 /**
@@ -30,9 +31,10 @@ export async function countEventsNamed(db: Db, projectId: string, names: SQL | u
 export async function forgetPartition(tx: Db, partition: { name: string; start: Date; end: Date }): Promise<void> {
   const table = sql.identifier(partition.name);
   await tx.execute(sql`LOCK TABLE ${table} IN SHARE MODE`);
+  await holdCounterFolds(tx);
   await tx.execute(sql`
     INSERT INTO event_counts AS c (project_id, name, shard, count)
-    SELECT r.project_id, r.name, pg_backend_pid() % 16, -count(*) FROM ${table} AS r
+    SELECT r.project_id, r.name, pg_backend_pid(), -count(*) FROM ${table} AS r
      GROUP BY r.project_id, r.name ORDER BY r.project_id, r.name
     ON CONFLICT (project_id, name, shard) DO UPDATE SET count = c.count + excluded.count`);
   await tx.execute(sql`

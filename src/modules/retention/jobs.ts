@@ -20,7 +20,7 @@ export const storageMaintenanceQueue: QueueDef<z.infer<typeof empty>> = {
   handler: async (ctx) => {
     const events = await maintainEventPartitions(ctx);
     const contents = await clearExpiredEmailContents(ctx);
-    const counterRowsFolded = await foldExitedWriters(ctx.database.db);
+    const counterRowsFolded = await foldExitedWriters(ctx.database);
     if (events.created.length || events.dropped.length || events.deleted || contents || counterRowsFolded) {
       ctx.log.info({ ...events, emailContentsCleared: contents, counterRowsFolded }, 'storage maintenance');
     }
