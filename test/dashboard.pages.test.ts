@@ -104,6 +104,7 @@ test('workflows: list, enable from the list, steps with counts, an execution can
     const delayRow = steps.getByRole('row', { name: /^DELAY/ });
     await delayRow.waitFor();
     assert.deepEqual((await delayRow.getByRole('cell').allInnerTexts()).slice(2), ['1', '0', '1', '0']);
+    assert.match(await delayRow.innerText(), /\b1 day\b/);
     assert.match(await steps.getByRole('row', { name: /^TRIGGER/ }).innerText(), /Wait a day/);
 
     const execution = page.getByTestId('workflow-executions').getByRole('row', { name: /newbie@example\.org/ });

@@ -136,6 +136,25 @@ function orderSteps(steps: Step[], transitions: Transition[]): Step[] {
   return [...ordered, ...steps.filter((s) => !seen.has(s.id))];
 }
 
+const SINGULAR: Record<string, string> = { seconds: 'second', minutes: 'minute', hours: 'hour', days: 'day' };
+
+/** "1 day", "3 days". */
+function quantity(n: unknown, unit: unknown): string {
+  const u = String(unit ?? '');
+  return `${String(n ?? '')} ${n === 1 ? (SINGULAR[u] ?? u) : u}`.trim();
+}
+
+/** A timeout in seconds, in its largest whole unit: 86400 is "1 day", 90 is "90 seconds". */
+function seconds(s: number): string {
+  const units: [number, string][] = [
+    [86_400, 'days'],
+    [3_600, 'hours'],
+    [60, 'minutes'],
+  ];
+  const [size, unit] = units.find(([size]) => s % size === 0) ?? [1, 'seconds'];
+  return quantity(s / size, unit);
+}
+
 function stepSummary(step: Step): string {
   const c = step.config;
   switch (step.type) {
@@ -144,9 +163,9 @@ function stepSummary(step: Step): string {
     case 'SEND_EMAIL':
       return c.templateId ? `template ${String(c.templateId)}` : 'no template yet';
     case 'DELAY':
-      return `${String(c.amount ?? c.duration ?? '')} ${String(c.unit ?? '')}`.trim();
+      return quantity(c.amount ?? c.duration, c.unit);
     case 'WAIT_FOR_EVENT':
-      return `${String(c.eventName ?? '')}${c.timeout ? `, timeout ${JSON.stringify(c.timeout)}` : ''}`;
+      return `${String(c.eventName ?? '')}${typeof c.timeout === 'number' ? `, for at most ${seconds(c.timeout)}` : ''}`;
     case 'WEBHOOK':
       return String(c.url ?? '');
     default:
