@@ -121,21 +121,6 @@ export async function renewClaims(ctx: AppContext, held: EmailRow[]): Promise<vo
 }
 
 /**
- * The commit point of one delivery, run just before the relay is asked to accept the message (the
- * final dot of DATA): only the worker holding this claim (same attempt, not taken over) may hand it
- * off, and once it has, no other worker sends it again. Throws when the claim was lost, which
- * abandons the send.
- */
-export async function markHandedOff(ctx: AppContext, email: EmailRow, subject: string, messageId: string): Promise<void> {
-  const rows = await ctx.database.db
-    .update(emails)
-    .set({ handedOffAt: sql`now()`, subject, messageId, lockedUntil: LEASE })
-    .where(and(eq(emails.id, email.id), eq(emails.status, 'SENDING'), eq(emails.attempts, email.attempts), isNull(emails.handedOffAt)))
-    .returning({ id: emails.id });
-  if (rows.length === 0) throw new Error('The delivery claim was lost before the hand-off');
-}
-
-/**
  * Emails whose worker handed them to the relay and died before recording the answer: recorded as
  * sent (the relay most likely accepted them) rather than sent again, with the subject and
  * Message-ID stored at the hand-off.

@@ -226,8 +226,8 @@ async function sendOne(
     return null;
   }
 
-  // The hand-off gate (markHandedOff as the transport's `commit`) is off: a SIGKILL between the
-  // hand-off and the final dot lost messages in the kill-a-worker test (see the issue note).
+  // No hand-off mark is written before the final dot: a SIGKILL between the mark and the dot lost
+  // messages in the kill-a-worker test (decisions.md § Sending and delivery).
   const outcome = await ctx.mailer.send(composed.raw, { from: email.fromEmail, to: email.toEmail });
   switch (outcome.kind) {
     case 'accepted':
