@@ -78,8 +78,9 @@ export async function startTestServer(env: Record<string, string> = {}, opts: { 
 
 const NO_STEP = `'00000000-0000-0000-0000-000000000000'::uuid`;
 
-/** Each counter table that triggers keep (migrations 0009, 0012, 0018, 0019), with the key it counts and the rows it counts. */
+/** Each counter table that triggers keep (migrations 0009, 0012, 0018, 0019, 0021), with the key it counts and the rows it counts. */
 const COUNTERS = [
+  { counters: 'contact_counts', key: ['project_id', 'subscribed'], rows: 'SELECT project_id, subscribed FROM contacts' },
   { counters: 'event_counts', key: ['project_id', 'name'], rows: 'SELECT project_id, name FROM events' },
   {
     counters: 'event_day_counts',
@@ -96,7 +97,7 @@ const COUNTERS = [
 ];
 
 /**
- * After every test server: the totals of GET /events, /activity, /emails, GET /workflows/:id and
+ * After every test server: the totals of GET /contacts, /events, /activity, /emails, GET /workflows/:id and
  * its executions come from counters that triggers keep, so whatever a test did, through whichever path, each counter
  * must equal the rows stored. A database a test took away is not checked.
  */

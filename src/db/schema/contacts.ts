@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { boolean, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { bigint, boolean, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 import { projects } from './users.ts';
 
 export const contacts = pgTable(
@@ -40,4 +40,25 @@ export const contactFields = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
   (t) => [primaryKey({ columns: [t.projectId, t.key] })],
+);
+
+/**
+ * The exact number of contacts per project and subscription, for the `total` of GET /contacts
+ * (unfiltered or by `subscribed`; a count of the contacts grows with the project). Kept by
+ * statement-level triggers on `contacts` defined in migration 0021 (every insert, subscription
+ * change and delete, cascades and resets included). A row per writing backend (`shard` = its pid;
+ * 0 = folded), as email_counts: counter writes never wait. db/counter-rows.ts folds exited backends' rows.
+ */
+export const contactCounts = pgTable(
+  'contact_counts',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    subscribed: boolean('subscribed').notNull(),
+    shard: integer('shard').notNull(),
+    /** Per shard; may be negative (the sum over the shards is the count). */
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.subscribed, t.shard] })],
 );
