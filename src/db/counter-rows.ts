@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import { type Database, type Db, withTransaction } from './client.ts';
 import { lockKey } from './key-lock.ts';
 
@@ -17,7 +17,16 @@ const COUNTER_TABLES = [
   { table: 'event_day_counts', key: ['project_id', 'name', 'day'] },
   { table: 'event_name_days', key: ['project_id', 'name', 'day'] },
   { table: 'contact_counts', key: ['project_id', 'subscribed'] },
-];
+] as const;
+
+/**
+ * The count a counter table holds for the keys `where` selects (its columns unqualified): the sum
+ * of their rows over every shard. A few rows per key, however many rows they count.
+ */
+export async function sumCounter(db: Db, table: (typeof COUNTER_TABLES)[number]['table'], where: SQL): Promise<number> {
+  const { rows } = await db.execute<{ n: string }>(sql`SELECT coalesce(sum(count), 0)::bigint AS n FROM ${sql.identifier(table)} WHERE ${where}`);
+  return Number(rows[0].n);
+}
 
 /**
  * Held by a fold, and by a transaction that deletes counter rows by key rather than adding to them

@@ -7,6 +7,7 @@ import { CONTACT_ID, type ContactRecord, type ListContactsQuery } from './schema
 import { type ContactRow, contactColumns, isoUs, toContactRecord } from './sql.ts';
 import { containsPattern } from '../../db/like.ts';
 import { budgetedPage, dataWithinBudget } from '../../db/page-budget.ts';
+import { sumCounter } from '../../db/counter-rows.ts';
 
 export type ContactList = { data: ContactRecord[]; cursor?: string; hasMore: boolean; total: number };
 
@@ -27,12 +28,14 @@ function cursorPosition(cursor: string, sort: ListContactsQuery['sort']): { valu
 /**
  * The project's contacts, or those of one subscription, from the counters in contact_counts
  * (db/schema/contacts.ts), which triggers on `contacts` keep in the statements that write contacts
- * (migration 0021): a few rows however many contacts there are. A search is counted over its matches.
+ * (migration 0021).
  */
-const countContacts = (db: Db, projectId: string, subscribed: boolean | undefined) =>
-  db.execute<{ n: string }>(sql`
-    SELECT coalesce(sum(c.count), 0)::bigint AS n FROM contact_counts AS c
-     WHERE c.project_id = ${projectId}${subscribed === undefined ? sql`` : sql` AND c.subscribed = ${subscribed}`}`);
+const countContacts = (db: Db, projectId: string, subscribed: boolean | undefined): Promise<number> =>
+  sumCounter(db, 'contact_counts', sql`project_id = ${projectId}${subscribed === undefined ? sql`` : sql` AND subscribed = ${subscribed}`}`);
+
+/** A search's matches, counted. */
+const countMatches = async (db: Db, where: SQL): Promise<number> =>
+  Number((await db.execute<{ n: string }>(sql`SELECT count(*) AS n FROM contacts AS c WHERE ${where}`)).rows[0].n);
 
 /**
  * Keyset pagination in SQL: `(created_at, id)` on the matching index, or `email` alone on the
@@ -67,16 +70,12 @@ export async function listContacts(db: Db, projectId: string, q: ListContactsQue
      WHERE ${where}${keyset.after ?? sql``}
      ORDER BY ${keyset.order}
      LIMIT ${q.limit + 1}`);
-  const count = after
-    ? null
-    : q.search
-      ? db.execute<{ n: string }>(sql`SELECT count(*) AS n FROM contacts AS c WHERE ${where}`)
-      : countContacts(db, projectId, q.subscribed);
-  const [{ rows }, counted] = await Promise.all([page, count]);
+  const count = after ? 0 : q.search ? countMatches(db, where) : countContacts(db, projectId, q.subscribed);
+  const [{ rows }, total] = await Promise.all([page, count]);
 
   const { items, hasMore } = budgetedPage(rows, q.limit);
   const last = items[items.length - 1];
-  const list: ContactList = { data: items.map(toContactRecord), hasMore, total: counted ? Number(counted.rows[0].n) : 0 };
+  const list: ContactList = { data: items.map(toContactRecord), hasMore, total };
   if (hasMore) list.cursor = encodeCursor(last.sort_value, last.id);
   return list;
 }

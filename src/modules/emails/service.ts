@@ -7,6 +7,7 @@ import { ApiError, notFound } from '../../http/errors.ts';
 import { type RawSource, rawSourceSize, rawSourceStream } from './raw-source.ts';
 import { emailSourceCleared } from './retention.ts';
 import type { EmailRecord } from './schemas.ts';
+import { sumCounter } from '../../db/counter-rows.ts';
 
 type EmailRow = typeof emails.$inferSelect;
 
@@ -95,12 +96,8 @@ const countWhere = async (ctx: AppContext, where: SQL) =>
  * (db/schema/emails.ts), which triggers on `emails` keep in the statements that write emails
  * (migration 0018): a few rows per status however many emails there are.
  */
-async function countEmails(ctx: AppContext, projectId: string, status: string | undefined): Promise<number> {
-  const { rows } = await ctx.database.db.execute<{ n: string }>(sql`
-    SELECT coalesce(sum(c.count), 0)::bigint AS n FROM email_counts AS c
-     WHERE c.project_id = ${projectId}${status === undefined ? sql`` : sql` AND c.status = ${status}`}`);
-  return Number(rows[0].n);
-}
+const countEmails = (ctx: AppContext, projectId: string, status: string | undefined): Promise<number> =>
+  sumCounter(ctx.database.db, 'email_counts', sql`project_id = ${projectId}${status === undefined ? sql`` : sql` AND status = ${status}`}`);
 
 export type EmailListQuery = { limit: number; cursor?: string; contactId?: string; campaignId?: string; status?: string };
 

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
 import { equalsAny } from '../../db/any.ts';
+import { sumCounter } from '../../db/counter-rows.ts';
 import { NO_STEP, type WorkflowExecutionStatus, workflowExecutionCounts } from '../../db/schema/workflows.ts';
 import type { StepCounts } from './schemas.ts';
 
@@ -36,9 +37,9 @@ export async function stepCounts(db: Db, workflowId: string): Promise<Map<string
 }
 
 /** The workflow's executions, or those of the given statuses. */
-export async function countExecutions(db: Db, workflowId: string, statuses?: WorkflowExecutionStatus[]): Promise<number> {
-  const { rows } = await db.execute<{ n: string }>(sql`
-    SELECT coalesce(sum(count), 0)::bigint AS n FROM workflow_execution_counts
-     WHERE workflow_id = ${workflowId}${statuses ? sql` AND ${equalsAny(workflowExecutionCounts.status, statuses, 'text')}` : sql``}`);
-  return Number(rows[0].n);
-}
+export const countExecutions = (db: Db, workflowId: string, statuses?: WorkflowExecutionStatus[]): Promise<number> =>
+  sumCounter(
+    db,
+    'workflow_execution_counts',
+    sql`workflow_id = ${workflowId}${statuses ? sql` AND ${equalsAny(workflowExecutionCounts.status, statuses, 'text')}` : sql``}`,
+  );

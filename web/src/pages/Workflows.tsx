@@ -136,12 +136,10 @@ function orderSteps(steps: Step[], transitions: Transition[]): Step[] {
   return [...ordered, ...steps.filter((s) => !seen.has(s.id))];
 }
 
-const SINGULAR: Record<string, string> = { seconds: 'second', minutes: 'minute', hours: 'hour', days: 'day' };
-
-/** "1 day", "3 days". */
+/** "1 day", "3 days" (the units are plural words: seconds, minutes, hours, days). */
 function quantity(n: unknown, unit: unknown): string {
   const u = String(unit ?? '');
-  return `${String(n ?? '')} ${n === 1 ? (SINGULAR[u] ?? u) : u}`.trim();
+  return `${String(n ?? '')} ${n === 1 ? u.replace(/s$/, '') : u}`.trim();
 }
 
 /** A timeout in seconds, in its largest whole unit: 86400 is "1 day", 90 is "90 seconds". */
