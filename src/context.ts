@@ -12,6 +12,7 @@ import type { Accepted } from './modules/emails/lifecycle.ts';
 import type { EngagementRecorder } from './modules/tracking/engagement.ts';
 import type { KeyTurns } from './modules/domains/key-slots.ts';
 import type { ReputationChecks } from './modules/reputation/guard.ts';
+import type { SlowAudienceLanes } from './modules/campaigns/turns.ts';
 
 export type Clock = { now: () => Date };
 
@@ -43,6 +44,8 @@ export type AppContext = {
   projectPurges: BusySlots;
   /** DELETE /workflows/:id and DELETE /segments/:id of more than a batch of executions or members, under way per project and in all (modules/workflows/delete.ts). */
   cascadeDeletes: BusySlots;
+  /** Campaign audience reads past the quick bound under way in this process, all projects together (modules/campaigns/turns.ts). */
+  slowAudienceReads: SlowAudienceLanes;
   /** Turns at generating a new domain's DKIM key, one at a time, in rotation across projects (modules/domains/key-slots.ts). */
   dkimKeyTurns: KeyTurns;
   /** Reputation checks after bounces and complaints, running or due, per project (modules/reputation/guard.ts). */

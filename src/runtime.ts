@@ -19,6 +19,7 @@ import { eventDeleteSlots } from './modules/events/usage.ts';
 import { heavyReadSlots } from './http/heavy-reads.ts';
 import { projectPurgeSlots } from './modules/projects/purge.ts';
 import { cascadeDeleteSlots } from './modules/workflows/delete.ts';
+import { slowAudienceLanes } from './modules/campaigns/turns.ts';
 import { keyTurns } from './modules/domains/key-slots.ts';
 import { rawDownloadSlots } from './modules/emails/raw-source.ts';
 import { PREVIEWS_PER_PROCESS, PREVIEWS_PER_PROJECT, previewSlots } from './modules/templates/preview.ts';
@@ -95,6 +96,7 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
       heavyReads: heavyReadSlots(config.databasePoolSize),
       projectPurges: projectPurgeSlots(),
       cascadeDeletes: cascadeDeleteSlots(),
+      slowAudienceReads: slowAudienceLanes(),
       reputationChecks: new Map(),
       dkimKeyTurns: keyTurns(),
       recordAccepted: acceptedRecorder(() => ctx),

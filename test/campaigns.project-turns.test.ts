@@ -73,6 +73,15 @@ const emailsOf = async (id: string) =>
     )
   )[0];
 
+/** The campaign's jobs that were told its audience is slow (turns.ts). */
+const jobsToldSlow = async (id: string) =>
+  (
+    await env.server.sql<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pgboss.job WHERE name = 'campaign-send' AND data->>'campaignId' = $1 AND data->>'slowAudience' = 'true'`,
+      [id],
+    )
+  )[0].n;
+
 const messagesTo = (label: string) => env.sink.messages.filter((m) => m.envelope.to[0].startsWith(label) && m.envelope.to[0].endsWith('@rcpt.test')).length;
 
 describe('campaign audience reads take turns per project', () => {
@@ -130,6 +139,59 @@ describe('campaign audience reads take turns per project', () => {
       await new Promise((r) => setTimeout(r, 1_000));
       assert.equal(messagesTo('turna'), A_CAMPAIGNS * A_CONTACTS, 'no duplicate');
       assert.equal(messagesTo('turnb'), B_CONTACTS, 'no duplicate');
+    },
+  );
+
+  test(
+    "two projects' slow audiences hold one campaign worker between them: a third project's campaign due with them is sent at once",
+    { timeout: 180_000 },
+    async (t) => {
+      // Open sign-up: one tenant can be two. Each project's turn alone let each hold a worker for
+      // up to the 10 s bound, both workers in all, and the other tenants' campaigns waited.
+      const hostile = [await tenantWithContacts('twoa', A_CONTACTS), await tenantWithContacts('twoc', A_CONTACTS)];
+      const b = await tenantWithContacts('twob', B_CONTACTS);
+      const slow: { tenant: Bootstrapped; id: string }[] = [];
+      for (const tenant of hostile) slow.push({ tenant, id: await createCampaign(tenant, { audienceType: 'FILTERED', audienceCondition: EVERYONE }) });
+      const other = await createCampaign(b, { audienceType: 'ALL' });
+
+      const due = Date.now() + 4_000;
+      for (const { tenant, id } of slow) await schedule(tenant, id, due);
+      await schedule(b, other, due);
+      assert.ok(Date.now() < due - 500, 'scheduled before they are due');
+
+      const lock = await lockContactFields();
+      let otherSentAfter: number | null = null;
+      try {
+        await waitFor('a slow audience statement to wait for contact_fields', async () => (await audienceStatementsWaiting()) > 0, 20_000);
+        await waitFor(
+          'the third project’s campaign to be SENT',
+          async () => {
+            if ((await statusOf(other)) !== 'SENT') return false;
+            otherSentAfter = Date.now() - due;
+            return true;
+          },
+          40_000,
+        );
+      } finally {
+        await lock.release();
+      }
+      t.diagnostic(`the third project's campaign SENT ${otherSentAfter} ms after due`);
+      assert.ok(
+        otherSentAfter !== null && otherSentAfter < 5_000,
+        `the third project's campaign was SENT ${otherSentAfter} ms after it was due (alone: 1-2 s)`,
+      );
+      assert.deepEqual(await emailsOf(other), { n: B_CONTACTS, contacts: B_CONTACTS });
+
+      // The slow ones, once their reads get through, are each sent exactly once to every contact.
+      for (const { id } of slow) await waitFor(`campaign ${id} to be SENT`, async () => (await statusOf(id)) === 'SENT', 90_000, 100);
+      for (const { id } of slow) assert.deepEqual(await emailsOf(id), { n: A_CONTACTS, contacts: A_CONTACTS });
+      // Each outran the quick bound once: its later jobs were told to read in a slow lane directly.
+      for (const { id } of slow) assert.ok((await jobsToldSlow(id)) > 0, `campaign ${id}'s successor jobs read in a slow lane`);
+      assert.equal(await jobsToldSlow(other), 0, 'a quick audience stays quick');
+      await waitFor('the slow campaigns’ messages', async () => messagesTo('twoa') + messagesTo('twoc') === slow.length * A_CONTACTS, 10_000);
+      await new Promise((r) => setTimeout(r, 1_000));
+      assert.equal(messagesTo('twoa') + messagesTo('twoc'), slow.length * A_CONTACTS, 'no duplicate');
+      assert.equal(messagesTo('twob'), B_CONTACTS, 'no duplicate');
     },
   );
 });

@@ -1,6 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
-import type { Database, Db } from '../../db/client.ts';
+import type { Db } from '../../db/client.ts';
+import { isStatementTimeout, withStatementTimeout } from '../../db/statement-timeout.ts';
 import type { AudienceType } from '../../db/schema/campaigns.ts';
 import type { EmailType } from '../../db/schema/emails.ts';
 import { compileCondition, parseCondition, validateCondition } from '../../conditions/index.ts';
@@ -8,7 +9,7 @@ import { requestConditionRead, withConditionTimeout } from '../../conditions/tim
 import { ApiError, validationError } from '../../http/errors.ts';
 import { getSegment, segmentMembershipSql } from '../segments/service.ts';
 import { customFieldTypes } from '../contacts/fields.ts';
-import { takeAudienceTurn } from './turns.ts';
+import { QUICK_AUDIENCE_MS, takeAudienceTurn } from './turns.ts';
 
 /**
  * Who a campaign goes to. The audience rule (ALL, a segment, or a condition tree) comes from the
@@ -102,28 +103,52 @@ export const countRecipientsInTime = (ctx: Pick<AppContext, 'database' | 'heavyR
 
 /**
  * What the campaign worker read of an audience, why it could not (a message for the user), or
- * `busy`: another audience read of the project holds its turn (turns.ts), so nothing was read.
+ * `busy`: another audience read of the project holds its turn, or every slow lane of the process
+ * is taken (turns.ts), so nothing was read.
  */
 export type AudienceRead<T> = { value: T } | { unreadable: string } | { busy: true };
 
+/** What a campaign's chain of jobs knows of its audience: `slow` once a read outran the quick bound (turns.ts), passed on to each successor job. */
+export type AudienceSpeed = { slow: boolean };
+
 /**
  * An audience statement of the campaign worker (the scheduled start's count, a fan-out batch), in a
- * transaction of its own under the API's condition bound (CONDITION_STATEMENT_MS), so it never
- * runs while the campaign row is locked, and in the project's turn (turns.ts). Unreadable:
- * PostgreSQL cancelled it past the bound, or the rule no longer compiles (a 4xx from the conditions
- * or segments module); any other error is thrown (the job retries it).
+ * transaction of its own, so it never runs while the campaign row is locked, and in the project's
+ * turn. It gets QUICK_AUDIENCE_MS; past it (or when `speed` says an earlier read did) it is read in
+ * one of the process's slow lanes under the API's condition bound (CONDITION_STATEMENT_MS), and
+ * `speed` records it. Unreadable: PostgreSQL cancelled it past that bound, or the rule no longer
+ * compiles (a 4xx from the conditions or segments module); any other error is thrown (the job
+ * retries it).
  */
-export async function readAudienceInTime<T>(database: Database, projectId: string, work: (db: Db) => Promise<T>): Promise<AudienceRead<T>> {
-  try {
-    return await withConditionTimeout(
-      database,
-      async (db): Promise<AudienceRead<T>> => ((await takeAudienceTurn(db, projectId)) ? { value: await work(db) } : { busy: true }),
-      'audience',
-    );
-  } catch (err) {
-    if (err instanceof ApiError && err.statusCode < 500) return { unreadable: err.message };
-    throw err;
+export async function readAudienceInTime<T>(
+  ctx: Pick<AppContext, 'database' | 'slowAudienceReads'>,
+  projectId: string,
+  speed: AudienceSpeed,
+  work: (db: Db) => Promise<T>,
+): Promise<AudienceRead<T>> {
+  const read = async (db: Db): Promise<AudienceRead<T>> => ((await takeAudienceTurn(db, projectId)) ? { value: await work(db) } : { busy: true });
+  if (!speed.slow) {
+    try {
+      return await withStatementTimeout(ctx.database, QUICK_AUDIENCE_MS, read);
+    } catch (err) {
+      if (!isStatementTimeout(err)) return unreadableOrThrow(err);
+      speed.slow = true;
+    }
   }
+  const release = ctx.slowAudienceReads.tryTake();
+  if (!release) return { busy: true };
+  try {
+    return await withConditionTimeout(ctx.database, read, 'audience');
+  } catch (err) {
+    return unreadableOrThrow(err);
+  } finally {
+    release();
+  }
+}
+
+function unreadableOrThrow(err: unknown): { unreadable: string } {
+  if (err instanceof ApiError && err.statusCode < 500) return { unreadable: err.message };
+  throw err;
 }
 
 export type Recipient = { id: string; email: string };

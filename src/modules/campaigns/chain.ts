@@ -8,10 +8,12 @@ import { CAMPAIGN_QUEUE } from './queue-name.ts';
  * The engine runs as a chain of `campaign-send` jobs, one at a time per campaign: each job does a
  * bounded amount of work and enqueues its successor. The row names the one live job (`send_job_id`);
  * a job that finds another id there is stale (superseded, rescheduled, cancelled) and does nothing.
- * Every hand-over happens in the transaction that holds the campaign row lock.
+ * Every hand-over happens in the transaction that holds the campaign row lock. `slowAudience` tells
+ * the successor to read the audience in a slow lane directly (turns.ts).
  */
-export async function handOver(ctx: AppContext, t: Tx, campaignId: string, startAfter?: Date): Promise<string> {
-  const jobId = await ctx.jobs.send(CAMPAIGN_QUEUE, { campaignId }, { client: t.client, startAfter });
+export async function handOver(ctx: AppContext, t: Tx, campaignId: string, startAfter?: Date, slowAudience = false): Promise<string> {
+  const data = slowAudience ? { campaignId, slowAudience } : { campaignId };
+  const jobId = await ctx.jobs.send(CAMPAIGN_QUEUE, data, { client: t.client, startAfter });
   if (!jobId) throw new Error(`could not enqueue ${CAMPAIGN_QUEUE} for campaign ${campaignId}`);
   await t.tx
     .update(campaigns)

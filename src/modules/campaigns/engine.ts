@@ -4,7 +4,7 @@ import { withTransaction } from '../../db/client.ts';
 import { campaigns } from '../../db/schema/campaigns.ts';
 import { projects } from '../../db/schema/users.ts';
 import { skipQueuedOfCampaign } from '../emails/lifecycle.ts';
-import { countRecipients, readAudienceInTime } from './audience.ts';
+import { type AudienceSpeed, countRecipients, readAudienceInTime } from './audience.ts';
 import { unscheduleForAudience } from './audience-stop.ts';
 import { handOver, sendingState } from './chain.ts';
 import { type FanoutStep, fanOutBatch } from './fanout.ts';
@@ -17,13 +17,14 @@ import { nextTurnAt } from './turns.ts';
  * The campaign engine: schedule → fan out → finalise, one `campaign-send` job at a time per
  * campaign (chain.ts). Each job starts a due scheduled campaign, writes batches for up to
  * TICK_BUDGET_MS, checks for completion and stalls, and hands over to its successor. Audience reads
- * take turns per project (turns.ts): a job that finds its project's turn taken ends without work.
+ * take turns per project, and slow ones share a slow lane (turns.ts): a job that finds its turn or
+ * the lanes taken ends without work. `speed` comes from the predecessor and goes to the successor.
  */
 
 const TICK_BUDGET_MS = 5_000;
 const NEXT_TICK_MS = 1_000;
 
-export async function runCampaignJob(ctx: AppContext, campaignId: string, jobId: string): Promise<void> {
+export async function runCampaignJob(ctx: AppContext, campaignId: string, jobId: string, speed: AudienceSpeed): Promise<void> {
   const [row] = await ctx.database.db
     .select({ status: campaigns.status, sendJobId: campaigns.sendJobId, projectId: campaigns.projectId, projectDisabled: projects.disabled })
     .from(campaigns)
@@ -32,21 +33,21 @@ export async function runCampaignJob(ctx: AppContext, campaignId: string, jobId:
   if (!row || row.sendJobId !== jobId) return;
   if (row.projectDisabled) return stopForDisabledProject(ctx, campaignId, jobId);
   if (row.status === 'SCHEDULED') {
-    if (!(await startScheduled(ctx, campaignId, jobId))) return;
+    if (!(await startScheduled(ctx, campaignId, jobId, speed))) return;
   } else if (row.status !== 'SENDING') {
     return;
   }
 
   const deadline = Date.now() + TICK_BUDGET_MS;
   let step: FanoutStep = 'more';
-  while (step === 'more' && Date.now() < deadline) step = await fanOutBatch(ctx, campaignId, jobId);
+  while (step === 'more' && Date.now() < deadline) step = await fanOutBatch(ctx, campaignId, jobId, speed);
   if (step === 'stale' || step === 'stopped') return;
   if (step === 'done' && (await finalise(ctx, campaignId, jobId))) return;
   await watchProgress(ctx, campaignId, jobId);
-  await continueLater(ctx, campaignId, jobId, await nextTickAt(ctx, step, row.projectId));
+  await continueLater(ctx, campaignId, jobId, await nextTickAt(ctx, step, row.projectId), speed);
 }
 
-/** When the successor job starts: at once after a full batch, after the project's turn when it was taken (turns.ts), else in a second. */
+/** When the successor job starts: at once after a full batch, a little later when the project's turn or the slow lanes were taken (turns.ts), else in a second. */
 async function nextTickAt(ctx: AppContext, step: FanoutStep, projectId: string): Promise<Date | undefined> {
   if (step === 'more') return undefined;
   if (step === 'busy') return nextTurnAt(ctx.database.db, projectId);
@@ -66,11 +67,11 @@ const isDue = (c: CampaignRow, now: Date) => !c.scheduledFor || c.scheduledFor.g
  * readAudienceInTime): a slow audience used to be counted for as long as it took with the row
  * locked, holding both campaign workers, and the watchdog and cancels behind them.
  */
-async function startScheduled(ctx: AppContext, campaignId: string, jobId: string): Promise<boolean> {
+async function startScheduled(ctx: AppContext, campaignId: string, jobId: string, speed: AudienceSpeed): Promise<boolean> {
   const now = ctx.clock.now();
   const [seen] = await ctx.database.db.select().from(campaigns).where(eq(campaigns.id, campaignId));
   if (!isLiveSchedule(seen, jobId)) return false;
-  const counted = isDue(seen, now) ? await readAudienceInTime(ctx.database, seen.projectId, (db) => countRecipients(db, seen.projectId, seen, now)) : null;
+  const counted = isDue(seen, now) ? await readAudienceInTime(ctx, seen.projectId, speed, (db) => countRecipients(db, seen.projectId, seen, now)) : null;
   return withTransaction(ctx.database, async (t) => {
     const [c] = await t.tx.select().from(campaigns).where(eq(campaigns.id, campaignId)).for('update');
     if (!isLiveSchedule(c, jobId)) return false;
@@ -79,8 +80,8 @@ async function startScheduled(ctx: AppContext, campaignId: string, jobId: string
       return false;
     }
     if (counted && 'busy' in counted) {
-      // Another audience read of the project holds its turn (turns.ts): count again in a successor job.
-      await handOver(ctx, t, campaignId, await nextTurnAt(t.tx, c.projectId));
+      // Another audience read of the project holds its turn, or the slow lanes are taken (turns.ts): count again in a successor job.
+      await handOver(ctx, t, campaignId, await nextTurnAt(t.tx, c.projectId), speed.slow);
       return false;
     }
     if (!counted || c.updatedAt.getTime() !== seen.updatedAt.getTime()) {
@@ -127,7 +128,7 @@ async function stopForDisabledProject(ctx: AppContext, campaignId: string, jobId
   ctx.log.warn({ campaignId }, 'campaign stopped: its project is disabled');
 }
 
-async function continueLater(ctx: AppContext, campaignId: string, jobId: string, startAfter: Date | undefined): Promise<void> {
+async function continueLater(ctx: AppContext, campaignId: string, jobId: string, startAfter: Date | undefined, speed: AudienceSpeed): Promise<void> {
   const handedOver = await withTransaction(ctx.database, async (t) => {
     const [c] = await t.tx
       .select({ status: campaigns.status, sendJobId: campaigns.sendJobId })
@@ -135,7 +136,7 @@ async function continueLater(ctx: AppContext, campaignId: string, jobId: string,
       .where(eq(campaigns.id, campaignId))
       .for('update');
     if (!c || c.status !== 'SENDING' || c.sendJobId !== jobId) return false;
-    await handOver(ctx, t, campaignId, startAfter);
+    await handOver(ctx, t, campaignId, startAfter, speed.slow);
     return true;
   });
   // A successor due at once (after a full batch) is fetched as it commits, not at the probe's next tick.

@@ -5,7 +5,7 @@ import { type Db, withTransaction } from '../../db/client.ts';
 import { campaigns } from '../../db/schema/campaigns.ts';
 import { DELIVERY_QUEUE } from '../emails/delivery/queue-name.ts';
 import { type NewEmail, queueEmails } from '../emails/queue.ts';
-import { type Cursor, nextRecipients, readAudienceInTime } from './audience.ts';
+import { type AudienceSpeed, type Cursor, nextRecipients, readAudienceInTime } from './audience.ts';
 import { stopSendingForAudience } from './audience-stop.ts';
 import { withinBillingLimit } from '../billing/limits.ts';
 
@@ -72,9 +72,9 @@ function stepOf(c: FanoutRow | undefined, jobId: string): FanoutStep | null {
  * (audience.ts readAudienceInTime), so a slow audience holds no lock that the watchdog, a cancel or
  * a successor job waits on; the batch is then written under the lock only if the cursor has not
  * moved meanwhile (otherwise it is read again). An audience past the bound stops the campaign
- * (audience-stop.ts); one whose project's turn is taken (turns.ts) is not read.
+ * (audience-stop.ts); one whose project's turn or a slow lane is not free (turns.ts) is not read.
  */
-export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: string): Promise<FanoutStep> {
+export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: string, speed: AudienceSpeed): Promise<FanoutStep> {
   const seen = await campaignForFanout(ctx.database.db, campaignId, { lock: false });
   const early = stepOf(seen, jobId);
   if (early || !seen) return early ?? 'stale';
@@ -85,7 +85,7 @@ export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: st
   const limit = Math.min(MAX_BATCH, window - pending);
   const cursor = cursorOf(seen);
   const now = ctx.clock.now();
-  const read = await readAudienceInTime(ctx.database, seen.projectId, (db) => nextRecipients(db, { ...seen, sentAt: seen.sentAt ?? now }, cursor, limit, now));
+  const read = await readAudienceInTime(ctx, seen.projectId, speed, (db) => nextRecipients(db, { ...seen, sentAt: seen.sentAt ?? now }, cursor, limit, now));
   if ('unreadable' in read) {
     await stopSendingForAudience(ctx, campaignId, jobId, read.unreadable);
     return 'stopped';

@@ -3,19 +3,20 @@ import type { QueueDef } from '../../jobs/boss.ts';
 import { runCampaignJob } from './engine.ts';
 import { CAMPAIGN_QUEUE, CAMPAIGN_WATCHDOG_QUEUE } from './queue-name.ts';
 import { restartStalledCampaigns } from './recovery.ts';
+import { CAMPAIGN_WORKERS } from './turns.ts';
 
-const sendPayload = z.object({ campaignId: z.string().uuid() });
+const sendPayload = z.object({ campaignId: z.string().uuid(), slowAudience: z.boolean().optional() });
 
 export const campaignSendQueue: QueueDef<z.infer<typeof sendPayload>> = {
   name: CAMPAIGN_QUEUE,
   schema: sendPayload,
-  handler: (ctx, data, job) => runCampaignJob(ctx, data.campaignId, job.id),
-  // One project's audience reads hold one of them at a time, across processes (turns.ts).
-  workers: 2,
+  handler: (ctx, data, job) => runCampaignJob(ctx, data.campaignId, job.id, { slow: data.slowAudience === true }),
+  // Slow audience reads hold one of them at most, whatever the project (turns.ts).
+  workers: CAMPAIGN_WORKERS,
   retryLimit: 20,
   retryDelaySeconds: 2,
-  // A job runs for about five seconds (its audience statements at most 10 s each, campaigns/audience.ts
-  // readAudienceInTime); one held longer belongs to a dead worker.
+  // A job runs for about five seconds (an audience statement 1 s at most, or 10 s in a slow lane:
+  // campaigns/audience.ts readAudienceInTime); one held longer belongs to a dead worker.
   expireInSeconds: 60,
 };
 

@@ -3,13 +3,48 @@ import type { Db } from '../../db/client.ts';
 import { tryLockKey } from '../../db/key-lock.ts';
 
 /**
- * A project's campaign audience reads (a scheduled start's count, a fan-out batch) take turns:
- * one at a time per project, across every worker process, so one project's slow audiences hold at
- * most one of the `campaign-send` workers (up to the 10 s bound each) and other projects always
- * find the other free. The turn is a transaction-scoped advisory lock, taken without waiting inside
- * the read's own transaction: a job that finds it taken reads nothing, ends at once, and its
- * successor tries again a little later (nextTurnAt).
+ * How the `campaign-send` workers are shared between projects' audience reads (a scheduled start's
+ * count, a fan-out batch), which can each take up to the condition bound (10 s):
+ *
+ * - A project's reads take turns: one at a time per project, across every worker process. The
+ *   turn is a transaction-scoped advisory lock, taken without waiting inside the read's own
+ *   transaction: a job that finds it taken reads nothing, ends at once, and its successor tries
+ *   again a little later (nextTurnAt).
+ * - A read first gets QUICK_AUDIENCE_MS. One that outruns it is read again in a slow lane, with the
+ *   full bound: SLOW_AUDIENCE_LANES of them at a time per process, all projects together, and the
+ *   campaign's later reads go there directly. Sign-up is open, so one tenant can be many
+ *   projects: with turns alone, two projects' slow audiences held both workers, and every other
+ *   project's campaigns waited behind them. Now the other worker is held at most QUICK_AUDIENCE_MS
+ *   by a read, whatever the number of such projects.
  */
+
+/** `campaign-send` workers per process (jobs.ts). */
+export const CAMPAIGN_WORKERS = 2;
+
+/** What an audience read gets before it is taken for a slow one. An ALL audience of a million contacts is counted in about 0.1 s. */
+export const QUICK_AUDIENCE_MS = 1_000;
+
+/** Slow audience reads at once per process: the rest of its workers stay for quick ones. */
+export const SLOW_AUDIENCE_LANES = CAMPAIGN_WORKERS - 1;
+
+/** The slow lanes of a process (ctx.slowAudienceReads): a lane, or null at once when all are taken. */
+export type SlowAudienceLanes = { tryTake(): (() => void) | null };
+
+export function slowAudienceLanes(lanes = SLOW_AUDIENCE_LANES): SlowAudienceLanes {
+  let inUse = 0;
+  return {
+    tryTake() {
+      if (inUse >= lanes) return null;
+      inUse++;
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        inUse--;
+      };
+    },
+  };
+}
 
 const turnKey = (projectId: string) => `campaign-audience:${projectId}`;
 
