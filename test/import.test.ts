@@ -431,6 +431,56 @@ describe('GET /contacts/import/:jobId', () => {
   });
 });
 
+describe('imports per project', () => {
+  /** Runs `fn` while imports of `held@example.com` cannot finish: another transaction holds that contact's row. */
+  async function withImportsHeld<T>(p: Bootstrapped, fn: () => Promise<T>): Promise<T> {
+    const created = await p.sk.post('/contacts', { email: 'held@example.com' });
+    assert.equal(created.status, 201, created.text);
+    const other = await server.ctx.database.pool.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query('SELECT 1 FROM contacts WHERE id = $1 FOR UPDATE', [created.body.id]);
+      return await fn();
+    } finally {
+      await other.query('COMMIT');
+      other.release();
+    }
+  }
+
+  test('8 concurrent uploads: exactly 5 are queued, 3 are 429 with Retry-After and store nothing; another project is not held to them', async () => {
+    // Unbounded, one project could queue hundreds of 5 MB files a minute ahead of every other project's import.
+    const a = await bootstrap(server.api, 'importcap');
+    const csv = 'email,plan\nheld@example.com,pro\nfree@example.com,free\n';
+    const answers = await withImportsHeld(a, async () => {
+      const all = await Promise.all(Array.from({ length: 8 }, () => upload(a.sk, csv)));
+      // Another project has slots of its own, even while this one's are all taken.
+      const other = await bootstrap(server.api, 'importfree');
+      const theirs = await upload(other.sk, 'email\nsomeone@example.com\n');
+      assert.equal(theirs.status, 202, theirs.text);
+      return all;
+    });
+    const accepted = answers.filter((r) => r.status === 202);
+    const refused = answers.filter((r) => r.status !== 202);
+    assert.equal(accepted.length, 5, answers.map((r) => r.status).join(','));
+    for (const res of refused) {
+      assert.equal(res.status, 429, res.text);
+      assert.equal(res.headers.get('retry-after'), '5');
+      assert.equal(res.body.error.code, 'RATE_LIMIT_EXCEEDED');
+      assert.equal(res.body.error.message, 'This project already has 5 imports queued or running; try again in 5 seconds');
+      assert.deepEqual(res.body.error.details, { retryAfter: 5, limit: 5 });
+    }
+    assert.equal(await jobCount(a.project.id), 5, 'a refused upload stores no job');
+
+    // Once they finish, the project uploads again; each of the five imported the file.
+    for (const r of accepted) {
+      const job = await waitForJob(a.sk, r.body.jobId);
+      assert.deepEqual([job.status, job.processedRows, job.imported + job.updated + job.skipped], ['completed', 2, 2]);
+    }
+    const again = await importCsv(a.sk, csv);
+    assert.deepEqual([again.imported, again.updated, again.skipped], [0, 0, 2]);
+  });
+});
+
 describe('large files and failures', () => {
   test('a 5 MB file (about 75,000 rows) imports in batches with live progress', async () => {
     const p = await bootstrap(server.api, 'five-mb');

@@ -5,7 +5,8 @@ import { projectOf, requireProject } from '../../../http/auth.ts';
 import { describer } from '../../../http/openapi.ts';
 import { parse } from '../../../http/validate.ts';
 import { BULK_TYPES, bulkBody, bulkJobParams } from './schemas.ts';
-import { MAX_ACTIVE_BULK_JOBS, createBulkJob, getBulkJob } from './service.ts';
+import { createBulkJob, getBulkJob } from './service.ts';
+import { JOB_SLOTS } from '../job-slots.ts';
 
 const BULK_OPERATIONS = {
   'bulk-subscribe': 'contacts.bulkSubscribe',
@@ -42,7 +43,7 @@ export function bulkRoutes(app: FastifyInstance, ctx: AppContext): void {
     const schema = doc({
       operationId: BULK_OPERATIONS[type],
       summary: `Queue a ${type.replace('bulk-', '')} of up to 1,000 contacts (answers the job)`,
-      description: `429 \`RATE_LIMIT_EXCEEDED\` (with Retry-After) while the project already has ${MAX_ACTIVE_BULK_JOBS} bulk jobs queued or running.`,
+      description: `429 \`RATE_LIMIT_EXCEEDED\` (with Retry-After) while the project already has ${JOB_SLOTS.bulk.limit} bulk jobs queued or running.`,
       body: bulkBody,
       responses: { 202: queuedSchema },
       errors: [400],

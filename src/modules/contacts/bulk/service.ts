@@ -1,11 +1,11 @@
 import { sql } from 'drizzle-orm';
-import { lockKey } from '../../../db/key-lock.ts';
+import { takeJobSlot } from '../job-slots.ts';
 import type { AppContext } from '../../../context.ts';
 import { type Db, withTransaction } from '../../../db/client.ts';
 import { prefixedId } from '../../../db/ids.ts';
 import { recordEvents } from '../../events/record.ts';
 import type { BulkError, BulkType, JobStatus } from '../../../db/schema/jobs.ts';
-import { busyAtLimit, notFound } from '../../../http/errors.ts';
+import { notFound } from '../../../http/errors.ts';
 import { isoMs, textArray } from '../sql.ts';
 import { BULK_JOB_ID, type BulkJobRecord } from './schemas.ts';
 import { forgetContactsEvents } from '../../analytics/rollups.ts';
@@ -13,32 +13,15 @@ import { forgetContactsEvents } from '../../analytics/rollups.ts';
 export const BULK_QUEUE = 'contacts-bulk';
 
 /**
- * Bulk jobs a project may have queued or running at once. Every project's jobs share one queue,
- * first in first out: the cap bounds what one project can put ahead of another's job (5 jobs of
- * 1,000 contacts, about 2 s of work, where an unbounded queue let one project delay everyone's
- * jobs indefinitely).
- */
-export const MAX_ACTIVE_BULK_JOBS = 5;
-const BUSY_RETRY_AFTER_SECONDS = 2;
-/**
- * A job still unfinished an hour after it was queued no longer holds one of its project's slots:
- * its last attempt died with its worker (a job otherwise ends within 3 attempts of at most
- * 5 minutes each), and it would hold the slot for ever.
- */
-const ACTIVE_JOB_MAX_AGE_MS = 60 * 60 * 1000;
-
-/**
  * Stores the job (each distinct id once, in the order given) and enqueues it in the same transaction;
- * 429 RATE_LIMIT_EXCEEDED when the project already has MAX_ACTIVE_BULK_JOBS queued or running.
+ * 429 RATE_LIMIT_EXCEEDED when the project already has its bulk jobs' share of the queue (job-slots.ts).
  */
 export async function createBulkJob(ctx: AppContext, projectId: string, type: BulkType, contactIds: string[]): Promise<{ jobId: string; status: 'queued' }> {
   const ids = [...new Set(contactIds)];
   const jobId = prefixedId('blk');
   const now = ctx.clock.now();
   await withTransaction(ctx.database, async ({ tx, client }) => {
-    // Counted under a lock of the project's bulk jobs: concurrent posts cannot pass the cap together.
-    await lockKey(tx, `bulk-jobs:${projectId}`);
-    if ((await activeBulkJobCount(tx, projectId, now)) >= MAX_ACTIVE_BULK_JOBS) throw tooManyBulkJobs();
+    await takeJobSlot(tx, 'bulk', projectId, now);
     await tx.execute(sql`
       INSERT INTO bulk_jobs (id, project_id, type, status, contact_ids, total, created_at)
       VALUES (${jobId}, ${projectId}, ${type}, 'queued', ${textArray(ids)}, ${ids.length}, ${now.toISOString()}::timestamptz)`);
@@ -46,17 +29,6 @@ export async function createBulkJob(ctx: AppContext, projectId: string, type: Bu
   });
   return { jobId, status: 'queued' };
 }
-
-async function activeBulkJobCount(db: Db, projectId: string, now: Date): Promise<number> {
-  const queuedSince = new Date(now.getTime() - ACTIVE_JOB_MAX_AGE_MS).toISOString();
-  const { rows } = await db.execute<{ n: number }>(sql`
-    SELECT count(*)::int AS n FROM bulk_jobs
-     WHERE project_id = ${projectId} AND created_at > ${queuedSince}::timestamptz AND status IN ('queued', 'processing')`);
-  return rows[0].n;
-}
-
-const tooManyBulkJobs = () =>
-  busyAtLimit(`This project already has ${MAX_ACTIVE_BULK_JOBS} bulk jobs queued or running`, MAX_ACTIVE_BULK_JOBS, BUSY_RETRY_AFTER_SECONDS);
 
 /**
  * Sets the subscription of many contacts of the project, set-based: one UPDATE of those whose

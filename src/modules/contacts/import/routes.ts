@@ -8,6 +8,7 @@ import { filePart } from '../../../http/file-part.ts';
 import { describer } from '../../../http/openapi.ts';
 import { parse } from '../../../http/validate.ts';
 import { MAX_IMPORT_BYTES, importJobParams } from './schemas.ts';
+import { JOB_SLOTS } from '../job-slots.ts';
 import { createImport, getImportJob } from './service.ts';
 
 const tooLarge = () => new ApiError(413, 'PAYLOAD_TOO_LARGE', 'The CSV file is larger than 5 MB', { details: { maxBytes: MAX_IMPORT_BYTES } });
@@ -40,7 +41,7 @@ export function importRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'contacts.import',
         summary: 'Import contacts from a CSV file (up to 5 MB; answers the job)',
-        description: 'Multipart part `file`: a CSV with an `email` column; other columns become custom data.',
+        description: `Multipart part \`file\`: a CSV with an \`email\` column; other columns become custom data. 429 \`RATE_LIMIT_EXCEEDED\` (with Retry-After) while the project already has ${JOB_SLOTS.import.limit} imports queued or running.`,
         bodyType: 'multipart',
         body: z.object({ file: z.string().describe('The CSV file (binary)') }),
         responses: { 202: z.object({ jobId: z.string(), status: z.literal('queued') }) },

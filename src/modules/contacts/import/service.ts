@@ -6,6 +6,7 @@ import type { ImportError, JobStatus } from '../../../db/schema/jobs.ts';
 import { notFound } from '../../../http/errors.ts';
 import { isStorableText } from '../../../db/storable-text.ts';
 import { isoMs } from '../sql.ts';
+import { takeJobSlot } from '../job-slots.ts';
 import { checkUpload } from './csv.ts';
 import { IMPORT_JOB_ID, type ImportJobRecord } from './schemas.ts';
 
@@ -13,7 +14,8 @@ export const IMPORT_QUEUE = 'contacts-import';
 
 /**
  * Checks the upload (text, UTF-8, a header with an `email` column: 400 otherwise), stores it on a
- * new job row and enqueues the job in the same transaction.
+ * new job row and enqueues the job in the same transaction; 429 RATE_LIMIT_EXCEEDED when the
+ * project already has its imports' share of the queue (job-slots.ts).
  */
 export async function createImport(
   ctx: AppContext,
@@ -23,11 +25,12 @@ export async function createImport(
   checkUpload(upload.bytes);
   const fileName = upload.fileName && isStorableText(upload.fileName) ? upload.fileName.slice(0, 255) : null;
   const jobId = prefixedId('imp');
-  const now = ctx.clock.now().toISOString();
+  const now = ctx.clock.now();
   await withTransaction(ctx.database, async ({ tx, client }) => {
+    await takeJobSlot(tx, 'import', projectId, now);
     await tx.execute(sql`
       INSERT INTO import_jobs (id, project_id, status, file_name, file, created_at)
-      VALUES (${jobId}, ${projectId}, 'queued', ${fileName}, ${upload.bytes}, ${now}::timestamptz)`);
+      VALUES (${jobId}, ${projectId}, 'queued', ${fileName}, ${upload.bytes}, ${now.toISOString()}::timestamptz)`);
     await ctx.jobs.send(IMPORT_QUEUE, { jobId }, { client });
   });
   return { jobId, status: 'queued' };
