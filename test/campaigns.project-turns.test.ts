@@ -64,6 +64,28 @@ const audienceStatementsWaiting = async () =>
 
 const statusOf = async (id: string) => (await env.server.sql<{ status: string }>(`SELECT status FROM campaigns WHERE id = $1`, [id]))[0].status;
 
+/**
+ * Holds contact_fields locked until `campaign` is SENT, once an audience statement waits for it,
+ * and answers how long after `due` that was; `onLook` runs at each look.
+ */
+async function sentWhileAudiencesHeld(campaign: string, due: number, onLook: () => Promise<void> = async () => {}): Promise<number> {
+  const lock = await lockContactFields();
+  try {
+    await waitFor('an audience statement to wait for contact_fields', async () => (await audienceStatementsWaiting()) > 0, 20_000);
+    const sent = await waitFor(
+      `campaign ${campaign} to be SENT`,
+      async () => {
+        await onLook();
+        return (await statusOf(campaign)) === 'SENT' ? { after: Date.now() - due } : null;
+      },
+      40_000,
+    );
+    return sent.after;
+  } finally {
+    await lock.release();
+  }
+}
+
 /** Per campaign: its emails, and how many distinct contacts they went to. */
 const emailsOf = async (id: string) =>
   (
@@ -101,27 +123,13 @@ describe('campaign audience reads take turns per project', () => {
       await schedule(b, other, due);
       assert.ok(Date.now() < due - 500, 'scheduled before they are due');
 
-      const lock = await lockContactFields();
       let mostWaiting = 0;
-      let otherSentAfter: number | null = null;
-      try {
-        await waitFor('an audience statement of project A to wait for contact_fields', async () => (await audienceStatementsWaiting()) > 0, 20_000);
-        // B's campaign, sent while A's audience reads are held (well within the 10 s bound of the one under way).
-        await waitFor(
-          "project B's campaign to be SENT",
-          async () => {
-            mostWaiting = Math.max(mostWaiting, await audienceStatementsWaiting());
-            if ((await statusOf(other)) !== 'SENT') return false;
-            otherSentAfter = Date.now() - due;
-            return true;
-          },
-          40_000,
-        );
-      } finally {
-        await lock.release();
-      }
+      // B's campaign, sent while A's audience reads are held (well within the 10 s bound of the one under way).
+      const otherSentAfter = await sentWhileAudiencesHeld(other, due, async () => {
+        mostWaiting = Math.max(mostWaiting, await audienceStatementsWaiting());
+      });
       t.diagnostic(`project B's campaign SENT ${otherSentAfter} ms after due; most audience statements waiting at once: ${mostWaiting}`);
-      assert.ok(otherSentAfter !== null && otherSentAfter < 5_000, `project B's campaign was SENT ${otherSentAfter} ms after it was due (alone: 1-2 s)`);
+      assert.ok(otherSentAfter < 5_000, `project B's campaign was SENT ${otherSentAfter} ms after it was due (alone: 1-2 s)`);
       assert.equal(mostWaiting, 1, "at most one of project A's audience statements ran at a time");
       assert.deepEqual(await emailsOf(other), { n: B_CONTACTS, contacts: B_CONTACTS });
       await waitFor("B's messages", async () => messagesTo('turnb') === B_CONTACTS, 10_000);
@@ -159,27 +167,9 @@ describe('campaign audience reads take turns per project', () => {
       await schedule(b, other, due);
       assert.ok(Date.now() < due - 500, 'scheduled before they are due');
 
-      const lock = await lockContactFields();
-      let otherSentAfter: number | null = null;
-      try {
-        await waitFor('a slow audience statement to wait for contact_fields', async () => (await audienceStatementsWaiting()) > 0, 20_000);
-        await waitFor(
-          'the third project’s campaign to be SENT',
-          async () => {
-            if ((await statusOf(other)) !== 'SENT') return false;
-            otherSentAfter = Date.now() - due;
-            return true;
-          },
-          40_000,
-        );
-      } finally {
-        await lock.release();
-      }
+      const otherSentAfter = await sentWhileAudiencesHeld(other, due);
       t.diagnostic(`the third project's campaign SENT ${otherSentAfter} ms after due`);
-      assert.ok(
-        otherSentAfter !== null && otherSentAfter < 5_000,
-        `the third project's campaign was SENT ${otherSentAfter} ms after it was due (alone: 1-2 s)`,
-      );
+      assert.ok(otherSentAfter < 5_000, `the third project's campaign was SENT ${otherSentAfter} ms after it was due (alone: 1-2 s)`);
       assert.deepEqual(await emailsOf(other), { n: B_CONTACTS, contacts: B_CONTACTS });
 
       // The slow ones, once their reads get through, are each sent exactly once to every contact.

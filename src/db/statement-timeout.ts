@@ -17,3 +17,24 @@ export async function withStatementTimeout<T>(database: Database, ms: number, wo
 
 /** A statement PostgreSQL cancelled (statement_timeout, or a cancel request). */
 export const isStatementTimeout = (err: unknown): boolean => pgErrorCode(err) === '57014';
+
+/**
+ * `work` inside the caller's transaction, its statements cancelled past `ms` each, without losing
+ * the transaction when one is: it runs in a savepoint, rolled back when it fails. Answers
+ * `timedOut` when PostgreSQL cancelled a statement; any other error is thrown. Afterwards the
+ * transaction's statement_timeout is the session's default again (not for a transaction that set
+ * its own).
+ */
+export async function withSavepointTimeout<T>(tx: Db, ms: number, work: () => Promise<T>): Promise<{ value: T } | { timedOut: true }> {
+  await tx.execute(sql.raw(`SAVEPOINT bounded; SET LOCAL statement_timeout = ${Math.max(1, Math.floor(ms))}`));
+  try {
+    const value = await work();
+    await tx.execute(sql.raw('RELEASE SAVEPOINT bounded; SET LOCAL statement_timeout TO DEFAULT'));
+    return { value };
+  } catch (err) {
+    // Rolling back to the savepoint also undoes its SET LOCAL.
+    await tx.execute(sql.raw('ROLLBACK TO SAVEPOINT bounded; RELEASE SAVEPOINT bounded'));
+    if (isStatementTimeout(err)) return { timedOut: true };
+    throw err;
+  }
+}

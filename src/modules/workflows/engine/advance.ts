@@ -131,6 +131,7 @@ async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptio
     billing: new Map(),
     sharedContacts: new Set(),
     webhookSecrets: new Map(),
+    conditionMs: new Map(),
   };
   const inserts: NewStepRow[] = [];
   const updates: StepRowUpdate[] = [];
@@ -271,6 +272,11 @@ async function walk(
       inserts.push(row);
       if (updatesTogether(batch, e, step)) return { execution: e, state, pausedAt: step, row, steps: n };
       const fx = await runStep(batch, { execution: e, step, row, contacts, context: state.context });
+      if (fx.later) {
+        // This step is run again, from its start, by a later batch.
+        inserts.splice(inserts.indexOf(row), 1);
+        return Object.assign(state, { status: 'RUNNING', due_at: nowIso });
+      }
       if (fx.context) state.context = fx.context;
       if (fx.wait) {
         row.status = 'WAITING';

@@ -26,6 +26,8 @@ export type BatchState = {
   sharedContacts: Set<string>;
   /** Projects' webhook signing secrets, read once per batch. */
   webhookSecrets: Map<string, Promise<string>>;
+  /** Per project: milliseconds its CONDITION steps spent in the database in this batch (steps.ts). */
+  conditionMs: Map<string, number>;
 };
 
 /** A read made once per batch: the first caller's promise, kept in one of the batch's maps. */

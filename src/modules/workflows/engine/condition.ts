@@ -24,14 +24,19 @@ const inMemoryOnly = (c: Condition): boolean => {
 const ALWAYS = { field: 'email', operator: 'exists' };
 const NEVER = { field: 'email', operator: 'notExists' };
 
-export async function conditionHolds(
+/**
+ * Whether the condition holds for the contact, or what `ask` answered instead: the tree's database
+ * part, when it has one, is read through `ask`, which may bound it in time (steps.ts).
+ */
+export async function conditionHolds<A>(
   db: Db,
   projectId: string,
   stored: Condition,
   contact: ConditionContact,
   context: Record<string, unknown>,
   opts: { types: ReadonlyMap<string, FieldType>; now: Date },
-): Promise<boolean> {
+  ask: (read: () => Promise<boolean>) => Promise<boolean | A>,
+): Promise<boolean | A> {
   const c = conditionForEvaluation(stored);
   const withContext = { ...contact, data: { ...contact.data, [CONTEXT_DATA_KEY]: context } };
   if (inMemoryOnly(c)) {
@@ -51,5 +56,6 @@ export async function conditionHolds(
       ...(g.conditions ? { conditions: decide(g.conditions) } : {}),
     })),
   });
-  return contactMatches(db, projectId, contact.id, decide(c), opts);
+  const decided = decide(c);
+  return ask(() => contactMatches(db, projectId, contact.id, decided, opts));
 }

@@ -11,6 +11,7 @@ import { type DelayConfig, type ExitConfig, type SendEmailConfig, type UpdateCon
 import type { ClaimedExecution, ContactRow, ExecUpdate, NewStepRow } from './advance.ts';
 import { type BatchState, countWorkflowEmail, fieldTypesFor, readOnce } from './batch.ts';
 import { conditionHolds } from './condition.ts';
+import { withSavepointTimeout } from '../../../db/statement-timeout.ts';
 import { withWorkflowDepth } from './enrol.ts';
 import type { RunStep } from './graph.ts';
 
@@ -23,6 +24,8 @@ export type StepEffects = {
   wait?: { dueAt: Date | null; event?: string };
   /** The step failed: the execution ends FAILED with this reason. */
   fail?: string;
+  /** Not run in this batch: the execution stays at this step, due now, for a later batch. */
+  later?: true;
   /** An EXIT step: the execution ends EXITED with this reason. */
   exit?: string;
   /** The execution context after the step. */
@@ -71,15 +74,34 @@ export async function runStep(b: BatchState, s: StepInput): Promise<StepEffects>
   }
 }
 
+/**
+ * A condition on one contact's activity or segments costs a millisecond or so, but not every tree
+ * does: 500 filters counting up to a million events of a contact that has them held the batch's
+ * transaction, every project's executions in it, for as long as PostgreSQL took. So the database
+ * part of a CONDITION runs in a savepoint, each statement cancelled past CONDITION_STEP_STATEMENT_MS
+ * (the execution then ends FAILED with the reason), and a project whose conditions took
+ * CONDITION_BATCH_BUDGET_MS of this batch leaves its next ones for a later batch.
+ */
+export const CONDITION_STEP_STATEMENT_MS = 2_000;
+export const CONDITION_BATCH_BUDGET_MS = 1_000;
+
+const TOO_SLOW = `Evaluating the condition for this contact took longer than ${CONDITION_STEP_STATEMENT_MS / 1000} s: use fewer or simpler filters`;
+
 async function condition(b: BatchState, s: StepInput): Promise<StepEffects> {
+  const projectId = s.execution.project_id;
   const contact = s.contacts.get(s.execution.contact_id)!;
-  const types = await fieldTypesFor(b, s.execution.project_id);
-  const holds = await conditionHolds(b.tx, s.execution.project_id, s.step.config as unknown as Condition, contact, s.context, {
-    types,
-    now: b.now,
+  const types = await fieldTypesFor(b, projectId);
+  const answer = await conditionHolds(b.tx, projectId, s.step.config as unknown as Condition, contact, s.context, { types, now: b.now }, async (read) => {
+    const spent = b.conditionMs.get(projectId) ?? 0;
+    if (spent >= CONDITION_BATCH_BUDGET_MS) return { later: true } as const;
+    const started = performance.now();
+    const r = await withSavepointTimeout(b.tx, CONDITION_STEP_STATEMENT_MS, read);
+    b.conditionMs.set(projectId, spent + performance.now() - started);
+    return 'value' in r ? r.value : ({ fail: TOO_SLOW } as const);
   });
-  s.row.output = { result: holds, branch: holds ? 'yes' : 'no' };
-  return { branch: holds ? 'yes' : 'no' };
+  if (typeof answer !== 'boolean') return answer;
+  s.row.output = { result: answer, branch: answer ? 'yes' : 'no' };
+  return { branch: answer ? 'yes' : 'no' };
 }
 
 // Templates within a batch: a batch of one workflow's executions reads each template once.

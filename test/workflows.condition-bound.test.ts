@@ -1,0 +1,130 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { holdLock } from './helpers/locks.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
+import { buildWorkflow, waitFor } from './helpers/workflows.ts';
+
+/**
+ * A CONDITION step's database read runs inside the runner's batch transaction, beside every other
+ * project's executions of the batch. It is bounded (engine/steps.ts): each statement at 2 s (the
+ * execution then ends FAILED with the reason), and a project whose conditions took 1 s of a batch
+ * leaves its next ones for a later batch. Before, a condition that read for as long as PostgreSQL
+ * took (500 filters counting a million events each of a contact that has them) held the batch.
+ *
+ * A slow read is made deterministic by holding `segment_members` locked: a condition on a segment
+ * reads it, the other project's workflow (an UPDATE_CONTACT) never does.
+ */
+
+let server: TestServer;
+let hostile: Bootstrapped;
+let bystander: Bootstrapped;
+
+before(async () => {
+  server = await startTestServer();
+  hostile = await bootstrap(server.api, 'Slow conditions');
+  bystander = await bootstrap(server.api, 'Bystander');
+});
+after(async () => server?.stop());
+
+const SLOW = 5;
+const REASON = 'Evaluating the condition for this contact took longer than 2 s: use fewer or simpler filters';
+
+test(
+  "a project's slow CONDITION reads hold another project's execution for a batch's budget, not for as long as they take",
+  { timeout: 120_000 },
+  async (t) => {
+    const segment = await hostile.sk.post('/segments', { name: 'Anyone', type: 'STATIC' });
+    assert.equal(segment.status, 201, segment.text);
+    const slow = await buildWorkflow(hostile.sk, {
+      eventName: 'slow',
+      steps: [
+        { key: 'c', type: 'CONDITION', config: { field: `segment.${segment.body.id}`, operator: 'memberOf' } },
+        { key: 'u', type: 'UPDATE_CONTACT', config: { data: { checked: true } } },
+      ],
+      edges: [
+        ['trigger', 'c'],
+        ['c', 'u', 'yes'],
+        ['c', 'u', 'no'],
+      ],
+    });
+    const quick = await buildWorkflow(bystander.sk, {
+      eventName: 'quick',
+      steps: [{ key: 'u', type: 'UPDATE_CONTACT', config: { data: { done: true } } }],
+      edges: [['trigger', 'u']],
+    });
+
+    const lock = await holdLock(server.databaseUrl, 'LOCK TABLE segment_members IN ACCESS EXCLUSIVE MODE');
+    let bystanderMs: number;
+    try {
+      // The slow project's executions due first, the bystander's just after: one commit, one batch.
+      await server.sql(
+        `WITH c AS (
+         INSERT INTO contacts (id, project_id, email, subscribed, data)
+         SELECT 'cnt_slow_' || g, $1, 'slow' || g || '@example.com', true, '{}' FROM generate_series(1, $3::int) g RETURNING id
+       ), slow AS (
+         INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, current_step_id, due_at, started_at, updated_at)
+         SELECT gen_random_uuid(), $1, $2, c.id, 'RUNNING', $4, now(), now(), now() FROM c
+       ), other AS (
+         INSERT INTO contacts (id, project_id, email, subscribed, data) VALUES ('cnt_quick', $5, 'quick@example.com', true, '{}') RETURNING id
+       )
+       INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, current_step_id, due_at, started_at, updated_at)
+       SELECT gen_random_uuid(), $5, $6, other.id, 'RUNNING', $7, now() + interval '1 millisecond', now(), now() FROM other`,
+        [hostile.project.id, slow.id, SLOW, slow.steps.trigger, bystander.project.id, quick.id, quick.steps.trigger],
+      );
+      const started = performance.now();
+      await waitFor(
+        "the bystander's execution",
+        async () => {
+          const [x] = await server.sql<{ status: string }>(`SELECT status FROM workflow_executions WHERE project_id = $1`, [bystander.project.id]);
+          return x?.status === 'COMPLETED';
+        },
+        30_000,
+        20,
+      );
+      bystanderMs = Math.round(performance.now() - started);
+      // Held past one statement's bound: at least one slow read was cancelled.
+      await waitFor(
+        'a slow condition to be cancelled',
+        async () =>
+          (
+            await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM workflow_executions WHERE project_id = $1 AND status = 'FAILED'`, [
+              hostile.project.id,
+            ])
+          )[0].n > 0,
+        30_000,
+      );
+    } finally {
+      await lock.release();
+    }
+    t.diagnostic(`the bystander's execution COMPLETED ${bystanderMs} ms after it was due`);
+    // One statement's bound (2 s) at most, then the slow project's budget for the batch is spent.
+    assert.ok(bystanderMs < 5_000, `the bystander's execution took ${bystanderMs} ms (the lock was held until after it)`);
+
+    // Every slow execution ended: FAILED with the reason while the lock was held, or run once it was gone.
+    const ended = await waitFor(
+      'the slow executions',
+      async () => {
+        const rows = await server.sql<{ status: string; error: string | null; steps: number }>(
+          `SELECT x.status, x.error, (SELECT count(*)::int FROM workflow_step_executions s WHERE s.execution_id = x.id AND s.step_id = $2) AS steps
+           FROM workflow_executions x WHERE x.project_id = $1`,
+          [hostile.project.id, slow.steps.c],
+        );
+        return rows.every((r) => r.status === 'FAILED' || r.status === 'COMPLETED') ? rows : null;
+      },
+      30_000,
+    );
+    assert.equal(ended.length, SLOW);
+    const failed = ended.filter((r) => r.status === 'FAILED');
+    assert.ok(failed.length >= 1);
+    for (const r of failed) assert.deepEqual({ error: r.error, steps: r.steps }, { error: REASON, steps: 1 });
+    // A condition left for a later batch wrote no step row then: each ran exactly once.
+    for (const r of ended.filter((x) => x.status === 'COMPLETED')) assert.deepEqual({ error: r.error, steps: r.steps }, { error: null, steps: 1 });
+
+    // The failed step says why, through the API.
+    const list = await hostile.sk.get(`/workflows/${slow.id}/executions?status=FAILED`);
+    assert.equal(list.status, 200, list.text);
+    assert.equal(list.body.data.length, failed.length);
+    assert.equal(list.body.data[0].error, REASON);
+  },
+);
