@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { holdLock } from './helpers/locks.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
-import { buildWorkflow, waitFor } from './helpers/workflows.ts';
+import { buildWorkflow, insertDueExecutions, waitFor } from './helpers/workflows.ts';
 
 /**
  * A CONDITION step's database read runs inside the runner's batch transaction, beside every other
@@ -58,20 +58,10 @@ test(
     let bystanderMs: number;
     try {
       // The slow project's executions due first, the bystander's just after: one commit, one batch.
-      await server.sql(
-        `WITH c AS (
-         INSERT INTO contacts (id, project_id, email, subscribed, data)
-         SELECT 'cnt_slow_' || g, $1, 'slow' || g || '@example.com', true, '{}' FROM generate_series(1, $3::int) g RETURNING id
-       ), slow AS (
-         INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, current_step_id, due_at, started_at, updated_at)
-         SELECT gen_random_uuid(), $1, $2, c.id, 'RUNNING', $4, now(), now(), now() FROM c
-       ), other AS (
-         INSERT INTO contacts (id, project_id, email, subscribed, data) VALUES ('cnt_quick', $5, 'quick@example.com', true, '{}') RETURNING id
-       )
-       INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, current_step_id, due_at, started_at, updated_at)
-       SELECT gen_random_uuid(), $5, $6, other.id, 'RUNNING', $7, now() + interval '1 millisecond', now(), now() FROM other`,
-        [hostile.project.id, slow.id, SLOW, slow.steps.trigger, bystander.project.id, quick.id, quick.steps.trigger],
-      );
+      await insertDueExecutions(server.sql, [
+        { projectId: hostile.project.id, workflowId: slow.id, stepId: slow.steps.trigger, count: SLOW, tag: 'slow' },
+        { projectId: bystander.project.id, workflowId: quick.id, stepId: quick.steps.trigger, count: 1, tag: 'quick', dueAfterMs: 1 },
+      ]);
       const started = performance.now();
       await waitFor(
         "the bystander's execution",

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
-import { buildWorkflow, waitFor } from './helpers/workflows.ts';
+import { buildWorkflow, insertDueExecutions, waitFor } from './helpers/workflows.ts';
 
 /**
  * The runner claims due executions fairly between projects (engine/claim.ts): one project's
@@ -34,20 +34,10 @@ test("a project's backlog of due executions holds another project's execution ba
   // Project A: BACKLOG executions due now, as one event fanned out to many workflows leaves them;
   // project B: one execution due just after them (a signup tracked a moment later). One commit, so
   // the runner sees them together.
-  await server.sql(
-    `WITH c AS (
-       INSERT INTO contacts (id, project_id, email, subscribed, data)
-       SELECT 'cnt_fair_' || g, $1, 'fair' || g || '@example.com', true, '{}' FROM generate_series(1, $3::int) g RETURNING id
-     ), backlog AS (
-       INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, current_step_id, due_at, started_at, updated_at)
-       SELECT gen_random_uuid(), $1, $2, c.id, 'RUNNING', $4, now(), now(), now() FROM c
-     ), bystander AS (
-       INSERT INTO contacts (id, project_id, email, subscribed, data) VALUES ('cnt_fair_b', $5, 'bystander@example.com', true, '{}') RETURNING id
-     )
-     INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, current_step_id, due_at, started_at, updated_at)
-     SELECT gen_random_uuid(), $5, $6, bystander.id, 'RUNNING', $7, now() + interval '1 millisecond', now(), now() FROM bystander`,
-    [a.project.id, burst.id, BACKLOG, burst.steps.trigger, b.project.id, signup.id, signup.steps.trigger],
-  );
+  await insertDueExecutions(server.sql, [
+    { projectId: a.project.id, workflowId: burst.id, stepId: burst.steps.trigger, count: BACKLOG, tag: 'fair' },
+    { projectId: b.project.id, workflowId: signup.id, stepId: signup.steps.trigger, count: 1, tag: 'bystander', dueAfterMs: 1 },
+  ]);
   const started = performance.now();
   const done = await waitFor(
     "the bystander's execution",

@@ -59,3 +59,27 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | undefined |
     await new Promise((r) => setTimeout(r, stepMs));
   }
 }
+
+export type DueGroup = { projectId: string; workflowId: string; stepId: string; count: number; tag: string; dueAfterMs?: number };
+
+/**
+ * Per group, `count` new contacts and an execution of its workflow for each, RUNNING at `stepId`
+ * and due `dueAfterMs` from now: all in one statement, so the runner sees them together (as one
+ * event fanned out to many workflows leaves them).
+ */
+export async function insertDueExecutions(sql: (text: string, values?: unknown[]) => Promise<unknown>, groups: DueGroup[]): Promise<void> {
+  const values: unknown[] = [];
+  const param = (v: unknown) => `$${values.push(v)}`;
+  const ctes = groups.map((g, i) => {
+    const [project, tag] = [param(g.projectId), param(g.tag)];
+    return `c${i} AS (
+       INSERT INTO contacts (id, project_id, email, subscribed, data)
+       SELECT 'cnt_' || ${tag} || '_' || n, ${project}, ${tag} || n || '@example.com', true, '{}' FROM generate_series(1, ${param(g.count)}::int) n RETURNING id
+     ), x${i} AS (
+       INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, current_step_id, due_at, started_at, updated_at)
+       SELECT gen_random_uuid(), ${project}, ${param(g.workflowId)}, c${i}.id, 'RUNNING', ${param(g.stepId)},
+              now() + ${param(g.dueAfterMs ?? 0)}::int * interval '1 millisecond', now(), now() FROM c${i}
+     )`;
+  });
+  await sql(`WITH ${ctes.join(', ')} SELECT 1`, values);
+}
