@@ -12,6 +12,14 @@ import { conditionError } from './errors.ts';
  */
 export const CONDITION_STATEMENT_MS = 10_000;
 
+/**
+ * How long PostgreSQL may spend on one statement over one contact's condition (a workflow
+ * CONDITION step, a contact's tracked segments re-evaluated), which usually takes a millisecond:
+ * those run in workers shared by every project, where a tree that reads a lot for one contact (500
+ * filters counting up to a million events each of a contact that has them) held everyone's work.
+ */
+export const CONTACT_CONDITION_STATEMENT_MS = 2_000;
+
 /** `work` with its statements over a condition bounded in time: past it, a 400 on `path`. */
 export async function timedCondition<T>(work: () => Promise<T>, path = 'condition'): Promise<T> {
   try {

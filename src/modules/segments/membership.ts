@@ -8,7 +8,8 @@ import { ApiError, badRequest, notFound } from '../../http/errors.ts';
 import { loggableError } from '../../loggable-error.ts';
 import { recordEvents } from '../events/record.ts';
 import { countMembers, findSegmentRow, membershipSqlOf, storeMemberCount } from './service.ts';
-import { boundConditionStatements, timedCondition, withConditionTimeout } from '../../conditions/time-bound.ts';
+import { CONTACT_CONDITION_STATEMENT_MS, boundConditionStatements, timedCondition, withConditionTimeout } from '../../conditions/time-bound.ts';
+import { isStatementTimeout, setStatementTimeout } from '../../db/statement-timeout.ts';
 
 /**
  * Tracked membership (`trackMembership`): the computed members of a DYNAMIC segment are kept in
@@ -109,16 +110,31 @@ export async function computeSegment(ctx: AppContext, projectId: string, id: str
   );
 }
 
+/** How long one re-evaluation job may spend on a contact's segments; the rest wait for the 5-minute recompute. */
+const REEVALUATE_BUDGET_MS = 5_000;
+
 /**
  * Re-evaluates every tracked DYNAMIC segment of the project for one contact (after its data or
  * events changed), one segment per transaction. The cached count moves with each change.
+ *
+ * Bounded, as the jobs of every project wait on these workers: each segment's statements at
+ * CONTACT_CONDITION_STATEMENT_MS (a segment past it is skipped for this contact, logged by id), and
+ * the job at `budgetMs`, after which the segments not reached are left to the 5-minute recompute,
+ * which brings every tracked segment in line. Before, a segment of 500 filters counting a million
+ * events each of a contact that has them was read for as long as PostgreSQL took.
  */
-export async function reevaluateContact(ctx: AppContext, projectId: string, contactId: string): Promise<void> {
+export async function reevaluateContact(ctx: AppContext, projectId: string, contactId: string, budgetMs = REEVALUATE_BUDGET_MS): Promise<void> {
   const { rows } = await ctx.database.db.execute<{ id: string }>(sql`
     SELECT id FROM segments WHERE project_id = ${projectId} AND track_membership AND type = 'DYNAMIC' ORDER BY created_at, id`);
   const now = ctx.clock.now();
-  for (const { id } of rows) {
+  const ends = Date.now() + budgetMs;
+  for (const [i, { id }] of rows.entries()) {
+    if (i > 0 && Date.now() >= ends) {
+      ctx.log.warn({ projectId, segmentsLeft: rows.length - i }, 'segment re-evaluation stopped at its budget: the rest wait for the 5-minute recompute');
+      return;
+    }
     await withTransaction(ctx.database, async ({ tx }) => {
+      await setStatementTimeout(tx, CONTACT_CONDITION_STATEMENT_MS);
       const row = await findSegmentRow(tx, projectId, id, { lock: true });
       if (!row || !row.trackMembership || row.type !== 'DYNAMIC') return;
       const changes = await syncMembers(tx, row, contactId, now);
@@ -126,7 +142,12 @@ export async function reevaluateContact(ctx: AppContext, projectId: string, cont
       if (delta !== 0) await tx.execute(sql`UPDATE segments SET member_count = GREATEST(member_count + ${delta}, 0) WHERE id = ${row.id}::uuid`);
     }).catch((err: unknown) => {
       // A stored condition the engine refuses (one past a bound added since it was saved) fails the
-      // same way every time: skip that segment, keep the others (retrying would not help).
+      // same way every time, and one past the time bound would cost the same again: skip that
+      // segment, keep the others (retrying would not help).
+      if (isStatementTimeout(err)) {
+        ctx.log.warn({ projectId, segmentId: id }, `segment skipped for a contact: its condition took longer than ${CONTACT_CONDITION_STATEMENT_MS / 1000} s`);
+        return;
+      }
       if (!isConditionError(err)) throw err;
       ctx.log.warn({ error: loggableError(err), projectId, segmentId: id }, 'segment skipped: its condition cannot be evaluated');
     });

@@ -12,6 +12,7 @@ import type { ClaimedExecution, ContactRow, ExecUpdate, NewStepRow } from './adv
 import { type BatchState, countWorkflowEmail, fieldTypesFor, readOnce } from './batch.ts';
 import { conditionHolds } from './condition.ts';
 import { withSavepointTimeout } from '../../../db/statement-timeout.ts';
+import { CONTACT_CONDITION_STATEMENT_MS } from '../../../conditions/time-bound.ts';
 import { withWorkflowDepth } from './enrol.ts';
 import type { RunStep } from './graph.ts';
 
@@ -75,17 +76,15 @@ export async function runStep(b: BatchState, s: StepInput): Promise<StepEffects>
 }
 
 /**
- * A condition on one contact's activity or segments costs a millisecond or so, but not every tree
- * does: 500 filters counting up to a million events of a contact that has them held the batch's
- * transaction, every project's executions in it, for as long as PostgreSQL took. So the database
- * part of a CONDITION runs in a savepoint, each statement cancelled past CONDITION_STEP_STATEMENT_MS
- * (the execution then ends FAILED with the reason), and a project whose conditions took
- * CONDITION_BATCH_BUDGET_MS of this batch leaves its next ones for a later batch.
+ * The database part of a CONDITION runs inside the batch's transaction, beside every project's
+ * executions of the batch, so it is bounded: in a savepoint, each statement cancelled past
+ * CONTACT_CONDITION_STATEMENT_MS (the execution then ends FAILED with the reason), and a project
+ * whose conditions took CONDITION_BATCH_BUDGET_MS of this batch leaves its next ones for a later
+ * batch.
  */
-export const CONDITION_STEP_STATEMENT_MS = 2_000;
-export const CONDITION_BATCH_BUDGET_MS = 1_000;
+const CONDITION_BATCH_BUDGET_MS = 1_000;
 
-const TOO_SLOW = `Evaluating the condition for this contact took longer than ${CONDITION_STEP_STATEMENT_MS / 1000} s: use fewer or simpler filters`;
+const TOO_SLOW = `Evaluating the condition for this contact took longer than ${CONTACT_CONDITION_STATEMENT_MS / 1000} s: use fewer or simpler filters`;
 
 async function condition(b: BatchState, s: StepInput): Promise<StepEffects> {
   const projectId = s.execution.project_id;
@@ -95,7 +94,7 @@ async function condition(b: BatchState, s: StepInput): Promise<StepEffects> {
     const spent = b.conditionMs.get(projectId) ?? 0;
     if (spent >= CONDITION_BATCH_BUDGET_MS) return { later: true } as const;
     const started = performance.now();
-    const r = await withSavepointTimeout(b.tx, CONDITION_STEP_STATEMENT_MS, read);
+    const r = await withSavepointTimeout(b.tx, CONTACT_CONDITION_STATEMENT_MS, read);
     b.conditionMs.set(projectId, spent + performance.now() - started);
     return 'value' in r ? r.value : ({ fail: TOO_SLOW } as const);
   });
