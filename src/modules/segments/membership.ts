@@ -8,6 +8,7 @@ import { ApiError, badRequest, notFound } from '../../http/errors.ts';
 import { loggableError } from '../../loggable-error.ts';
 import { recordEvents } from '../events/record.ts';
 import { countMembers, findSegmentRow, membershipSqlOf, storeMemberCount } from './service.ts';
+import { isoUs } from '../contacts/sql.ts';
 import { CONTACT_CONDITION_STATEMENT_MS, boundConditionStatements, timedCondition, withConditionTimeout } from '../../conditions/time-bound.ts';
 import { isStatementTimeout, setStatementTimeout } from '../../db/statement-timeout.ts';
 
@@ -56,14 +57,11 @@ export async function recordMembershipEvents(
   await recordEvents(db, rows);
 }
 
-/**
- * Brings segment_members of a tracked DYNAMIC segment in line with its condition, for all its
- * contacts or just `contactId`, and records the events.
- */
-async function syncMembers(tx: Db, row: SegmentRow, contactId: string | null, now: Date): Promise<{ entered: string[]; exited: string[] }> {
+/** Brings one contact's membership of a tracked DYNAMIC segment in line with its condition, and records the events. */
+async function syncContactMembership(tx: Db, row: SegmentRow, contactId: string, now: Date): Promise<{ entered: string[]; exited: string[] }> {
   const where = await membershipSqlOf(tx, row, now);
-  const scope = contactId === null ? sql`true` : sql`c.id = ${contactId}`;
-  const memberScope = contactId === null ? sql`true` : sql`m.contact_id = ${contactId}`;
+  const scope = sql`c.id = ${contactId}`;
+  const memberScope = sql`m.contact_id = ${contactId}`;
   const { rows } = await tx.execute<{ change: 'entry' | 'exit'; contact_id: string }>(sql`
     WITH cur AS MATERIALIZED (
       SELECT c.id FROM contacts AS c WHERE c.project_id = ${row.projectId} AND ${scope} AND ${where}
@@ -89,26 +87,123 @@ async function syncMembers(tx: Db, row: SegmentRow, contactId: string | null, no
   return changes;
 }
 
+/** Where a compute stands: the last contact of its last page, in (created_at, id) order, as an exact timestamp string. */
+type PageCursor = { at: string; id: string } | null;
+
+/**
+ * Contacts a compute reads and writes per transaction. One statement over a million contacts
+ * passed the condition bound (10 s) by writing alone, so a big tracked segment could never be
+ * computed, and its segment row stayed locked for the whole compute.
+ */
+const COMPUTE_BATCH = 10_000;
+/** How long POST /segments/:id/compute works before it answers (under common 30 s proxy timeouts). */
+const COMPUTE_REQUEST_BUDGET_MS = 25_000;
+/** How long the 5-minute job works on one segment. */
+const COMPUTE_JOB_BUDGET_MS = 60_000;
+
+/**
+ * One page of the project's contacts brought in line with a tracked DYNAMIC segment: members
+ * added for contacts that match, removed for those that do not, and the page's last contact when
+ * it was full (more may follow).
+ */
+async function syncMemberPage(tx: Db, row: SegmentRow, after: PageCursor, now: Date): Promise<{ entered: string[]; exited: string[]; last: PageCursor }> {
+  const where = await membershipSqlOf(tx, row, now);
+  const from = after ? sql`AND (c.created_at, c.id) > (${after.at}::timestamptz, ${after.id})` : sql``;
+  const { rows } = await tx.execute<{ change: 'entry' | 'exit' | 'last'; contact_id: string; at: string | null }>(sql`
+    WITH page AS MATERIALIZED (
+      SELECT c.id, c.created_at, COALESCE((${where}), false) AS matches
+        FROM contacts AS c
+       WHERE c.project_id = ${row.projectId} ${from}
+       ORDER BY c.created_at, c.id
+       LIMIT ${COMPUTE_BATCH}
+    ), ins AS (
+      INSERT INTO segment_members (segment_id, contact_id, created_at)
+      SELECT ${row.id}::uuid, page.id, ${now.toISOString()}::timestamptz FROM page WHERE page.matches
+      ON CONFLICT DO NOTHING
+      RETURNING contact_id
+    ), del AS (
+      DELETE FROM segment_members AS m USING page
+       WHERE m.segment_id = ${row.id}::uuid AND m.contact_id = page.id AND NOT page.matches
+      RETURNING m.contact_id
+    ), last AS (
+      SELECT id, ${isoUs('created_at')} AS at FROM page ORDER BY created_at DESC, id DESC LIMIT 1
+    )
+    SELECT 'entry' AS change, contact_id, NULL AS at FROM ins
+    UNION ALL SELECT 'exit', contact_id, NULL FROM del
+    UNION ALL SELECT 'last', id, at FROM last WHERE (SELECT count(*) FROM page) = ${COMPUTE_BATCH}`);
+  const lastRow = rows.find((r) => r.change === 'last');
+  return {
+    entered: rows.filter((r) => r.change === 'entry').map((r) => r.contact_id),
+    exited: rows.filter((r) => r.change === 'exit').map((r) => r.contact_id),
+    last: lastRow ? { at: lastRow.at!, id: lastRow.contact_id } : null,
+  };
+}
+
 /**
  * POST /segments/:id/compute, and the 5-minute job: recomputes a tracked segment's membership and
  * fires entry/exit events. A STATIC segment's members change only through its members endpoints,
  * so it has nothing to recompute. 400 when the segment does not track membership.
+ *
+ * The contacts are taken COMPUTE_BATCH at a time, each page in a transaction of its own under the
+ * segment's row lock, its changes and their events committed together (so each change is still
+ * made, and its event written, once). Past `budgetMs` the compute stops after a page with 503
+ * QUERY_TIMEOUT: what it did is kept, and the next compute (the 5-minute job's, say) goes on; the
+ * pages already in line cost it only their reading.
  */
-export async function computeSegment(ctx: AppContext, projectId: string, id: string): Promise<{ added: number; removed: number; total: number }> {
+export async function computeSegment(
+  ctx: AppContext,
+  projectId: string,
+  id: string,
+  budgetMs = COMPUTE_REQUEST_BUDGET_MS,
+): Promise<{ added: number; removed: number; total: number }> {
   const now = ctx.clock.now();
-  return timedCondition(() =>
+  const ends = Date.now() + budgetMs;
+  const done = { added: 0, removed: 0 };
+  let after: PageCursor = null;
+  for (;;) {
+    const page = await timedCondition(() =>
+      withTransaction(ctx.database, async ({ tx }) => {
+        await boundConditionStatements(tx);
+        const row = await trackedSegmentRow(tx, projectId, id);
+        if (row.type !== 'DYNAMIC') return { entered: [], exited: [], last: null };
+        const changes = await syncMemberPage(tx, row, after, now);
+        await recordMembershipEvents(tx, row, changes, now);
+        return changes;
+      }),
+    );
+    done.added += page.entered.length;
+    done.removed += page.exited.length;
+    if (!page.last) break;
+    after = page.last;
+    if (Date.now() >= ends) throw computeUnfinished(budgetMs, done);
+  }
+  const total = await timedCondition(() =>
     withTransaction(ctx.database, async ({ tx }) => {
       await boundConditionStatements(tx);
-      const row = await findSegmentRow(tx, projectId, id, { lock: true });
-      if (!row) throw notFound('segment', id);
-      if (!row.trackMembership) throw badRequest('compute needs a segment with trackMembership enabled; use refresh to recount', { segmentId: id });
-      const changes = row.type === 'DYNAMIC' ? await syncMembers(tx, row, null, now) : { entered: [] as string[], exited: [] as string[] };
-      const total = await countMembers(tx, row, now);
-      await storeMemberCount(tx, row.id, total, now);
-      return { added: changes.entered.length, removed: changes.exited.length, total };
+      const row = await trackedSegmentRow(tx, projectId, id);
+      const n = await countMembers(tx, row, now);
+      await storeMemberCount(tx, row.id, n, now);
+      return n;
     }),
   );
+  return { ...done, total };
 }
+
+/** The segment, locked for the rest of the transaction; 404 when gone, 400 when it does not track membership. */
+async function trackedSegmentRow(tx: Db, projectId: string, id: string): Promise<SegmentRow> {
+  const row = await findSegmentRow(tx, projectId, id, { lock: true });
+  if (!row) throw notFound('segment', id);
+  if (!row.trackMembership) throw badRequest('compute needs a segment with trackMembership enabled; use refresh to recount', { segmentId: id });
+  return row;
+}
+
+const computeUnfinished = (budgetMs: number, done: { added: number; removed: number }) =>
+  new ApiError(
+    503,
+    'QUERY_TIMEOUT',
+    `Computing this segment's membership took longer than ${budgetMs / 1000} s: the ${done.added} additions and ${done.removed} removals made so far are kept, and the next compute (every 5 minutes) goes on`,
+    { details: done },
+  );
 
 /** How long one re-evaluation job may spend on a contact's segments; the rest wait for the 5-minute recompute. */
 const REEVALUATE_BUDGET_MS = 5_000;
@@ -137,7 +232,7 @@ export async function reevaluateContact(ctx: AppContext, projectId: string, cont
       await setStatementTimeout(tx, CONTACT_CONDITION_STATEMENT_MS);
       const row = await findSegmentRow(tx, projectId, id, { lock: true });
       if (!row || !row.trackMembership || row.type !== 'DYNAMIC') return;
-      const changes = await syncMembers(tx, row, contactId, now);
+      const changes = await syncContactMembership(tx, row, contactId, now);
       const delta = changes.entered.length - changes.exited.length;
       if (delta !== 0) await tx.execute(sql`UPDATE segments SET member_count = GREATEST(member_count + ${delta}, 0) WHERE id = ${row.id}::uuid`);
     }).catch((err: unknown) => {
@@ -238,7 +333,7 @@ export async function recomputeAllSegments(ctx: AppContext, budget: RecomputeBud
 async function recomputeOne(ctx: AppContext, s: { id: string; project_id: string; tracked: boolean }): Promise<void> {
   try {
     if (s.tracked) {
-      await computeSegment(ctx, s.project_id, s.id);
+      await computeSegment(ctx, s.project_id, s.id, COMPUTE_JOB_BUDGET_MS);
     } else {
       const row = await findSegmentRow(ctx.database.db, s.project_id, s.id);
       const now = ctx.clock.now();

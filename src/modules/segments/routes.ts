@@ -190,9 +190,11 @@ export function segmentRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'segments.compute',
         summary: 'Recompute membership now',
+        description:
+          'Fires `segment.<slug>.entry` and `.exit` for the changes. Works through the contacts 10,000 at a time; one that takes longer than 25 s answers 503 `QUERY_TIMEOUT` with `details: { added, removed }`: those changes are kept, and the next compute (the 5-minute job, or another call) goes on.',
         params: segmentIdParams,
         responses: { 200: computedSchema },
-        errors: [400, 404],
+        errors: [400, 404, 503],
       }),
       onRequest,
     },

@@ -1,0 +1,83 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { computeSegment } from '../src/modules/segments/membership.ts';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
+
+/**
+ * A tracked segment is computed 10,000 contacts a transaction (segments/membership.ts
+ * computeSegment), within a time budget. Before, one statement wrote the whole membership: at a
+ * million members it passed the 10 s condition bound, so the compute answered 400 ("use fewer or
+ * simpler filters") for a one-filter segment, and the 5-minute job failed the same way every run.
+ */
+
+let server: TestServer;
+before(async () => {
+  server = await startTestServer();
+});
+after(() => server?.stop());
+
+const CONTACTS = 25_000;
+const pro = { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] };
+
+async function projectWithProContacts(label: string): Promise<{ p: Bootstrapped; segmentId: string }> {
+  const p = await bootstrap(server.api, label);
+  await server.sql(
+    `INSERT INTO contacts (id, project_id, email, subscribed, data, created_at)
+     SELECT 'cnt_' || $3 || '_' || g, $1, $3 || g || '@example.com', true, '{"plan":"pro"}', now() - (g % 7) * interval '1 second'
+       FROM generate_series(1, $2::int) g`,
+    [p.project.id, CONTACTS, label.toLowerCase()],
+  );
+  const made = await p.sk.post('/segments', { name: 'Pro', condition: pro, trackMembership: true });
+  assert.equal(made.status, 201, made.text);
+  return { p, segmentId: made.body.id };
+}
+
+/** Members, and entry / exit events per contact (each change fires once). */
+async function tracked(p: Bootstrapped, segmentId: string) {
+  const [row] = await server.sql<{ members: number; entries: number; exits: number; twice: number }>(
+    `SELECT (SELECT count(*)::int FROM segment_members WHERE segment_id = $1) AS members,
+            (SELECT count(*)::int FROM events WHERE project_id = $2 AND name = 'segment.pro.entry') AS entries,
+            (SELECT count(*)::int FROM events WHERE project_id = $2 AND name = 'segment.pro.exit') AS exits,
+            (SELECT count(*)::int FROM (SELECT contact_id FROM events WHERE project_id = $2 AND name = 'segment.pro.entry'
+                                         GROUP BY contact_id HAVING count(*) > 1) AS d) AS twice`,
+    [segmentId, p.project.id],
+  );
+  return row;
+}
+
+test('a compute of several pages adds and removes every member once, with one event each', { timeout: 120_000 }, async () => {
+  const { p, segmentId } = await projectWithProContacts('Pages');
+  const first = await p.sk.post(`/segments/${segmentId}/compute`);
+  assert.equal(first.status, 200, first.text);
+  assert.deepEqual(first.body, { added: CONTACTS, removed: 0, total: CONTACTS });
+  assert.deepEqual(await tracked(p, segmentId), { members: CONTACTS, entries: CONTACTS, exits: 0, twice: 0 });
+
+  // Every third contact leaves, straight in the database, so only a compute can notice.
+  await server.sql(`UPDATE contacts SET data = '{"plan":"free"}' WHERE project_id = $1 AND substring(id from '[0-9]+$')::int % 3 = 0`, [p.project.id]);
+  const leavers = Math.floor(CONTACTS / 3);
+  const second = await p.sk.post(`/segments/${segmentId}/compute`);
+  assert.equal(second.status, 200, second.text);
+  assert.deepEqual(second.body, { added: 0, removed: leavers, total: CONTACTS - leavers });
+  assert.deepEqual(await tracked(p, segmentId), { members: CONTACTS - leavers, entries: CONTACTS, exits: leavers, twice: 0 });
+});
+
+test('past its budget a compute stops after a page with 503, keeping what it did; the next one goes on from there', { timeout: 120_000 }, async () => {
+  const { p, segmentId } = await projectWithProContacts('Budget');
+  await assert.rejects(computeSegment(server.ctx, p.project.id, segmentId, 0), (err: Error & { statusCode?: number; code?: string; details?: unknown }) => {
+    assert.equal(err.statusCode, 503);
+    assert.equal(err.code, 'QUERY_TIMEOUT');
+    assert.equal(
+      err.message,
+      "Computing this segment's membership took longer than 0 s: the 10000 additions and 0 removals made so far are kept, and the next compute (every 5 minutes) goes on",
+    );
+    assert.deepEqual(err.details, { added: 10_000, removed: 0 });
+    return true;
+  });
+  assert.deepEqual(await tracked(p, segmentId), { members: 10_000, entries: 10_000, exits: 0, twice: 0 });
+
+  const rest = await p.sk.post(`/segments/${segmentId}/compute`);
+  assert.equal(rest.status, 200, rest.text);
+  assert.deepEqual(rest.body, { added: CONTACTS - 10_000, removed: 0, total: CONTACTS });
+  assert.deepEqual(await tracked(p, segmentId), { members: CONTACTS, entries: CONTACTS, exits: 0, twice: 0 });
+});
