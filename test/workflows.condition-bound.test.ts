@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { holdLock } from './helpers/locks.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
-import { buildWorkflow, insertDueExecutions, waitFor } from './helpers/workflows.ts';
+import { buildWorkflow, insertDueExecutions, msUntilCompleted, waitFor } from './helpers/workflows.ts';
 
 /**
  * A CONDITION step's database read runs inside the runner's batch transaction, beside every other
@@ -62,17 +62,7 @@ test(
         { projectId: hostile.project.id, workflowId: slow.id, stepId: slow.steps.trigger, count: SLOW, tag: 'slow' },
         { projectId: bystander.project.id, workflowId: quick.id, stepId: quick.steps.trigger, count: 1, tag: 'quick', dueAfterMs: 1 },
       ]);
-      const started = performance.now();
-      await waitFor(
-        "the bystander's execution",
-        async () => {
-          const [x] = await server.sql<{ status: string }>(`SELECT status FROM workflow_executions WHERE project_id = $1`, [bystander.project.id]);
-          return x?.status === 'COMPLETED';
-        },
-        30_000,
-        20,
-      );
-      bystanderMs = Math.round(performance.now() - started);
+      bystanderMs = await msUntilCompleted(server.sql, bystander.project.id);
       // Held past one statement's bound: at least one slow read was cancelled.
       await waitFor(
         'a slow condition to be cancelled',

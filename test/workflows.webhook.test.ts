@@ -314,14 +314,16 @@ describe('webhook requests waiting for their call are bounded in size', () => {
   let server: TestServer;
   let p: Bootstrapped;
 
+  const clock = testClock();
+
   before(async () => {
     // No runner here: the test advances the batches itself.
-    server = await startTestServer({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', PROCESS_ROLE: 'api' });
+    server = await startTestServer({ WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', PROCESS_ROLE: 'api' }, { clock });
     p = await bootstrap(server.api, 'Room');
   });
   after(async () => server?.stop());
 
-  test('a batch prepares webhook requests until its room is used up; the others stay due, unleased, for the next batch', async () => {
+  test('a batch prepares webhook requests until its room is used up; the others wait a second, unleased, for a later batch', async () => {
     const wf = await buildWorkflow(p.sk, {
       eventName: 'room',
       steps: [{ key: 'hook', type: 'WEBHOOK', config: { url: 'http://127.0.0.1:9/hook', body: { blob: '{{data.blob}}' } } }],
@@ -345,6 +347,10 @@ describe('webhook requests waiting for their call are bounded in size', () => {
     assert.equal(first.webhooks.length, 2);
     assert.ok(first.webhooks.every((job) => webhookJobSize(job) > 200_000 && webhookJobSize(job) < 201_000));
     assert.deepEqual((await waiting()).map((x) => x.leased).sort(), [false, true, true]);
+    // Not claimed again at once (it would fill every batch while it waits for room)...
+    assert.equal((await advanceBatch(server.ctx, { batchSize: 10, webhookRoom: 300_000 })).claimed, 0);
+    // ...but a second later.
+    clock.advance(1_000);
     const second = await advanceBatch(server.ctx, { batchSize: 10, webhookRoom: 300_000 });
     assert.equal(second.webhooks.length, 1);
     assert.deepEqual(

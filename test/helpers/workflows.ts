@@ -83,3 +83,15 @@ export async function insertDueExecutions(sql: (text: string, values?: unknown[]
   });
   await sql(`WITH ${ctes.join(', ')} SELECT 1`, values);
 }
+
+/** Waits (30 s at most) until the project's one execution is COMPLETED; answers the milliseconds that took. */
+export async function msUntilCompleted(sql: (text: string, values?: unknown[]) => Promise<{ status: string }[]>, projectId: string): Promise<number> {
+  const started = performance.now();
+  await waitFor(
+    `project ${projectId}'s execution`,
+    async () => (await sql(`SELECT status FROM workflow_executions WHERE project_id = $1`, [projectId]))[0]?.status === 'COMPLETED',
+    30_000,
+    20,
+  );
+  return Math.round(performance.now() - started);
+}

@@ -2,7 +2,7 @@ import { DrizzleQueryError, and, asc, eq, isNull, lt, lte, or, sql } from 'drizz
 import type { AppContext } from '../../context.ts';
 import { workflowExecutions } from '../../db/schema/workflows.ts';
 import { pgErrorCode } from '../../db/pg-error.ts';
-import { advanceBatch } from './engine/advance.ts';
+import { type WebhookSlots, advanceBatch } from './engine/advance.ts';
 import { isActiveExecution } from './engine/index.ts';
 import { type WebhookJob, attemptWebhook, webhookJobSize } from './engine/webhook-step.ts';
 
@@ -23,6 +23,12 @@ const RUNNER_LOOPS = 3;
 const IDLE_HELPER_MS = 60_000;
 const MAX_WEBHOOKS_IN_FLIGHT = 100;
 /**
+ * Webhook calls of one project at a time: a receiver that hangs holds each call for up to the
+ * 10 s timeout, and one project's such calls used to fill all the slots and stop the runner for
+ * every project until one ended.
+ */
+const MAX_WEBHOOKS_IN_FLIGHT_PER_PROJECT = 25;
+/**
  * Characters of webhook requests prepared and not yet sent, in all: a rendered body may be 1 MB,
  * and a batch of 500 such (three loops of them, started at once) would hold 1.5 GB.
  */
@@ -41,6 +47,24 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
   const sleepers = new Set<() => void>();
   const inFlight = new Set<Promise<void>>();
   let charsInFlight = 0;
+  // Slots are taken when a batch prepares a call and given back when the call ends (or its batch fails).
+  const slotsOf = new Map<string, number>();
+  let slotsTaken = 0;
+  const webhookSlots: WebhookSlots = {
+    take: (projectId) => {
+      const ofProject = slotsOf.get(projectId) ?? 0;
+      if (slotsTaken >= MAX_WEBHOOKS_IN_FLIGHT || ofProject >= MAX_WEBHOOKS_IN_FLIGHT_PER_PROJECT) return false;
+      slotsOf.set(projectId, ofProject + 1);
+      slotsTaken++;
+      return true;
+    },
+    give: (projectId) => {
+      const left = (slotsOf.get(projectId) ?? 1) - 1;
+      if (left > 0) slotsOf.set(projectId, left);
+      else slotsOf.delete(projectId);
+      slotsTaken--;
+    },
+  };
 
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -64,6 +88,7 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
       .finally(() => {
         inFlight.delete(p);
         charsInFlight -= size;
+        webhookSlots.give(job.projectId);
       });
     inFlight.add(p);
   };
@@ -80,15 +105,11 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
     // Loop 0 found nothing last time: it asks whether anything is due before opening a transaction.
     let idle = false;
     while (!stopped) {
-      if (inFlight.size >= MAX_WEBHOOKS_IN_FLIGHT || charsInFlight >= MAX_WEBHOOK_CHARS_IN_FLIGHT) {
-        await Promise.race(inFlight);
-        continue;
-      }
       let claimed = 0;
       try {
         // The loops share the room left; each takes its part of it.
         const webhookRoom = (MAX_WEBHOOK_CHARS_IN_FLIGHT - charsInFlight) / loops;
-        const r = await advanceBatch(ctx, { batchSize, fair: backlog, onFullClaim: () => fullClaim(index), webhookRoom, probeFirst: idle });
+        const r = await advanceBatch(ctx, { batchSize, fair: backlog, onFullClaim: () => fullClaim(index), webhookRoom, webhookSlots, probeFirst: idle });
         claimed = r.claimed;
         idle = index === 0 && claimed === 0;
         backlog = claimed >= batchSize;

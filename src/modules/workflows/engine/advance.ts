@@ -92,15 +92,43 @@ type AdvanceOptions = {
    * it stay due, for a later batch. At least one is prepared.
    */
   webhookRoom?: number;
+  /**
+   * The runner's webhook calls under way, counted per project and in all: a webhook step is
+   * prepared only if a slot is free (`take`), and the runner gives the slot back when the call ends.
+   * Without slots (the one-by-one retry), every due webhook step is prepared.
+   */
+  webhookSlots?: WebhookSlots;
   /** Asks first whether anything is due (one statement) and opens no transaction when nothing is: the idle runner's poll. */
   probeFirst?: boolean;
 };
+
+export type WebhookSlots = { take: (projectId: string) => boolean; give: (projectId: string) => void };
+
+/** A webhook step with no slot or room now waits this long before a batch looks at it again. */
+const WEBHOOK_SLOT_WAIT_MS = 1_000;
 
 /** Claims and advances one batch. */
 export async function advanceBatch(ctx: AppContext, opts: AdvanceOptions): Promise<AdvanceResult> {
   if (opts.probeFirst && !(await anyDue(ctx.database.pool, { now: ctx.clock.now(), realNow: new Date() })))
     return { claimed: 0, webhooks: [], emailsQueued: 0 };
-  const result = await withTransaction(ctx.database, (t) => advanceIn(ctx, t, opts));
+  // The slots a batch took are the runner's once it commits (each job gives its own back); a failed batch gives them back.
+  const taken: string[] = [];
+  const slots = opts.webhookSlots;
+  const tracked = slots && {
+    take: (projectId: string) => {
+      if (!slots.take(projectId)) return false;
+      taken.push(projectId);
+      return true;
+    },
+    give: slots.give,
+  };
+  let result: AdvanceResult;
+  try {
+    result = await withTransaction(ctx.database, (t) => advanceIn(ctx, t, { ...opts, webhookSlots: tracked }));
+  } catch (err) {
+    for (const projectId of taken) slots!.give(projectId);
+    throw err;
+  }
   if (result.emailsQueued > 0) ctx.jobs.wake(DELIVERY_QUEUE);
   return result;
 }
@@ -138,6 +166,7 @@ async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptio
   const execs: ExecUpdate[] = [];
   const webhooks: WebhookJob[] = [];
   let webhookRoom = opts.webhookRoom ?? Number.POSITIVE_INFINITY;
+  const webhooksLater: string[] = [];
   const lease = new Date(realNow + WEBHOOK_LEASE_MS + Math.floor(Math.random() * 1000));
 
   // A contact with one execution in the batch has its UPDATE_CONTACT data changes made together:
@@ -155,7 +184,10 @@ async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptio
     const step = e.current_step_id ? graph.steps.get(e.current_step_id) : undefined;
     const waiting = waitingRows.get(e.id);
     if (e.status === 'WAITING' && step?.type === 'WEBHOOK' && waiting) {
-      if (webhookRoom <= 0) continue; // not leased, so still due: a later batch prepares it
+      if (webhookRoom <= 0 || (opts.webhookSlots && !opts.webhookSlots.take(e.project_id))) {
+        webhooksLater.push(e.id); // not leased: a later batch prepares it
+        continue;
+      }
       const job = await prepareWebhook(batch, e, step, contacts.get(e.contact_id)!, waiting, lease);
       webhookRoom -= webhookJobSize(job);
       webhooks.push(job);
@@ -192,6 +224,12 @@ async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptio
     await tx.execute(sql`
       UPDATE workflow_executions SET lease_until = ${lease.toISOString()}::timestamptz
        WHERE id = ANY(${sql.param(webhooks.map((w) => w.executionId))}::uuid[])`);
+  }
+  if (webhooksLater.length > 0) {
+    // Not due again at once: claimed every batch, they would fill the batches while they wait for room.
+    await tx.execute(sql`
+      UPDATE workflow_executions SET due_at = ${new Date(now.getTime() + WEBHOOK_SLOT_WAIT_MS).toISOString()}::timestamptz
+       WHERE id = ANY(${sql.param(webhooksLater)}::uuid[])`);
   }
   await writeResults(tx, now, inserts, updates, execs);
   return { claimed: claimed.length, webhooks, emailsQueued };
