@@ -20,7 +20,13 @@ let bystander: Bootstrapped;
 const held: http.ServerResponse[] = [];
 let mostAtOnce = 0;
 let port = 0;
-const receiver = http.createServer((_req, res) => {
+let answered = 0;
+const receiver = http.createServer((req, res) => {
+  if (req.url === '/quick') {
+    answered++;
+    res.writeHead(200).end('ok');
+    return;
+  }
   held.push(res);
   mostAtOnce = Math.max(mostAtOnce, held.filter((r) => !r.destroyed && !r.writableEnded).length);
 });
@@ -60,5 +66,37 @@ test(
     t.diagnostic(`the bystander's execution COMPLETED ${bystanderMs} ms after it was due; ${held.length} calls held, at most ${mostAtOnce} at once`);
     assert.ok(bystanderMs < 3_000, `the bystander's execution took ${bystanderMs} ms (the hanging calls time out at 10 s)`);
     assert.equal(mostAtOnce, 25, 'one project holds 25 calls at most');
+  },
+);
+
+test(
+  'a project with many calls to a quick receiver keeps its 25 slots busy: a step waiting for a slot is due again as one frees',
+  { timeout: 120_000 },
+  async (t) => {
+    const quickHooks = await bootstrap(server.api, 'Quick receiver');
+    const hook = await buildWorkflow(quickHooks.sk, {
+      eventName: 'sync',
+      steps: [{ key: 'w', type: 'WEBHOOK', config: { url: `http://127.0.0.1:${port}/quick` } }],
+      edges: [['trigger', 'w']],
+    });
+    const CALLS = 300;
+    await insertDueExecutions(server.sql, [{ projectId: quickHooks.project.id, workflowId: hook.id, stepId: hook.steps.trigger, count: CALLS, tag: 'sync' }]);
+    const started = performance.now();
+    await waitFor(
+      'every call',
+      async () =>
+        (
+          await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM workflow_executions WHERE project_id = $1 AND status = 'COMPLETED'`, [
+            quickHooks.project.id,
+          ])
+        )[0].n === CALLS,
+      60_000,
+      20,
+    );
+    const ms = Math.round(performance.now() - started);
+    t.diagnostic(`${CALLS} calls to a quick receiver in ${ms} ms`);
+    assert.equal(answered, CALLS, 'each call made once');
+    // 25 at a time with each waiting step retried only a second later would take 12 s at least.
+    assert.ok(ms < 8_000, `${CALLS} calls took ${ms} ms`);
   },
 );

@@ -2,7 +2,8 @@ import { DrizzleQueryError, and, asc, eq, isNull, lt, lte, or, sql } from 'drizz
 import type { AppContext } from '../../context.ts';
 import { workflowExecutions } from '../../db/schema/workflows.ts';
 import { pgErrorCode } from '../../db/pg-error.ts';
-import { type WebhookSlots, advanceBatch } from './engine/advance.ts';
+import { WEBHOOK_SLOT_WAIT_MS, advanceBatch } from './engine/advance.ts';
+import { createWebhookSlots } from './engine/webhook-slots.ts';
 import { isActiveExecution } from './engine/index.ts';
 import { type WebhookJob, attemptWebhook, webhookJobSize } from './engine/webhook-step.ts';
 
@@ -47,24 +48,7 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
   const sleepers = new Set<() => void>();
   const inFlight = new Set<Promise<void>>();
   let charsInFlight = 0;
-  // Slots are taken when a batch prepares a call and given back when the call ends (or its batch fails).
-  const slotsOf = new Map<string, number>();
-  let slotsTaken = 0;
-  const webhookSlots: WebhookSlots = {
-    take: (projectId) => {
-      const ofProject = slotsOf.get(projectId) ?? 0;
-      if (slotsTaken >= MAX_WEBHOOKS_IN_FLIGHT || ofProject >= MAX_WEBHOOKS_IN_FLIGHT_PER_PROJECT) return false;
-      slotsOf.set(projectId, ofProject + 1);
-      slotsTaken++;
-      return true;
-    },
-    give: (projectId) => {
-      const left = (slotsOf.get(projectId) ?? 1) - 1;
-      if (left > 0) slotsOf.set(projectId, left);
-      else slotsOf.delete(projectId);
-      slotsTaken--;
-    },
-  };
+  const webhookSlots = createWebhookSlots({ total: MAX_WEBHOOKS_IN_FLIGHT, perProject: MAX_WEBHOOKS_IN_FLIGHT_PER_PROJECT });
 
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -93,6 +77,19 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
     inFlight.add(p);
   };
 
+  // A WEBHOOK step that waits for a slot of its project is due again as soon as one is free: only
+  // while it is still that step, unleased, and due within the wait a batch gave it (not a retry's backoff).
+  const dueAgainForFreedSlots = async () => {
+    const ready = webhookSlots.readyToRetry();
+    if (ready.length === 0) return;
+    const now = ctx.clock.now();
+    await ctx.database.db.execute(sql`
+      UPDATE workflow_executions x SET due_at = ${now.toISOString()}::timestamptz
+        FROM unnest(${sql.param(ready.map((w) => w.executionId))}::uuid[], ${sql.param(ready.map((w) => w.stepId))}::uuid[]) AS r(id, step_id)
+       WHERE x.id = r.id AND x.current_step_id = r.step_id AND x.status = 'WAITING' AND x.lease_until IS NULL
+         AND x.due_at <= ${new Date(now.getTime() + WEBHOOK_SLOT_WAIT_MS).toISOString()}::timestamptz`);
+  };
+
   // Loop 0 polls; the others run only while batches come back full (loop 0 wakes them), so an idle
   // worker costs one claim per POLL_MS, not one per loop.
   // While batches come back full (a backlog), each project gets its share of a batch (engine/claim.ts).
@@ -107,6 +104,9 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
     while (!stopped) {
       let claimed = 0;
       try {
+        await dueAgainForFreedSlots().catch((err: unknown) =>
+          ctx.log.warn({ err }, 'waiting webhook steps could not be made due; they are looked at again within a second'),
+        );
         // The loops share the room left; each takes its part of it.
         const webhookRoom = (MAX_WEBHOOK_CHARS_IN_FLIGHT - charsInFlight) / loops;
         const r = await advanceBatch(ctx, { batchSize, fair: backlog, onFullClaim: () => fullClaim(index), webhookRoom, webhookSlots, probeFirst: idle });
@@ -114,6 +114,7 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
         idle = index === 0 && claimed === 0;
         backlog = claimed >= batchSize;
         for (const job of r.webhooks) startWebhook(job);
+        webhookSlots.noteWaiting(r.webhooksWaiting);
       } catch (err) {
         if (stopped) break;
         ctx.log.warn({ err }, 'workflow batch failed; advancing its executions one by one');

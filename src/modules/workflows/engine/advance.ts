@@ -11,6 +11,7 @@ import { anyDue, claimDue } from './claim.ts';
 import { type RunGraph, type RunStep, loadGraphs } from './graph.ts';
 import { type PausedWalk, type StepEffects, runStep, updateContactsTogether, updatesTogether } from './steps.ts';
 import { type WebhookJob, prepareWebhook, webhookJobSize } from './webhook-step.ts';
+import type { WaitingWebhook, WebhookSlots } from './webhook-slots.ts';
 
 /**
  * The advance part of the engine: one transaction claims up to `batchSize` due executions
@@ -77,7 +78,8 @@ export type ExecUpdate = {
 };
 
 /** `emailsQueued`: emails its SEND_EMAIL steps queued for delivery (QUEUED, not skipped). */
-export type AdvanceResult = { claimed: number; webhooks: WebhookJob[]; emailsQueued: number };
+/** `webhooksWaiting`: WEBHOOK steps left for a later batch because their project had no free slot. */
+export type AdvanceResult = { claimed: number; webhooks: WebhookJob[]; emailsQueued: number; webhooksWaiting: WaitingWebhook[] };
 
 type AdvanceOptions = {
   batchSize: number;
@@ -102,15 +104,13 @@ type AdvanceOptions = {
   probeFirst?: boolean;
 };
 
-export type WebhookSlots = { take: (projectId: string) => boolean; give: (projectId: string) => void };
-
 /** A webhook step with no slot or room now waits this long before a batch looks at it again. */
-const WEBHOOK_SLOT_WAIT_MS = 1_000;
+export const WEBHOOK_SLOT_WAIT_MS = 1_000;
 
 /** Claims and advances one batch. */
 export async function advanceBatch(ctx: AppContext, opts: AdvanceOptions): Promise<AdvanceResult> {
   if (opts.probeFirst && !(await anyDue(ctx.database.pool, { now: ctx.clock.now(), realNow: new Date() })))
-    return { claimed: 0, webhooks: [], emailsQueued: 0 };
+    return { claimed: 0, webhooks: [], emailsQueued: 0, webhooksWaiting: [] };
   // The slots a batch took are the runner's once it commits (each job gives its own back); a failed batch gives them back.
   const taken: string[] = [];
   const slots = opts.webhookSlots;
@@ -137,7 +137,7 @@ async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptio
   const now = ctx.clock.now();
   const realNow = Date.now();
   const claimed = await claimDue(tx, { now, realNow: new Date(realNow), batchSize: opts.batchSize, fair: opts.fair, ids: opts.ids });
-  if (claimed.length === 0) return { claimed: 0, webhooks: [], emailsQueued: 0 };
+  if (claimed.length === 0) return { claimed: 0, webhooks: [], emailsQueued: 0, webhooksWaiting: [] };
   if (claimed.length >= opts.batchSize) opts.onFullClaim?.();
 
   // One connection runs one statement at a time: these are sequential.
@@ -166,7 +166,8 @@ async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptio
   const execs: ExecUpdate[] = [];
   const webhooks: WebhookJob[] = [];
   let webhookRoom = opts.webhookRoom ?? Number.POSITIVE_INFINITY;
-  const webhooksLater: string[] = [];
+  const webhooksLater: WaitingWebhook[] = [];
+  const webhooksWaiting: WaitingWebhook[] = [];
   const lease = new Date(realNow + WEBHOOK_LEASE_MS + Math.floor(Math.random() * 1000));
 
   // A contact with one execution in the batch has its UPDATE_CONTACT data changes made together:
@@ -184,8 +185,16 @@ async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptio
     const step = e.current_step_id ? graph.steps.get(e.current_step_id) : undefined;
     const waiting = waitingRows.get(e.id);
     if (e.status === 'WAITING' && step?.type === 'WEBHOOK' && waiting) {
-      if (webhookRoom <= 0 || (opts.webhookSlots && !opts.webhookSlots.take(e.project_id))) {
-        webhooksLater.push(e.id); // not leased: a later batch prepares it
+      // Not leased, and due a second later: a later batch prepares it. One that waits for a slot
+      // (not for room) is told to the runner, which makes it due again once a slot is free.
+      if (webhookRoom <= 0) {
+        webhooksLater.push({ executionId: e.id, projectId: e.project_id, stepId: step.id });
+        continue;
+      }
+      if (opts.webhookSlots && !opts.webhookSlots.take(e.project_id)) {
+        const w = { executionId: e.id, projectId: e.project_id, stepId: step.id };
+        webhooksLater.push(w);
+        webhooksWaiting.push(w);
         continue;
       }
       const job = await prepareWebhook(batch, e, step, contacts.get(e.contact_id)!, waiting, lease);
@@ -229,10 +238,10 @@ async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptio
     // Not due again at once: claimed every batch, they would fill the batches while they wait for room.
     await tx.execute(sql`
       UPDATE workflow_executions SET due_at = ${new Date(now.getTime() + WEBHOOK_SLOT_WAIT_MS).toISOString()}::timestamptz
-       WHERE id = ANY(${sql.param(webhooksLater)}::uuid[])`);
+       WHERE id = ANY(${sql.param(webhooksLater.map((w) => w.executionId))}::uuid[])`);
   }
   await writeResults(tx, now, inserts, updates, execs);
-  return { claimed: claimed.length, webhooks, emailsQueued };
+  return { claimed: claimed.length, webhooks, emailsQueued, webhooksWaiting };
 }
 
 /** Runs one execution from its current step to its next wait point (or its end). */
