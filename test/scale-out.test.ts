@@ -64,7 +64,12 @@ describe('two API and two worker processes on one database', () => {
     const port = await freePort();
     await spawn('api', { PORT: String(port), HOST: '127.0.0.1' });
     const second = createApi(`http://127.0.0.1:${port}`);
-    await waitFor('the second API process to answer', async () => (await second.get('/health').catch(() => null))?.status === 200, 90_000, 200);
+    await waitFor('the second API process to answer', async () => (await second.get('/health').catch(() => null))?.status === 200, 90_000, 200).catch(
+      (err: Error) => {
+        // What the process said, to tell a slow start from a failed one.
+        throw new Error(`${err.message}; its output: ${logs.join('').slice(-4_000) || '(none)'}`);
+      },
+    );
     sk.push(p.sk, second.as({ key: p.project.secretKey }));
     pk.push(p.pk, second.as({ key: p.project.publicKey }));
   });
