@@ -17,7 +17,7 @@ before(async () => {
 });
 after(() => server?.stop());
 
-const CONTACTS = 25_000;
+const CONTACTS = 12_000;
 const pro = { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] };
 
 async function projectWithProContacts(label: string): Promise<{ p: Bootstrapped; segmentId: string }> {
