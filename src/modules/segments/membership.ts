@@ -57,36 +57,6 @@ export async function recordMembershipEvents(
   await recordEvents(db, rows);
 }
 
-/** Brings one contact's membership of a tracked DYNAMIC segment in line with its condition, and records the events. */
-async function syncContactMembership(tx: Db, row: SegmentRow, contactId: string, now: Date): Promise<{ entered: string[]; exited: string[] }> {
-  const where = await membershipSqlOf(tx, row, now);
-  const scope = sql`c.id = ${contactId}`;
-  const memberScope = sql`m.contact_id = ${contactId}`;
-  const { rows } = await tx.execute<{ change: 'entry' | 'exit'; contact_id: string }>(sql`
-    WITH cur AS MATERIALIZED (
-      SELECT c.id FROM contacts AS c WHERE c.project_id = ${row.projectId} AND ${scope} AND ${where}
-    ), ins AS (
-      INSERT INTO segment_members (segment_id, contact_id, created_at)
-      SELECT ${row.id}::uuid, cur.id, ${now.toISOString()}::timestamptz FROM cur
-      ON CONFLICT DO NOTHING
-      RETURNING contact_id
-    ), del AS (
-      DELETE FROM segment_members AS m
-       WHERE m.segment_id = ${row.id}::uuid AND ${memberScope}
-         AND NOT EXISTS (SELECT 1 FROM cur WHERE cur.id = m.contact_id)
-      RETURNING contact_id
-    )
-    SELECT 'entry' AS change, contact_id FROM ins
-    UNION ALL
-    SELECT 'exit' AS change, contact_id FROM del`);
-  const changes = {
-    entered: rows.filter((r) => r.change === 'entry').map((r) => r.contact_id),
-    exited: rows.filter((r) => r.change === 'exit').map((r) => r.contact_id),
-  };
-  await recordMembershipEvents(tx, row, changes, now);
-  return changes;
-}
-
 /** Where a compute stands: the last contact of its last page, in (created_at, id) order, as an exact timestamp string. */
 type PageCursor = { at: string; id: string } | null;
 
@@ -102,13 +72,24 @@ const COMPUTE_REQUEST_BUDGET_MS = 25_000;
 const COMPUTE_JOB_BUDGET_MS = 60_000;
 
 /**
- * One page of the project's contacts brought in line with a tracked DYNAMIC segment: members
- * added for contacts that match, removed for those that do not, and the page's last contact when
- * it was full (more may follow).
+ * The contacts `pick` names (one contact, or the page after a cursor) brought in line with a
+ * tracked DYNAMIC segment: members added for contacts that match, removed for those that do not,
+ * their entry and exit events recorded, and the page's last contact when it was full (more may
+ * follow).
  */
-async function syncMemberPage(tx: Db, row: SegmentRow, after: PageCursor, now: Date): Promise<{ entered: string[]; exited: string[]; last: PageCursor }> {
+async function syncMembers(
+  tx: Db,
+  row: SegmentRow,
+  pick: { contactId: string } | { after: PageCursor },
+  now: Date,
+): Promise<{ entered: string[]; exited: string[]; last: PageCursor }> {
   const where = await membershipSqlOf(tx, row, now);
-  const from = after ? sql`AND (c.created_at, c.id) > (${after.at}::timestamptz, ${after.id})` : sql``;
+  const from =
+    'contactId' in pick
+      ? sql`AND c.id = ${pick.contactId}`
+      : pick.after
+        ? sql`AND (c.created_at, c.id) > (${pick.after.at}::timestamptz, ${pick.after.id})`
+        : sql``;
   const { rows } = await tx.execute<{ change: 'entry' | 'exit' | 'last'; contact_id: string; at: string | null }>(sql`
     WITH page AS MATERIALIZED (
       SELECT c.id, c.created_at, COALESCE((${where}), false) AS matches
@@ -132,11 +113,12 @@ async function syncMemberPage(tx: Db, row: SegmentRow, after: PageCursor, now: D
     UNION ALL SELECT 'exit', contact_id, NULL FROM del
     UNION ALL SELECT 'last', id, at FROM last WHERE (SELECT count(*) FROM page) = ${COMPUTE_BATCH}`);
   const lastRow = rows.find((r) => r.change === 'last');
-  return {
+  const changes = {
     entered: rows.filter((r) => r.change === 'entry').map((r) => r.contact_id),
     exited: rows.filter((r) => r.change === 'exit').map((r) => r.contact_id),
-    last: lastRow ? { at: lastRow.at!, id: lastRow.contact_id } : null,
   };
+  await recordMembershipEvents(tx, row, changes, now);
+  return { ...changes, last: lastRow ? { at: lastRow.at!, id: lastRow.contact_id } : null };
 }
 
 /**
@@ -166,9 +148,7 @@ export async function computeSegment(
         await boundConditionStatements(tx);
         const row = await trackedSegmentRow(tx, projectId, id);
         if (row.type !== 'DYNAMIC') return { entered: [], exited: [], last: null };
-        const changes = await syncMemberPage(tx, row, after, now);
-        await recordMembershipEvents(tx, row, changes, now);
-        return changes;
+        return syncMembers(tx, row, { after }, now);
       }),
     );
     done.added += page.entered.length;
@@ -232,7 +212,7 @@ export async function reevaluateContact(ctx: AppContext, projectId: string, cont
       await setStatementTimeout(tx, CONTACT_CONDITION_STATEMENT_MS);
       const row = await findSegmentRow(tx, projectId, id, { lock: true });
       if (!row || !row.trackMembership || row.type !== 'DYNAMIC') return;
-      const changes = await syncContactMembership(tx, row, contactId, now);
+      const changes = await syncMembers(tx, row, { contactId }, now);
       const delta = changes.entered.length - changes.exited.length;
       if (delta !== 0) await tx.execute(sql`UPDATE segments SET member_count = GREATEST(member_count + ${delta}, 0) WHERE id = ${row.id}::uuid`);
     }).catch((err: unknown) => {
