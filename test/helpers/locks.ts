@@ -44,12 +44,9 @@ export async function statementWaitingOnALock(sql: (text: string, values?: unkno
   return row.n > 0;
 }
 
-/**
- * Waits until `n` statements of this test's database wait for a lock (15 s at most: on a loaded
- * machine running three test files, two requests once took longer than 5 s to reach the lock).
- */
+/** Waits until `n` statements of this test's database wait for a lock (5 s at most). */
 export async function waitingForLocks(sql: (text: string) => Promise<{ waiting: number }[]>, n: number): Promise<void> {
-  for (let i = 0; i < 750; i++) {
+  for (let i = 0; i < 250; i++) {
     const [{ waiting }] = await sql(`SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`);
     if (waiting >= n) return;
     await new Promise((r) => setTimeout(r, 20));
