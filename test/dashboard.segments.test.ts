@@ -265,8 +265,13 @@ test('segments: the live count waits while the project’s other counts run, the
     // The project's two count slots are taken by counts that wait on a lock of the contacts table.
     const contacts = await holdLock(server.databaseUrl, 'LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE');
     const held = [owner.sk.post('/segments/count', { condition: busyCondition }), owner.sk.post('/segments/count', { condition: busyCondition })];
+    const answered: string[] = []; // to tell, in a failure, a held count that never reached the lock
+    held.forEach((h, i) => void h.then((r) => answered.push(`count ${i + 1}: ${r.status} ${JSON.stringify(r.body).slice(0, 200)}`)));
     try {
-      await waitingForLocks(server.sql, 2);
+      await waitingForLocks(server.sql, 2, () => {
+        const pool = server.ctx.database.pool;
+        return `the held counts answered: ${JSON.stringify(answered)}; the page's counts: ${counts.join(', ')}; the server's pool: ${pool.totalCount} open, ${pool.idleCount} idle, ${pool.waitingCount} waiting; heavy reads under way: ${server.ctx.heavyReads.inFlight(owner.project.id)} of the project, ${server.ctx.heavyReads.inFlight()} in all`;
+      });
       await choose('Condition, group 1, filter 1: field', 'data.queue (string)');
       await valueInput('Condition, group 1, filter 1: value').fill('busy');
       await page.getByTestId('live-count-waiting').waitFor();

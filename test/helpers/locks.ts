@@ -47,9 +47,9 @@ export async function statementWaitingOnALock(sql: (text: string, values?: unkno
 /**
  * Waits until `n` statements of this test's database wait for a lock (5 s at most). A failure says
  * what the database's sessions were doing instead, to tell a request that never reached the
- * database from one that waited on something else.
+ * database from one that waited on something else; `meanwhile` adds what the test saw.
  */
-export async function waitingForLocks(sql: (text: string) => Promise<Record<string, unknown>[]>, n: number): Promise<void> {
+export async function waitingForLocks(sql: (text: string) => Promise<Record<string, unknown>[]>, n: number, meanwhile = () => ''): Promise<void> {
   for (let i = 0; i < 250; i++) {
     const [{ waiting }] = await sql(`SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`);
     if (Number(waiting) >= n) return;
@@ -59,7 +59,7 @@ export async function waitingForLocks(sql: (text: string) => Promise<Record<stri
     `SELECT state, wait_event_type, wait_event, left(query, 120) AS query FROM pg_stat_activity
       WHERE datname = current_database() AND pid <> pg_backend_pid() ORDER BY state, query`,
   );
-  assert.fail(`${n} statements never waited for the locks; the database's sessions: ${JSON.stringify(sessions)}`);
+  assert.fail(`${n} statements never waited for the locks; the database's sessions: ${JSON.stringify(sessions)}; ${meanwhile()}`);
 }
 
 /**
