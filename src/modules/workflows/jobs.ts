@@ -77,7 +77,7 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
     inFlight.add(p);
   };
 
-  // A WEBHOOK step that waits for a slot of its project is due again as soon as one is free: only
+  // A WEBHOOK step that waits for a slot is due again as soon as one is promised to its project: only
   // while it is still that step, unleased, and due within the wait a batch gave it (not a retry's backoff).
   const dueAgainForFreedSlots = async () => {
     const ready = webhookSlots.readyToRetry();

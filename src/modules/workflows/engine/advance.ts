@@ -115,8 +115,8 @@ export async function advanceBatch(ctx: AppContext, opts: AdvanceOptions): Promi
   const taken: string[] = [];
   const slots = opts.webhookSlots;
   const tracked = slots && {
-    take: (projectId: string) => {
-      if (!slots.take(projectId)) return false;
+    take: (projectId: string, executionId: string) => {
+      if (!slots.take(projectId, executionId)) return false;
       taken.push(projectId);
       return true;
     },
@@ -191,7 +191,7 @@ async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptio
         webhooksLater.push({ executionId: e.id, projectId: e.project_id, stepId: step.id });
         continue;
       }
-      if (opts.webhookSlots && !opts.webhookSlots.take(e.project_id)) {
+      if (opts.webhookSlots && !opts.webhookSlots.take(e.project_id, e.id)) {
         const w = { executionId: e.id, projectId: e.project_id, stepId: step.id };
         webhooksLater.push(w);
         webhooksWaiting.push(w);
