@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { reevaluateContact } from '../src/modules/segments/membership.ts';
+import { SLOW_REEVALUATION, reevaluateContact } from '../src/modules/segments/membership.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { holdLock, within } from './helpers/locks.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
@@ -81,7 +81,7 @@ test('a job stops at its budget after at least one segment; the rest wait for th
   const ids = await trackedSegments(p, ['First', 'Second', 'Third']);
   const contactId = await proContact(p, 'budget@example.com');
 
-  await reevaluateContact(server.ctx, p.project.id, contactId, 0);
+  assert.equal(await reevaluateContact(server.ctx, p.project.id, contactId, { ...SLOW_REEVALUATION, budgetMs: 0 }), 'done');
   assert.deepEqual(await Promise.all(ids.map((id) => membersOf(id))), [['budget@example.com'], [], []]);
   await reevaluateContact(server.ctx, p.project.id, contactId);
   assert.deepEqual(await Promise.all(ids.map((id) => membersOf(id))), [['budget@example.com'], ['budget@example.com'], ['budget@example.com']]);

@@ -185,48 +185,67 @@ const computeUnfinished = (budgetMs: number, done: { added: number; removed: num
     { details: done },
   );
 
-/** How long one re-evaluation job may spend on a contact's segments; the rest wait for the 5-minute recompute. */
-const REEVALUATE_BUDGET_MS = 5_000;
+/**
+ * How a re-evaluation job is bounded. The quick lane, every project's jobs together: a job that
+ * outruns `statementMs` on a segment, or `budgetMs` in all, stops and is handed to the slow lane.
+ * The slow lane, one job at a time per process: a segment past `statementMs` is skipped for the
+ * contact (logged by id), and the segments not reached by `budgetMs` wait for the 5-minute
+ * recompute, which brings every tracked segment in line.
+ */
+export type ReevaluationBounds = { budgetMs: number; statementMs: number; outrun: 'hand over' | 'skip' };
+export const QUICK_REEVALUATION: ReevaluationBounds = { budgetMs: 1_000, statementMs: 1_000, outrun: 'hand over' };
+export const SLOW_REEVALUATION: ReevaluationBounds = { budgetMs: 5_000, statementMs: CONTACT_CONDITION_STATEMENT_MS, outrun: 'skip' };
 
 /**
  * Re-evaluates every tracked DYNAMIC segment of the project for one contact (after its data or
- * events changed), one segment per transaction. The cached count moves with each change.
+ * events changed), one segment per transaction. The cached count moves with each change. Answers
+ * 'outran' when the quick lane's bounds stopped it (its segments done so far are in line; doing
+ * them again writes nothing).
  *
- * Bounded, as the jobs of every project wait on these workers: each segment's statements at
- * CONTACT_CONDITION_STATEMENT_MS (a segment past it is skipped for this contact, logged by id), and
- * the job at `budgetMs`, after which the segments not reached are left to the 5-minute recompute,
- * which brings every tracked segment in line. Before, a segment of 500 filters counting a million
- * events each of a contact that has them was read for as long as PostgreSQL took.
+ * Bounded, as the jobs of every project wait on these workers. Before, a segment of 500 filters
+ * counting a million events each of a contact that has them was read for as long as PostgreSQL
+ * took, and ten such jobs held a worker's batch for everyone.
  */
-export async function reevaluateContact(ctx: AppContext, projectId: string, contactId: string, budgetMs = REEVALUATE_BUDGET_MS): Promise<void> {
+export async function reevaluateContact(
+  ctx: AppContext,
+  projectId: string,
+  contactId: string,
+  bounds: ReevaluationBounds = SLOW_REEVALUATION,
+): Promise<'done' | 'outran'> {
   const { rows } = await ctx.database.db.execute<{ id: string }>(sql`
     SELECT id FROM segments WHERE project_id = ${projectId} AND track_membership AND type = 'DYNAMIC' ORDER BY created_at, id`);
   const now = ctx.clock.now();
-  const ends = Date.now() + budgetMs;
+  const ends = Date.now() + bounds.budgetMs;
   for (const [i, { id }] of rows.entries()) {
     if (i > 0 && Date.now() >= ends) {
+      if (bounds.outrun === 'hand over') return 'outran';
       ctx.log.warn({ projectId, segmentsLeft: rows.length - i }, 'segment re-evaluation stopped at its budget: the rest wait for the 5-minute recompute');
-      return;
+      return 'done';
     }
-    await withTransaction(ctx.database, async ({ tx }) => {
-      await setStatementTimeout(tx, CONTACT_CONDITION_STATEMENT_MS);
+    const outran = await withTransaction(ctx.database, async ({ tx }) => {
+      await setStatementTimeout(tx, bounds.statementMs);
       const row = await findSegmentRow(tx, projectId, id, { lock: true });
-      if (!row || !row.trackMembership || row.type !== 'DYNAMIC') return;
+      if (!row || !row.trackMembership || row.type !== 'DYNAMIC') return false;
       const changes = await syncMembers(tx, row, { contactId }, now);
       const delta = changes.entered.length - changes.exited.length;
       if (delta !== 0) await tx.execute(sql`UPDATE segments SET member_count = GREATEST(member_count + ${delta}, 0) WHERE id = ${row.id}::uuid`);
+      return false;
     }).catch((err: unknown) => {
       // A stored condition the engine refuses (one past a bound added since it was saved) fails the
       // same way every time, and one past the time bound would cost the same again: skip that
       // segment, keep the others (retrying would not help).
       if (isStatementTimeout(err)) {
-        ctx.log.warn({ projectId, segmentId: id }, `segment skipped for a contact: its condition took longer than ${CONTACT_CONDITION_STATEMENT_MS / 1000} s`);
-        return;
+        if (bounds.outrun === 'hand over') return true;
+        ctx.log.warn({ projectId, segmentId: id }, `segment skipped for a contact: its condition took longer than ${bounds.statementMs / 1000} s`);
+        return false;
       }
       if (!isConditionError(err)) throw err;
       ctx.log.warn({ error: loggableError(err), projectId, segmentId: id }, 'segment skipped: its condition cannot be evaluated');
+      return false;
     });
+    if (outran) return 'outran';
   }
+  return 'done';
 }
 
 const isConditionError = (err: unknown): err is ApiError => err instanceof ApiError && err.statusCode === 400;
