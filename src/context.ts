@@ -13,7 +13,7 @@ import type { EngagementRecorder } from './modules/tracking/engagement.ts';
 import type { KeyTurns } from './modules/domains/key-slots.ts';
 import type { ReputationChecks } from './modules/reputation/guard.ts';
 import type { SlowAudienceLanes } from './modules/campaigns/turns.ts';
-import type { SlowProjects } from './modules/segments/slow-projects.ts';
+import type { SlowProjects } from './conditions/slow-projects.ts';
 
 export type Clock = { now: () => Date };
 
@@ -47,7 +47,7 @@ export type AppContext = {
   cascadeDeletes: BusySlots;
   /** Campaign audience reads past the quick bound under way in this process, all projects together (modules/campaigns/turns.ts). */
   slowAudienceReads: SlowAudienceLanes;
-  /** Projects whose contact re-evaluations outran the quick lane lately, in this process (modules/segments/slow-projects.ts). */
+  /** Projects whose contact re-evaluations outran the quick lane lately, in this process (conditions/slow-projects.ts). */
   slowReevaluations: SlowProjects;
   /** Turns at generating a new domain's DKIM key, one at a time, in rotation across projects (modules/domains/key-slots.ts). */
   dkimKeyTurns: KeyTurns;

@@ -20,7 +20,7 @@ import { heavyReadSlots } from './http/heavy-reads.ts';
 import { projectPurgeSlots } from './modules/projects/purge.ts';
 import { cascadeDeleteSlots } from './modules/workflows/delete.ts';
 import { slowAudienceLanes } from './modules/campaigns/turns.ts';
-import { slowProjects } from './modules/segments/slow-projects.ts';
+import { slowProjects } from './conditions/slow-projects.ts';
 import { keyTurns } from './modules/domains/key-slots.ts';
 import { rawDownloadSlots } from './modules/emails/raw-source.ts';
 import { PREVIEWS_PER_PROCESS, PREVIEWS_PER_PROJECT, previewSlots } from './modules/templates/preview.ts';

@@ -28,31 +28,42 @@ before(async () => {
 after(async () => server?.stop());
 
 const SLOW = 5;
+
+/** A CONDITION on a segment (which reads segment_members, held locked by the tests), then an update. */
+async function slowWorkflow(p: Bootstrapped) {
+  const segment = await p.sk.post('/segments', { name: 'Anyone', type: 'STATIC' });
+  assert.equal(segment.status, 201, segment.text);
+  return buildWorkflow(p.sk, {
+    eventName: 'slow',
+    steps: [
+      { key: 'c', type: 'CONDITION', config: { field: `segment.${segment.body.id}`, operator: 'memberOf' } },
+      { key: 'u', type: 'UPDATE_CONTACT', config: { data: { checked: true } } },
+    ],
+    edges: [
+      ['trigger', 'c'],
+      ['c', 'u', 'yes'],
+      ['c', 'u', 'no'],
+    ],
+  });
+}
+
+const quickWorkflow = (p: Bootstrapped) =>
+  buildWorkflow(p.sk, {
+    eventName: 'quick',
+    steps: [{ key: 'u', type: 'UPDATE_CONTACT', config: { data: { done: true } } }],
+    edges: [['trigger', 'u']],
+  });
+
+const countWithStatus = async (projectId: string, status: string): Promise<number> =>
+  (await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM workflow_executions WHERE project_id = $1 AND status = $2`, [projectId, status]))[0].n;
 const REASON = 'Evaluating the condition for this contact took longer than 2 s: use fewer or simpler filters';
 
 test(
   "a project's slow CONDITION reads hold another project's execution for a batch's budget, not for as long as they take",
   { timeout: 120_000 },
   async (t) => {
-    const segment = await hostile.sk.post('/segments', { name: 'Anyone', type: 'STATIC' });
-    assert.equal(segment.status, 201, segment.text);
-    const slow = await buildWorkflow(hostile.sk, {
-      eventName: 'slow',
-      steps: [
-        { key: 'c', type: 'CONDITION', config: { field: `segment.${segment.body.id}`, operator: 'memberOf' } },
-        { key: 'u', type: 'UPDATE_CONTACT', config: { data: { checked: true } } },
-      ],
-      edges: [
-        ['trigger', 'c'],
-        ['c', 'u', 'yes'],
-        ['c', 'u', 'no'],
-      ],
-    });
-    const quick = await buildWorkflow(bystander.sk, {
-      eventName: 'quick',
-      steps: [{ key: 'u', type: 'UPDATE_CONTACT', config: { data: { done: true } } }],
-      edges: [['trigger', 'u']],
-    });
+    const slow = await slowWorkflow(hostile);
+    const quick = await quickWorkflow(bystander);
 
     const lock = await holdLock(server.databaseUrl, 'LOCK TABLE segment_members IN ACCESS EXCLUSIVE MODE');
     let bystanderMs: number;
@@ -64,16 +75,7 @@ test(
       ]);
       bystanderMs = await msUntilCompleted(server.sql, bystander.project.id);
       // Held past one statement's bound: at least one slow read was cancelled.
-      await waitFor(
-        'a slow condition to be cancelled',
-        async () =>
-          (
-            await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM workflow_executions WHERE project_id = $1 AND status = 'FAILED'`, [
-              hostile.project.id,
-            ])
-          )[0].n > 0,
-        30_000,
-      );
+      await waitFor('a slow condition to be cancelled', async () => (await countWithStatus(hostile.project.id, 'FAILED')) > 0, 30_000);
     } finally {
       await lock.release();
     }
@@ -106,5 +108,46 @@ test(
     assert.equal(list.status, 200, list.text);
     assert.equal(list.body.data.length, failed.length);
     assert.equal(list.body.data[0].error, REASON);
+  },
+);
+
+test(
+  "once a project's CONDITION reads spent a batch's budget, its executions go to the runner's slow lane: another project's execution does not wait for them",
+  { timeout: 120_000 },
+  async (t) => {
+    const slowProject = await bootstrap(server.api, 'Slow conditions, later');
+    const other = await bootstrap(server.api, 'Another bystander');
+    const slow = await slowWorkflow(slowProject);
+    const quick = await quickWorkflow(other);
+    const COUNT = 20;
+
+    const lock = await holdLock(server.databaseUrl, 'LOCK TABLE segment_members IN ACCESS EXCLUSIVE MODE');
+    let otherMs: number;
+    try {
+      await insertDueExecutions(server.sql, [
+        { projectId: slowProject.project.id, workflowId: slow.id, stepId: slow.steps.trigger, count: COUNT, tag: 'later' },
+      ]);
+      // A batch spent the project's budget (a read cancelled at 2 s); its other executions are still due.
+      await waitFor('a slow condition to be cancelled', async () => (await countWithStatus(slowProject.project.id, 'FAILED')) > 0, 30_000, 20);
+      await insertDueExecutions(server.sql, [{ projectId: other.project.id, workflowId: quick.id, stepId: quick.steps.trigger, count: 1, tag: 'other' }]);
+      otherMs = await msUntilCompleted(server.sql, other.project.id);
+    } finally {
+      await lock.release();
+    }
+    t.diagnostic(`the other project's execution COMPLETED ${otherMs} ms after it was due`);
+    // Before, each batch took the slow project's due executions again, and one read of theirs (2 s) at least.
+    assert.ok(otherMs < 1_000, `the other project's execution took ${otherMs} ms`);
+
+    // The slow lane ends every one of them, once.
+    await waitFor(
+      'the slow executions',
+      async () => (await countWithStatus(slowProject.project.id, 'FAILED')) + (await countWithStatus(slowProject.project.id, 'COMPLETED')) === COUNT,
+      30_000,
+    );
+    const [{ rows, steps }] = await server.sql<{ rows: number; steps: number }>(
+      `SELECT count(*)::int AS rows, count(DISTINCT execution_id)::int AS steps FROM workflow_step_executions WHERE project_id = $1 AND step_id = $2`,
+      [slowProject.project.id, slow.steps.c],
+    );
+    assert.deepEqual({ rows, steps }, { rows: COUNT, steps: COUNT }, 'one CONDITION step row for each execution');
   },
 );

@@ -2,7 +2,9 @@ import { DrizzleQueryError, and, asc, eq, isNull, lt, lte, or, sql } from 'drizz
 import type { AppContext } from '../../context.ts';
 import { workflowExecutions } from '../../db/schema/workflows.ts';
 import { pgErrorCode } from '../../db/pg-error.ts';
+import { slowProjects } from '../../conditions/slow-projects.ts';
 import { WEBHOOK_SLOT_WAIT_MS, advanceBatch } from './engine/advance.ts';
+import type { ProjectFilter } from './engine/claim.ts';
 import { createWebhookSlots } from './engine/webhook-slots.ts';
 import { isActiveExecution } from './engine/index.ts';
 import { type WebhookJob, attemptWebhook, webhookJobSize } from './engine/webhook-step.ts';
@@ -13,7 +15,8 @@ import { type WebhookJob, attemptWebhook, webhookJobSize } from './engine/webhoo
  * Not a queue job per timer: due executions are found on the `due_at` index, polled every POLL_MS
  * by the first loop when idle (one statement asking whether any is due, then a claim if one is; a
  * timer fires within about that of its due time) and at once while batches come back full. Webhook attempts run beside the loop, a
- * bounded number at a time.
+ * bounded number at a time. A slow lane, one more loop, advances the executions of projects whose
+ * CONDITION reads spent a batch's budget lately; it claims nothing while there are none.
  */
 
 export const RUNNER_BATCH_SIZE = 500;
@@ -23,6 +26,10 @@ const RUNNER_LOOPS = 3;
 /** An extra loop with nothing to claim sleeps until loop 0 finds a full batch (or this long). */
 const IDLE_HELPER_MS = 60_000;
 const MAX_WEBHOOKS_IN_FLIGHT = 100;
+/** Projects the slow lane serves at most (each is a parameter of every other claim); past it, the oldest goes back to the loops. */
+const MAX_SLOW_CONDITION_PROJECTS = 100;
+/** How often the slow lane looks whether a project was sent to it, while none is. */
+const SLOW_LANE_IDLE_MS = 1_000;
 /**
  * Webhook calls of one project at a time: a receiver that hangs holds each call for up to the
  * 10 s timeout, and one project's such calls used to fill all the slots and stop the runner for
@@ -90,6 +97,25 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
          AND x.due_at <= ${new Date(now.getTime() + WEBHOOK_SLOT_WAIT_MS).toISOString()}::timestamptz`);
   };
 
+  // Projects whose CONDITION reads spent a batch's budget (engine/steps.ts): for a while the loops
+  // leave their executions to a slow lane of their own, so that the batches every other project's
+  // executions share do not wait for those reads again and again.
+  const slowConditions = slowProjects(MAX_SLOW_CONDITION_PROJECTS);
+
+  // One batch with what a loop shares: freed webhook slots first, the room left, and what the batch found.
+  const runBatch = async (opts: { fair: boolean; projects: ProjectFilter; onFullClaim?: () => void; probeFirst?: boolean }): Promise<number> => {
+    await dueAgainForFreedSlots().catch((err: unknown) =>
+      ctx.log.warn({ err }, 'waiting webhook steps could not be made due; they are looked at again within a second'),
+    );
+    // The loops share the room left; each takes its part of it.
+    const webhookRoom = (MAX_WEBHOOK_CHARS_IN_FLIGHT - charsInFlight) / (loops + 1);
+    const r = await advanceBatch(ctx, { batchSize, webhookRoom, webhookSlots, ...opts });
+    for (const job of r.webhooks) startWebhook(job);
+    webhookSlots.noteWaiting(r.webhooksWaiting);
+    for (const projectId of r.slowConditions) slowConditions.remember(projectId);
+    return r.claimed;
+  };
+
   // Loop 0 polls; the others run only while batches come back full (loop 0 wakes them), so an idle
   // worker costs one claim per POLL_MS, not one per loop.
   // While batches come back full (a backlog), each project gets its share of a batch (engine/claim.ts).
@@ -104,17 +130,9 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
     while (!stopped) {
       let claimed = 0;
       try {
-        await dueAgainForFreedSlots().catch((err: unknown) =>
-          ctx.log.warn({ err }, 'waiting webhook steps could not be made due; they are looked at again within a second'),
-        );
-        // The loops share the room left; each takes its part of it.
-        const webhookRoom = (MAX_WEBHOOK_CHARS_IN_FLIGHT - charsInFlight) / loops;
-        const r = await advanceBatch(ctx, { batchSize, fair: backlog, onFullClaim: () => fullClaim(index), webhookRoom, webhookSlots, probeFirst: idle });
-        claimed = r.claimed;
+        claimed = await runBatch({ fair: backlog, projects: { except: slowConditions.list() }, onFullClaim: () => fullClaim(index), probeFirst: idle });
         idle = index === 0 && claimed === 0;
         backlog = claimed >= batchSize;
-        for (const job of r.webhooks) startWebhook(job);
-        webhookSlots.noteWaiting(r.webhooksWaiting);
       } catch (err) {
         if (stopped) break;
         ctx.log.warn({ err }, 'workflow batch failed; advancing its executions one by one');
@@ -123,7 +141,23 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
       if (claimed < batchSize && !stopped) await sleep(index === 0 ? pollMs : IDLE_HELPER_MS);
     }
   };
-  const running = Promise.all(Array.from({ length: loops }, (_, i) => loop(i)));
+  // The slow lane: only the remembered projects' executions, each project with its share.
+  const slowLane = async () => {
+    while (!stopped) {
+      const slow = slowConditions.list();
+      let claimed = 0;
+      if (slow.length > 0) {
+        try {
+          claimed = await runBatch({ fair: slow.length > 1, projects: { only: slow } });
+        } catch (err) {
+          if (stopped) break;
+          ctx.log.warn({ err }, 'workflow batch of the slow lane failed; it is tried again');
+        }
+      }
+      if (claimed < batchSize && !stopped) await sleep(slow.length > 0 ? pollMs : SLOW_LANE_IDLE_MS);
+    }
+  };
+  const running = Promise.all([...Array.from({ length: loops }, (_, i) => loop(i)), slowLane()]);
 
   return {
     wake: wakeAll,

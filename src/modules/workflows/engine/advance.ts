@@ -7,9 +7,9 @@ import { isoMs } from '../../contacts/sql.ts';
 import { DELIVERY_QUEUE } from '../../emails/delivery/queue-name.ts';
 import { queueEmailsWithStatus } from '../../emails/queue.ts';
 import type { BatchState } from './batch.ts';
-import { anyDue, claimDue } from './claim.ts';
+import { type ProjectFilter, anyDue, claimDue } from './claim.ts';
 import { type RunGraph, type RunStep, loadGraphs } from './graph.ts';
-import { type PausedWalk, type StepEffects, runStep, updateContactsTogether, updatesTogether } from './steps.ts';
+import { type PausedWalk, type StepEffects, projectsPastConditionBudget, runStep, updateContactsTogether, updatesTogether } from './steps.ts';
 import { type WebhookJob, prepareWebhook, webhookJobSize } from './webhook-step.ts';
 import type { WaitingWebhook, WebhookSlots } from './webhook-slots.ts';
 
@@ -79,12 +79,17 @@ export type ExecUpdate = {
 
 /** `emailsQueued`: emails its SEND_EMAIL steps queued for delivery (QUEUED, not skipped). */
 /** `webhooksWaiting`: WEBHOOK steps left for a later batch because their project had no free slot. */
-export type AdvanceResult = { claimed: number; webhooks: WebhookJob[]; emailsQueued: number; webhooksWaiting: WaitingWebhook[] };
+/** `slowConditions`: projects whose CONDITION reads spent their budget in this batch (steps.ts). */
+export type AdvanceResult = { claimed: number; webhooks: WebhookJob[]; emailsQueued: number; webhooksWaiting: WaitingWebhook[]; slowConditions: string[] };
+
+const NOTHING_CLAIMED: AdvanceResult = { claimed: 0, webhooks: [], emailsQueued: 0, webhooksWaiting: [], slowConditions: [] };
 
 type AdvanceOptions = {
   batchSize: number;
   /** Restricts the claim (the one-by-one retry of a failed batch). */
   ids?: string[];
+  /** Restricts the claim to some projects, or leaves some out (the runner's slow lane and its other loops). */
+  projects?: ProjectFilter;
   /** Each project with due executions gets its share of the batch (claim.ts): while a backlog lasts. */
   fair?: boolean;
   /** Called as soon as the claim took a full batch (more is probably due): the runner starts its other loops. */
@@ -109,8 +114,7 @@ export const WEBHOOK_SLOT_WAIT_MS = 1_000;
 
 /** Claims and advances one batch. */
 export async function advanceBatch(ctx: AppContext, opts: AdvanceOptions): Promise<AdvanceResult> {
-  if (opts.probeFirst && !(await anyDue(ctx.database.pool, { now: ctx.clock.now(), realNow: new Date() })))
-    return { claimed: 0, webhooks: [], emailsQueued: 0, webhooksWaiting: [] };
+  if (opts.probeFirst && !(await anyDue(ctx.database.pool, { now: ctx.clock.now(), realNow: new Date() }))) return NOTHING_CLAIMED;
   // The slots a batch took are the runner's once it commits (each job gives its own back); a failed batch gives them back.
   const taken: string[] = [];
   const slots = opts.webhookSlots;
@@ -136,8 +140,8 @@ export async function advanceBatch(ctx: AppContext, opts: AdvanceOptions): Promi
 async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptions): Promise<AdvanceResult> {
   const now = ctx.clock.now();
   const realNow = Date.now();
-  const claimed = await claimDue(tx, { now, realNow: new Date(realNow), batchSize: opts.batchSize, fair: opts.fair, ids: opts.ids });
-  if (claimed.length === 0) return { claimed: 0, webhooks: [], emailsQueued: 0, webhooksWaiting: [] };
+  const claimed = await claimDue(tx, { now, realNow: new Date(realNow), batchSize: opts.batchSize, fair: opts.fair, ids: opts.ids, projects: opts.projects });
+  if (claimed.length === 0) return NOTHING_CLAIMED;
   if (claimed.length >= opts.batchSize) opts.onFullClaim?.();
 
   // One connection runs one statement at a time: these are sequential.
@@ -241,7 +245,7 @@ async function advanceIn(ctx: AppContext, { tx, client }: Tx, opts: AdvanceOptio
        WHERE id = ANY(${sql.param(webhooksLater.map((w) => w.executionId))}::uuid[])`);
   }
   await writeResults(tx, now, inserts, updates, execs);
-  return { claimed: claimed.length, webhooks, emailsQueued, webhooksWaiting };
+  return { claimed: claimed.length, webhooks, emailsQueued, webhooksWaiting, slowConditions: projectsPastConditionBudget(batch) };
 }
 
 /** Runs one execution from its current step to its next wait point (or its end). */

@@ -27,7 +27,15 @@ export type ClaimOptions = {
   fair?: boolean;
   /** Only these executions (the one-by-one retry of a failed batch): oldest first. */
   ids?: string[];
+  /** Only these projects' executions (the runner's slow lane), or all but these (its other loops). */
+  projects?: ProjectFilter;
 };
+
+export type ProjectFilter = { only: string[] } | { except: string[] };
+
+/** Which projects a claim takes, by the column that holds the project. */
+const ofProjects = (f: ProjectFilter | undefined, column: SQL): SQL =>
+  f === undefined ? sql`true` : 'only' in f ? sql`${column} = ANY(${sql.param(f.only)}::text[])` : sql`${column} <> ALL(${sql.param(f.except)}::text[])`;
 
 const ACTIVE = sql.raw(`x.status IN ('RUNNING', 'WAITING')`);
 const COLUMNS = sql.raw('x.id, x.project_id, x.workflow_id, x.contact_id, x.status, x.current_step_id, x.context, x.depth, x.waiting_event');
@@ -78,6 +86,7 @@ async function claimOldest(tx: Db, o: ClaimOptions, limit: number, except: strin
      WHERE ${claimable(o)}
        AND (${sql.param(only)}::uuid[] IS NULL OR x.id = ANY(${sql.param(only)}::uuid[]))
        AND x.id <> ALL(${sql.param(except)}::uuid[])
+       AND ${ofProjects(o.projects, sql.raw('x.project_id'))}
      ORDER BY x.due_at
      LIMIT ${limit}
        FOR UPDATE SKIP LOCKED`);
@@ -105,6 +114,7 @@ const fairSharesQuery = (o: ClaimOptions): SQL => sql`
     ), due_projects AS MATERIALIZED (
       SELECT a.project_id FROM active_projects a
        WHERE a.project_id IS NOT NULL
+         AND ${ofProjects(o.projects, sql.raw('a.project_id'))}
          AND EXISTS (SELECT 1 FROM workflow_executions x WHERE x.project_id = a.project_id AND ${claimable(o)})
     ), share AS (
       SELECT GREATEST(1, ceil(${o.batchSize}::numeric / GREATEST(count(*), 1)))::int AS k FROM due_projects

@@ -84,6 +84,10 @@ export async function runStep(b: BatchState, s: StepInput): Promise<StepEffects>
  */
 const CONDITION_BATCH_BUDGET_MS = 1_000;
 
+/** Projects whose CONDITION reads spent this batch's budget (one whose read was cancelled spent more than it). */
+export const projectsPastConditionBudget = (b: BatchState): string[] =>
+  [...b.conditionMs].filter(([, ms]) => ms >= CONDITION_BATCH_BUDGET_MS).map(([projectId]) => projectId);
+
 const TOO_SLOW = `Evaluating the condition for this contact took longer than ${CONTACT_CONDITION_STATEMENT_MS / 1000} s: use fewer or simpler filters`;
 
 async function condition(b: BatchState, s: StepInput): Promise<StepEffects> {
