@@ -1,4 +1,4 @@
-import { DrizzleQueryError, and, asc, eq, isNull, lt, lte, or, sql } from 'drizzle-orm';
+import { DrizzleQueryError, and, asc, eq, inArray, isNull, lt, lte, notInArray, or, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { workflowExecutions } from '../../db/schema/workflows.ts';
 import { pgErrorCode } from '../../db/pg-error.ts';
@@ -129,14 +129,15 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
     let idle = false;
     while (!stopped) {
       let claimed = 0;
+      const projects = { except: slowConditions.list() };
       try {
-        claimed = await runBatch({ fair: backlog, projects: { except: slowConditions.list() }, onFullClaim: () => fullClaim(index), probeFirst: idle });
+        claimed = await runBatch({ fair: backlog, projects, onFullClaim: () => fullClaim(index), probeFirst: idle });
         idle = index === 0 && claimed === 0;
         backlog = claimed >= batchSize;
       } catch (err) {
         if (stopped) break;
         ctx.log.warn({ err }, 'workflow batch failed; advancing its executions one by one');
-        await advanceOneByOne(ctx, batchSize).catch((e) => ctx.log.error({ err: e }, 'workflow advance failed'));
+        await advanceOneByOne(ctx, batchSize, projects).catch((e) => ctx.log.error({ err: e }, 'workflow advance failed'));
       }
       if (claimed < batchSize && !stopped) await sleep(index === 0 ? pollMs : IDLE_HELPER_MS);
     }
@@ -151,7 +152,8 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
           claimed = await runBatch({ fair: slow.length > 1, projects: { only: slow } });
         } catch (err) {
           if (stopped) break;
-          ctx.log.warn({ err }, 'workflow batch of the slow lane failed; it is tried again');
+          ctx.log.warn({ err }, 'workflow batch of the slow lane failed; advancing its executions one by one');
+          await advanceOneByOne(ctx, batchSize, { only: slow }).catch((e) => ctx.log.error({ err: e }, 'workflow advance failed'));
         }
       }
       if (claimed < batchSize && !stopped) await sleep(slow.length > 0 ? pollMs : SLOW_LANE_IDLE_MS);
@@ -174,7 +176,7 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
  * After a failed batch: the due executions one per transaction, so one execution whose step keeps
  * failing (a database error) ends FAILED alone instead of blocking every other.
  */
-async function advanceOneByOne(ctx: AppContext, limit: number): Promise<void> {
+async function advanceOneByOne(ctx: AppContext, limit: number, projects: ProjectFilter): Promise<void> {
   const db = ctx.database.db;
   const due = await db
     .select({ id: workflowExecutions.id })
@@ -184,6 +186,7 @@ async function advanceOneByOne(ctx: AppContext, limit: number): Promise<void> {
         isActiveExecution,
         lte(workflowExecutions.dueAt, ctx.clock.now()),
         or(isNull(workflowExecutions.leaseUntil), lt(workflowExecutions.leaseUntil, sql`now()`)),
+        'only' in projects ? inArray(workflowExecutions.projectId, projects.only) : notInArray(workflowExecutions.projectId, projects.except),
       ),
     )
     .orderBy(asc(workflowExecutions.dueAt))
