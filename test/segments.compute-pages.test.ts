@@ -75,9 +75,36 @@ test('past its budget a compute stops after a page with 503, keeping what it did
     return true;
   });
   assert.deepEqual(await tracked(p, segmentId), { members: 10_000, entries: 10_000, exits: 0, twice: 0 });
+  // The next compute starts after the last page done: with no budget either, it gets to the end.
+  // (Before, it started again from the first page, and one page at a time never got further.)
+  assert.deepEqual(await computeSegment(server.ctx, p.project.id, segmentId, 0), { added: CONTACTS - 10_000, removed: 0, total: CONTACTS });
+  assert.deepEqual(await tracked(p, segmentId), { members: CONTACTS, entries: CONTACTS, exits: 0, twice: 0 });
 
+  // Having got to the end, the next compute starts from the first contact again: a change on the
+  // first page is seen.
+  await server.sql(`UPDATE contacts SET data = '{"plan":"free"}' WHERE id = (SELECT id FROM contacts WHERE project_id = $1 ORDER BY created_at, id LIMIT 1)`, [
+    p.project.id,
+  ]);
+  await assert.rejects(computeSegment(server.ctx, p.project.id, segmentId, 0), (err: Error & { details?: unknown }) => {
+    assert.deepEqual(err.details, { added: 0, removed: 1 });
+    return true;
+  });
   const rest = await p.sk.post(`/segments/${segmentId}/compute`);
   assert.equal(rest.status, 200, rest.text);
-  assert.deepEqual(rest.body, { added: CONTACTS - 10_000, removed: 0, total: CONTACTS });
-  assert.deepEqual(await tracked(p, segmentId), { members: CONTACTS, entries: CONTACTS, exits: 0, twice: 0 });
+  assert.deepEqual(rest.body, { added: 0, removed: 0, total: CONTACTS - 1 });
+});
+
+test('a changed condition starts the next compute from the first contact, whatever a stopped one had reached', { timeout: 120_000 }, async () => {
+  const { p, segmentId } = await projectWithProContacts('Changed');
+  await assert.rejects(computeSegment(server.ctx, p.project.id, segmentId, 0), (err: Error & { details?: unknown }) => {
+    assert.deepEqual(err.details, { added: 10_000, removed: 0 });
+    return true;
+  });
+  const nobody = { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'none' }] }] };
+  const patched = await p.sk.patch(`/segments/${segmentId}`, { condition: nobody });
+  assert.equal(patched.status, 200, patched.text);
+  // From the first page: the 10,000 members it had are removed (after it, there were none).
+  const next = await p.sk.post(`/segments/${segmentId}/compute`);
+  assert.equal(next.status, 200, next.text);
+  assert.deepEqual(next.body, { added: 0, removed: 10_000, total: 0 });
 });

@@ -23,6 +23,12 @@ export const segments = pgTable(
     /** Cached count: refreshed by refresh, by segment writes, by compute and every 5 minutes. */
     memberCount: integer('member_count').notNull().default(0),
     memberCountAt: timestamp('member_count_at', { withTimezone: true, mode: 'date' }),
+    /**
+     * A tracked segment's compute that stopped at its time budget: the last contact it brought in
+     * line, in (created_at, id) order; the next compute goes on after it. NULL when the last one
+     * finished (or the condition or tracking changed since).
+     */
+    computeCursor: jsonb('compute_cursor').$type<{ at: string; id: string }>(),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },

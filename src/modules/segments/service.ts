@@ -37,7 +37,8 @@ export function toSegmentRecord(s: SegmentRow): SegmentRecord {
 
 /** A segment row's columns; `condition` replaces the plain column (the list's budget). */
 const segmentColumns = (condition: SQL = sql`condition`): SQL => sql`id, project_id AS "projectId", name, description, type, ${condition},
-  condition_bytes AS "conditionBytes", track_membership AS "trackMembership", member_count AS "memberCount", member_count_at AS "memberCountAt", created_at AS "createdAt", updated_at AS "updatedAt"`;
+  condition_bytes AS "conditionBytes", track_membership AS "trackMembership", member_count AS "memberCount", member_count_at AS "memberCountAt",
+  compute_cursor AS "computeCursor", created_at AS "createdAt", updated_at AS "updatedAt"`;
 const SEGMENT_COLUMNS = segmentColumns();
 
 type RawRow = Omit<SegmentRow, 'createdAt' | 'updatedAt' | 'memberCountAt'> & {
@@ -187,6 +188,7 @@ export async function createSegment(ctx: AppContext, projectId: string, input: C
     trackMembership: input.trackMembership,
     memberCount: 0,
     memberCountAt: now,
+    computeCursor: null,
     createdAt: now,
     updatedAt: now,
   };
@@ -230,6 +232,8 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
           next.trackMembership !== row.trackMembership ||
           JSON.stringify(next.condition) !== JSON.stringify(row.condition);
         if (changed) next.updatedAt = now;
+        // A compute that stopped part-way went by the old condition: the next starts from the first contact.
+        const membershipChanged = next.trackMembership !== row.trackMembership || JSON.stringify(next.condition) !== JSON.stringify(row.condition);
         if (row.type === 'DYNAMIC' && row.trackMembership && !next.trackMembership) {
           await tx.execute(sql`DELETE FROM segment_members WHERE segment_id = ${row.id}::uuid`);
         }
@@ -238,7 +242,8 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
       UPDATE segments SET name = ${next.name}, description = ${next.description}, condition = ${next.condition === null ? null : JSON.stringify(next.condition)}::jsonb,
              condition_bytes = ${conditionBytes(next.condition)},
              track_membership = ${next.trackMembership}, member_count = ${next.memberCount},
-             member_count_at = ${now.toISOString()}::timestamptz, updated_at = ${next.updatedAt.toISOString()}::timestamptz
+             member_count_at = ${now.toISOString()}::timestamptz, updated_at = ${next.updatedAt.toISOString()}::timestamptz,
+             compute_cursor = CASE WHEN ${membershipChanged} THEN NULL ELSE compute_cursor END
        WHERE id = ${row.id}::uuid`);
         if (next.trackMembership !== row.trackMembership) await forgetTrackedSegments(ctx, projectId);
         return toSegmentRecord(next);
