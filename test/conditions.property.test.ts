@@ -311,7 +311,14 @@ function memoryMembers(tree: Condition, rows: { id: string; email: string; c: Ge
 
 async function agree(raw: unknown, contacts: GenContact[], stats: { runs: number; split: number }): Promise<void> {
   const tree = parseCondition(withSegmentIds(raw));
-  await validateCondition(server.ctx.database.db, b.project.id, tree, { types: await customFieldTypes(server.ctx.database.db, b.project.id) });
+  try {
+    await validateCondition(server.ctx.database.db, b.project.id, tree, { types: await customFieldTypes(server.ctx.database.db, b.project.id) });
+  } catch (err) {
+    // A tree past the bound on event and email filters (20, counted through its segment
+    // references) is refused before it is compiled: nothing to compare, so that run does not count.
+    fc.pre(!(err instanceof Error && err.message.startsWith('Condition expands to ')));
+    throw err;
+  }
   const rows = await load(contacts);
   const members = await sqlMembers(tree);
   assert.deepEqual(members, memoryMembers(tree, rows), JSON.stringify(tree));
@@ -320,12 +327,14 @@ async function agree(raw: unknown, contacts: GenContact[], stats: { runs: number
 }
 
 const RUNS = Number(process.env.PROPERTY_RUNS ?? 400);
+/** PROPERTY_SEED=<the seed a failure printed> generates the same inputs again. */
+const SEED = process.env.PROPERTY_SEED ? { seed: Number(process.env.PROPERTY_SEED) } : {};
 
 test('compiler and evaluator agree on every single filter (every field kind and operator)', async () => {
   const stats = { runs: 0, split: 0 };
   await fc.assert(
     fc.asyncProperty(fc.array(contactArb, { minLength: 2, maxLength: 10 }), singleFilterArb, (contacts, tree) => agree(tree, contacts, stats)),
-    { numRuns: RUNS },
+    { numRuns: RUNS, ...SEED },
   );
   // Not vacuous: a good share of the filters split the contacts into members and non-members.
   assert.ok(stats.split >= stats.runs * 0.25, `only ${stats.split} of ${stats.runs} runs split the contacts`);
@@ -335,7 +344,7 @@ test('compiler and evaluator agree on generated nested trees (AND/OR, nested con
   const stats = { runs: 0, split: 0 };
   await fc.assert(
     fc.asyncProperty(fc.array(contactArb, { minLength: 2, maxLength: 8 }), treeArb, (contacts, tree) => agree(tree, contacts, stats)),
-    { numRuns: Math.ceil(RUNS / 2) },
+    { numRuns: Math.ceil(RUNS / 2), ...SEED },
   );
   assert.ok(stats.split >= stats.runs * 0.15, `only ${stats.split} of ${stats.runs} runs split the contacts`);
 });
