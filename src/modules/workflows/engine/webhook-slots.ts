@@ -71,8 +71,6 @@ export function createWebhookSlots(opts: { total: number; perProject: number; no
   return {
     take: (projectId, executionId) => {
       dropExpiredPromises();
-      const steps = waitingBy.get(projectId);
-      if (steps?.delete(executionId) && steps.size === 0) waitingBy.delete(projectId);
       if (promisedBy.has(projectId)) {
         promises.splice(
           promises.findIndex((p) => p.projectId === projectId),
@@ -82,6 +80,9 @@ export function createWebhookSlots(opts: { total: number; perProject: number; no
       } else if (taken + promises.length >= opts.total || usedBy(projectId) >= opts.perProject) return false;
       count(takenBy, projectId, 1);
       taken++;
+      // A remembered step that got its slot waits no more.
+      const steps = waitingBy.get(projectId);
+      if (steps?.delete(executionId) && steps.size === 0) waitingBy.delete(projectId);
       return true;
     },
     give: (projectId) => {
