@@ -5,6 +5,7 @@ import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { stallDuring } from './helpers/event-loop.ts';
 import type { Api } from './helpers/http.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
+import { IMPORT_QUEUE } from '../src/modules/contacts/import/service.ts';
 
 const MB = 1024 * 1024;
 const IMP_ID = /^imp_[0-9a-f]{32}$/;
@@ -478,6 +479,33 @@ describe('imports per project', () => {
     }
     const again = await importCsv(a.sk, csv);
     assert.deepEqual([again.imported, again.updated, again.skipped], [0, 0, 2]);
+  });
+
+  test('projects take turns: another project’s import posted after five of one project’s runs second, not sixth', async () => {
+    const a = await bootstrap(server.api, 'importturns');
+    const b = await bootstrap(server.api, 'importturnsother');
+    const csv = 'email,plan\nheld@example.com,pro\n';
+    const ids = await withImportsHeld(a, async () => {
+      const mine: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const res = await upload(a.sk, csv);
+        assert.equal(res.status, 202, res.text);
+        mine.push(res.body.jobId);
+      }
+      const theirs = await upload(b.sk, 'email\nturn@example.com\n');
+      assert.equal(theirs.status, 202, theirs.text);
+      return [...mine, theirs.body.jobId];
+    });
+    for (const [i, id] of ids.entries()) await waitForJob(i < 5 ? a.sk : b.sk, id);
+    const started = await server.sql<{ job: string }>(
+      `SELECT data->>'jobId' AS job FROM pgboss.job WHERE name = $1 AND data->>'jobId' = ANY($2) ORDER BY started_on, created_on`,
+      [IMPORT_QUEUE, ids],
+    );
+    // The first of the five was held; the other project's import came next, then the other four.
+    assert.deepEqual(
+      started.map((r) => ids.indexOf(r.job)),
+      [0, 5, 1, 2, 3, 4],
+    );
   });
 });
 

@@ -45,6 +45,8 @@ export type EnqueueOptions = {
   client?: pg.PoolClient;
   startAfter?: Date | number;
   singletonKey?: string;
+  /** Higher first among the queue's due jobs (default 0); equal ones in the order they were queued. */
+  priority?: number;
 };
 
 const QUEUE_SETUP_LOCK = 728_145_002;
@@ -148,6 +150,8 @@ export async function startJobs(opts: {
         db: o.client ? { executeSql: (text, values) => o.client!.query(text, values) } : undefined,
         startAfter: o.startAfter instanceof Date ? o.startAfter : undefined,
         singletonKey: o.singletonKey,
+        // pg-boss refuses the key present but undefined.
+        ...(o.priority === undefined ? {} : { priority: o.priority }),
       }),
     sendMany: async (queue, jobs, o = {}) => {
       if (jobs.length === 0) return;

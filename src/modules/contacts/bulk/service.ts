@@ -21,11 +21,11 @@ export async function createBulkJob(ctx: AppContext, projectId: string, type: Bu
   const jobId = prefixedId('blk');
   const now = ctx.clock.now();
   await withTransaction(ctx.database, async ({ tx, client }) => {
-    await takeJobSlot(tx, 'bulk', projectId, now);
+    const { priority } = await takeJobSlot(tx, 'bulk', projectId, now);
     await tx.execute(sql`
       INSERT INTO bulk_jobs (id, project_id, type, status, contact_ids, total, created_at)
       VALUES (${jobId}, ${projectId}, ${type}, 'queued', ${textArray(ids)}, ${ids.length}, ${now.toISOString()}::timestamptz)`);
-    await ctx.jobs.send(BULK_QUEUE, { jobId }, { client });
+    await ctx.jobs.send(BULK_QUEUE, { jobId }, { client, priority });
   });
   return { jobId, status: 'queued' };
 }

@@ -27,11 +27,11 @@ export async function createImport(
   const jobId = prefixedId('imp');
   const now = ctx.clock.now();
   await withTransaction(ctx.database, async ({ tx, client }) => {
-    await takeJobSlot(tx, 'import', projectId, now);
+    const { priority } = await takeJobSlot(tx, 'import', projectId, now);
     await tx.execute(sql`
       INSERT INTO import_jobs (id, project_id, status, file_name, file, created_at)
       VALUES (${jobId}, ${projectId}, 'queued', ${fileName}, ${upload.bytes}, ${now.toISOString()}::timestamptz)`);
-    await ctx.jobs.send(IMPORT_QUEUE, { jobId }, { client });
+    await ctx.jobs.send(IMPORT_QUEUE, { jobId }, { client, priority });
   });
   return { jobId, status: 'queued' };
 }
