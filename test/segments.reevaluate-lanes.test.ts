@@ -92,3 +92,50 @@ test(
     assert.deepEqual({ events, contacts }, { events: members, contacts: members }, 'one entry event for each member');
   },
 );
+
+test('slow projects take turns in the slow lane: another slow project’s contact does not wait behind all of one project’s', { timeout: 120_000 }, async (t) => {
+  const hostile = await bootstrap(server.api, 'Slow for long');
+  const unlucky = await bootstrap(server.api, 'Slow once');
+  const hostileSegment = await trackedSegment(hostile);
+  const unluckySegment = await trackedSegment(unlucky);
+
+  const hostileLock = await holdLock(server.databaseUrl, 'SELECT 1 FROM segments WHERE id = $1 FOR UPDATE', [hostileSegment]);
+  let ms: number;
+  try {
+    // The unlucky project's segment is slow once: its project goes to the slow lane.
+    const unluckyLock = await holdLock(server.databaseUrl, 'SELECT 1 FROM segments WHERE id = $1 FOR UPDATE', [unluckySegment]);
+    try {
+      const first = await unlucky.sk.post('/contacts', { email: 'first@example.com', data: { plan: 'pro' } });
+      assert.equal(first.status, 201, first.text);
+      await waitFor('the unlucky project in the slow lane', async () => server.ctx.slowReevaluations.isSlow(unlucky.project.id), 30_000, 20);
+    } finally {
+      await unluckyLock.release();
+    }
+    for (let i = 0; i < 30; i++) {
+      const made = await hostile.sk.post('/contacts', { email: `long${i}@example.com`, data: { plan: 'pro' } });
+      assert.equal(made.status, 201, made.text);
+    }
+    await waitFor('the hostile project in the slow lane', async () => server.ctx.slowReevaluations.isSlow(hostile.project.id), 30_000, 20);
+    const made = await unlucky.sk.post('/contacts', { email: 'second@example.com', data: { plan: 'pro' } });
+    assert.equal(made.status, 201, made.text);
+    const started = performance.now();
+    await waitFor(
+      'the unlucky project’s second contact',
+      async () =>
+        (
+          await server.sql<{ n: number }>(
+            `SELECT count(*)::int AS n FROM segment_members m JOIN contacts c ON c.id = m.contact_id WHERE m.segment_id = $1 AND c.email = 'second@example.com'`,
+            [unluckySegment],
+          )
+        )[0].n === 1,
+      120_000,
+      20,
+    );
+    ms = Math.round(performance.now() - started);
+  } finally {
+    await hostileLock.release();
+  }
+  t.diagnostic(`the unlucky project's contact was a member ${ms} ms after it was created, with 30 of the other slow project's jobs in the slow lane`);
+  // Before, it waited behind the other project's jobs still queued in the lane: 2 s each while its segment was locked.
+  assert.ok(ms < 10_000, `${ms} ms`);
+});

@@ -9,6 +9,12 @@ export type SlowProjects = {
   remember: (projectId: string) => void;
   /** The projects remembered now, oldest first. */
   list: () => string[];
+  /**
+   * The place of the project's next piece of work in the slow lane: how many this process sent
+   * there for it since it was remembered (0 for the first). Queued with minus this as its
+   * priority, each slow project's first piece goes before any project's second.
+   */
+  nextTurn: (projectId: string) => number;
 };
 
 /** How long a project stays in the slow lane after it last outran the shared one. */
@@ -16,27 +22,33 @@ export const SLOW_PROJECT_MEMORY_MS = 10 * 60_000;
 
 /** `most`: projects remembered at most; past it, the oldest is forgotten (it then spends the shared lane's bound once more). */
 export function slowProjects(most = 10_000, now: () => number = Date.now): SlowProjects {
-  const until = new Map<string, number>(); // in the order they were last remembered
+  const remembered = new Map<string, { until: number; sent: number }>(); // in the order they were last remembered
   const forgetExpired = () => {
     const t = now();
-    for (const [projectId, u] of until) {
-      if (u > t) return;
-      until.delete(projectId);
+    for (const [projectId, r] of remembered) {
+      if (r.until > t) return;
+      remembered.delete(projectId);
     }
   };
   return {
     isSlow: (projectId) => {
       forgetExpired();
-      return until.has(projectId);
+      return remembered.has(projectId);
     },
     remember: (projectId) => {
-      until.delete(projectId);
-      if (until.size >= most) until.delete(until.keys().next().value!);
-      until.set(projectId, now() + SLOW_PROJECT_MEMORY_MS);
+      const sent = remembered.get(projectId)?.sent ?? 0;
+      remembered.delete(projectId);
+      if (remembered.size >= most) remembered.delete(remembered.keys().next().value!);
+      remembered.set(projectId, { until: now() + SLOW_PROJECT_MEMORY_MS, sent });
     },
     list: () => {
       forgetExpired();
-      return [...until.keys()];
+      return [...remembered.keys()];
+    },
+    nextTurn: (projectId) => {
+      const r = remembered.get(projectId);
+      if (!r) return 0;
+      return r.sent++;
     },
   };
 }

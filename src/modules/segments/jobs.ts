@@ -7,7 +7,9 @@ const reevaluatePayload = z.object({ projectId: z.string(), contactId: z.string(
 type Reevaluation = z.infer<typeof reevaluatePayload>;
 
 const REEVALUATE_SLOW_QUEUE = 'segments-reevaluate-contact-slow';
-const sendToSlowLane = (ctx: AppContext, job: Reevaluation) => ctx.jobs.send(REEVALUATE_SLOW_QUEUE, job, { singletonKey: `${job.projectId}:${job.contactId}` });
+// Slow projects take turns in the slow lane: each one's first job before any project's second.
+const sendToSlowLane = (ctx: AppContext, job: Reevaluation) =>
+  ctx.jobs.send(REEVALUATE_SLOW_QUEUE, job, { singletonKey: `${job.projectId}:${job.contactId}`, priority: -ctx.slowReevaluations.nextTurn(job.projectId) });
 
 /**
  * One contact's tracked segments, soon after its data or events changed (scheduleSegmentReevaluation):
