@@ -30,6 +30,15 @@ async function trackedSegment(p: Bootstrapped): Promise<string> {
   return made.body.id;
 }
 
+/** A contact on the pro plan, through the API: its re-evaluation is queued. */
+async function proContact(p: Bootstrapped, email: string): Promise<void> {
+  const made = await p.sk.post('/contacts', { email, data: { plan: 'pro' } });
+  assert.equal(made.status, 201, made.text);
+}
+
+/** The segment's row held locked: its re-evaluations wait on it. */
+const lockSegment = (segmentId: string) => holdLock(server.databaseUrl, 'SELECT 1 FROM segments WHERE id = $1 FOR UPDATE', [segmentId]);
+
 const memberCount = async (segmentId: string): Promise<number> =>
   (await server.sql<{ n: number }>(`SELECT count(*)::int AS n FROM segment_members WHERE segment_id = $1`, [segmentId]))[0].n;
 
@@ -44,15 +53,11 @@ test(
     const slowSegment = await trackedSegment(slow);
     const otherSegment = await trackedSegment(other);
 
-    const lock = await holdLock(server.databaseUrl, 'SELECT 1 FROM segments WHERE id = $1 FOR UPDATE', [slowSegment]);
+    const lock = await lockSegment(slowSegment);
     let otherMs: number;
     try {
-      for (let i = 0; i < SLOW_CONTACTS; i++) {
-        const made = await slow.sk.post('/contacts', { email: `slow${i}@example.com`, data: { plan: 'pro' } });
-        assert.equal(made.status, 201, made.text);
-      }
-      const made = await other.sk.post('/contacts', { email: 'other@example.com', data: { plan: 'pro' } });
-      assert.equal(made.status, 201, made.text);
+      for (let i = 0; i < SLOW_CONTACTS; i++) await proContact(slow, `slow${i}@example.com`);
+      await proContact(other, 'other@example.com');
       const started = performance.now();
       await waitFor('the other project’s member', async () => (await memberCount(otherSegment)) === 1, 60_000, 20);
       otherMs = Math.round(performance.now() - started);
@@ -99,25 +104,20 @@ test('slow projects take turns in the slow lane: another slow project’s contac
   const hostileSegment = await trackedSegment(hostile);
   const unluckySegment = await trackedSegment(unlucky);
 
-  const hostileLock = await holdLock(server.databaseUrl, 'SELECT 1 FROM segments WHERE id = $1 FOR UPDATE', [hostileSegment]);
+  const hostileLock = await lockSegment(hostileSegment);
   let ms: number;
   try {
     // The unlucky project's segment is slow once: its project goes to the slow lane.
-    const unluckyLock = await holdLock(server.databaseUrl, 'SELECT 1 FROM segments WHERE id = $1 FOR UPDATE', [unluckySegment]);
+    const unluckyLock = await lockSegment(unluckySegment);
     try {
-      const first = await unlucky.sk.post('/contacts', { email: 'first@example.com', data: { plan: 'pro' } });
-      assert.equal(first.status, 201, first.text);
+      await proContact(unlucky, 'first@example.com');
       await waitFor('the unlucky project in the slow lane', async () => server.ctx.slowReevaluations.isSlow(unlucky.project.id), 30_000, 20);
     } finally {
       await unluckyLock.release();
     }
-    for (let i = 0; i < 30; i++) {
-      const made = await hostile.sk.post('/contacts', { email: `long${i}@example.com`, data: { plan: 'pro' } });
-      assert.equal(made.status, 201, made.text);
-    }
+    for (let i = 0; i < 30; i++) await proContact(hostile, `long${i}@example.com`);
     await waitFor('the hostile project in the slow lane', async () => server.ctx.slowReevaluations.isSlow(hostile.project.id), 30_000, 20);
-    const made = await unlucky.sk.post('/contacts', { email: 'second@example.com', data: { plan: 'pro' } });
-    assert.equal(made.status, 201, made.text);
+    await proContact(unlucky, 'second@example.com');
     const started = performance.now();
     await waitFor(
       'the unlucky project’s second contact',
