@@ -114,7 +114,7 @@ export const WEBHOOK_SLOT_WAIT_MS = 1_000;
 
 /** Claims and advances one batch. */
 export async function advanceBatch(ctx: AppContext, opts: AdvanceOptions): Promise<AdvanceResult> {
-  if (opts.probeFirst && !(await anyDue(ctx.database.pool, { now: ctx.clock.now(), realNow: new Date() }))) return NOTHING_CLAIMED;
+  if (opts.probeFirst && !(await anyDue(ctx.database.pool, { now: ctx.clock.now(), realNow: new Date(), projects: opts.projects }))) return NOTHING_CLAIMED;
   // The slots a batch took are the runner's once it commits (each job gives its own back); a failed batch gives them back.
   const taken: string[] = [];
   const slots = opts.webhookSlots;

@@ -50,14 +50,18 @@ const claimable = (o: Pick<ClaimOptions, 'now' | 'realNow'>): SQL => sql`${ACTIV
  * nothing (three statements), and builds no SQL to ask it.
  */
 const ANY_DUE_SQL = {
-  name: 'herald_workflows_any_due_v1',
+  name: 'herald_workflows_any_due_v2',
   text: `SELECT EXISTS (SELECT 1 FROM workflow_executions x
            WHERE x.status IN ('RUNNING', 'WAITING') AND x.due_at <= $1::timestamptz
-             AND (x.lease_until IS NULL OR x.lease_until < $2::timestamptz)) AS due`,
+             AND (x.lease_until IS NULL OR x.lease_until < $2::timestamptz)
+             AND ($3::text[] IS NULL OR x.project_id = ANY($3::text[])) AND x.project_id <> ALL($4::text[])) AS due`,
 } as const;
 
-export async function anyDue(pool: pg.Pool, o: Pick<ClaimOptions, 'now' | 'realNow'>): Promise<boolean> {
-  const { rows } = await pool.query<{ due: boolean }>({ ...ANY_DUE_SQL, values: [o.now, o.realNow] });
+/** `projects` as the claim takes them: a loop that leaves the slow lane's projects out is not told of their executions. */
+export async function anyDue(pool: pg.Pool, o: Pick<ClaimOptions, 'now' | 'realNow' | 'projects'>): Promise<boolean> {
+  const only = o.projects && 'only' in o.projects ? o.projects.only : null;
+  const except = o.projects && 'except' in o.projects ? o.projects.except : [];
+  const { rows } = await pool.query<{ due: boolean }>({ ...ANY_DUE_SQL, values: [o.now, o.realNow, only, except] });
   return rows[0].due;
 }
 
