@@ -144,12 +144,14 @@ export function startWorkflowRunner(ctx: AppContext, opts: { batchSize?: number;
   };
   // The slow lane: only the remembered projects' executions, each project with its share.
   const slowLane = async () => {
+    let idle = false; // as loop 0's: asks whether anything of theirs is due before opening a transaction
     while (!stopped) {
       const slow = slowConditions.list();
       let claimed = 0;
       if (slow.length > 0) {
         try {
-          claimed = await runBatch({ fair: slow.length > 1, projects: { only: slow } });
+          claimed = await runBatch({ fair: slow.length > 1, projects: { only: slow }, probeFirst: idle });
+          idle = claimed === 0;
         } catch (err) {
           if (stopped) break;
           ctx.log.warn({ err }, 'workflow batch of the slow lane failed; advancing its executions one by one');
