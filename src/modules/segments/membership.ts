@@ -229,24 +229,26 @@ export async function reevaluateContact(
     const outran = await withTransaction(ctx.database, async ({ tx }) => {
       await setStatementTimeout(tx, bounds.statementMs);
       const row = await findSegmentRow(tx, projectId, id, { lock: true });
-      if (!row || !row.trackMembership || row.type !== 'DYNAMIC') return false;
+      if (!row || !row.trackMembership || row.type !== 'DYNAMIC') return;
       const changes = await syncMembers(tx, row, { contactId }, now);
       const delta = changes.entered.length - changes.exited.length;
       if (delta !== 0) await tx.execute(sql`UPDATE segments SET member_count = GREATEST(member_count + ${delta}, 0) WHERE id = ${row.id}::uuid`);
-      return false;
-    }).catch((err: unknown) => {
-      // A stored condition the engine refuses (one past a bound added since it was saved) fails the
-      // same way every time, and one past the time bound would cost the same again: skip that
-      // segment, keep the others (retrying would not help).
-      if (isStatementTimeout(err)) {
-        if (bounds.outrun === 'hand over') return true;
-        ctx.log.warn({ projectId, segmentId: id }, `segment skipped for a contact: its condition took longer than ${bounds.statementMs / 1000} s`);
+    }).then(
+      () => false,
+      (err: unknown) => {
+        // A stored condition the engine refuses (one past a bound added since it was saved) fails the
+        // same way every time, and one past the time bound would cost the same again: skip that
+        // segment, keep the others (retrying would not help).
+        if (isStatementTimeout(err)) {
+          if (bounds.outrun === 'hand over') return true;
+          ctx.log.warn({ projectId, segmentId: id }, `segment skipped for a contact: its condition took longer than ${bounds.statementMs / 1000} s`);
+          return false;
+        }
+        if (!isConditionError(err)) throw err;
+        ctx.log.warn({ error: loggableError(err), projectId, segmentId: id }, 'segment skipped: its condition cannot be evaluated');
         return false;
-      }
-      if (!isConditionError(err)) throw err;
-      ctx.log.warn({ error: loggableError(err), projectId, segmentId: id }, 'segment skipped: its condition cannot be evaluated');
-      return false;
-    });
+      },
+    );
     if (outran) return 'outran';
   }
   return 'done';
