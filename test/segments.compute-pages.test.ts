@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import pg from 'pg';
+import { CONDITION_STATEMENT_MS } from '../src/conditions/time-bound.ts';
 import { computeSegment } from '../src/modules/segments/membership.ts';
+import { holdLock, waitingForLocks } from './helpers/locks.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
@@ -123,4 +126,47 @@ test('a changed condition starts the next compute from the first contact, whatev
   const next = await p.sk.post(`/segments/${segmentId}/compute`);
   assert.equal(next.status, 200, next.text);
   assert.deepEqual(next.body, { added: CONTACTS - 10_000, removed: 1, total: CONTACTS - 1 });
+});
+
+test('a page whose removal waits for a lock past the condition bound is not answered as a costly condition', { timeout: 120_000 }, async () => {
+  const { p, segmentId } = await projectWithProContacts('Locked');
+  const first = await p.sk.post(`/segments/${segmentId}/compute`);
+  assert.equal(first.status, 200, first.text);
+  const [{ id }] = await server.sql<{ id: string }>(`SELECT id FROM contacts WHERE project_id = $1 ORDER BY created_at, id LIMIT 1`, [p.project.id]);
+  await server.sql(`UPDATE contacts SET data = '{"plan":"free"}' WHERE id = $1`, [id]);
+  // Another transaction holds the leaver's membership row (a contact delete cascading, say) for
+  // longer than the condition's 10 s: the condition's read does not wait for it, the removal does.
+  const lock = await holdLock(server.databaseUrl, 'SELECT 1 FROM segment_members WHERE segment_id = $1 AND contact_id = $2 FOR UPDATE', [segmentId, id]);
+  const started = Date.now();
+  const computing = p.sk.post(`/segments/${segmentId}/compute`);
+  await waitingForLocks(server.sql, 1);
+  await new Promise((r) => setTimeout(r, CONDITION_STATEMENT_MS + 1_000 - (Date.now() - started)));
+  await lock.release();
+  const done = await computing;
+  // Before, the read and the removal were one statement under the condition's bound: 400 "use fewer or simpler filters".
+  assert.equal(done.status, 200, done.text);
+  assert.deepEqual(done.body, { added: 0, removed: 1, total: CONTACTS - 1 });
+  assert.deepEqual(await tracked(p, segmentId), { members: CONTACTS - 1, entries: CONTACTS, exits: 1, twice: 0 });
+});
+
+test("a contact deleted between a page's read and its writes: the page is read again without it", { timeout: 120_000 }, async () => {
+  const { p, segmentId } = await projectWithProContacts('Deleted');
+  const [{ id }] = await server.sql<{ id: string }>(`SELECT id FROM contacts WHERE project_id = $1 ORDER BY created_at, id LIMIT 1`, [p.project.id]);
+  // The delete is under way when the page reads the contact; the insert's foreign key check waits
+  // for it, and fails once it commits.
+  const deleter = new pg.Client({ connectionString: server.databaseUrl });
+  await deleter.connect();
+  try {
+    await deleter.query('BEGIN');
+    await deleter.query('DELETE FROM contacts WHERE id = $1', [id]);
+    const computing = p.sk.post(`/segments/${segmentId}/compute`);
+    await waitingForLocks(server.sql, 1);
+    await deleter.query('COMMIT');
+    const done = await computing;
+    assert.equal(done.status, 200, done.text);
+    assert.deepEqual(done.body, { added: CONTACTS - 1, removed: 0, total: CONTACTS - 1 });
+  } finally {
+    await deleter.end();
+  }
+  assert.deepEqual(await tracked(p, segmentId), { members: CONTACTS - 1, entries: CONTACTS - 1, exits: 0, twice: 0 });
 });

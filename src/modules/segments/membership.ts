@@ -8,9 +8,10 @@ import { ApiError, badRequest, notFound } from '../../http/errors.ts';
 import { loggableError } from '../../loggable-error.ts';
 import { recordEvents } from '../events/record.ts';
 import { countMembers, findSegmentRow, membershipSqlOf, storeMemberCount } from './service.ts';
-import { isoUs } from '../contacts/sql.ts';
+import { isoUs, textArray } from '../contacts/sql.ts';
 import { CONTACT_CONDITION_STATEMENT_MS, boundConditionStatements, timedCondition, withConditionTimeout } from '../../conditions/time-bound.ts';
 import { isStatementTimeout, setStatementTimeout } from '../../db/statement-timeout.ts';
+import { pgErrorCode } from '../../db/pg-error.ts';
 
 /**
  * Tracked membership (`trackMembership`): the computed members of a DYNAMIC segment are kept in
@@ -66,23 +67,28 @@ type PageCursor = { at: string; id: string } | null;
  * computed, and its segment row stayed locked for the whole compute.
  */
 const COMPUTE_BATCH = 10_000;
+/**
+ * How long one statement of a compute page may take that is not the condition's read: waiting for
+ * the segment's row lock, and writing up to COMPUTE_BATCH members and their events. Those are
+ * bounded in size, so only a busy database or a lock makes them slow; under the condition's 10 s
+ * they passed it on a loaded machine and answered 400 as if the condition were too costly.
+ */
+const MEMBERSHIP_WRITE_STATEMENT_MS = 30_000;
 /** How long POST /segments/:id/compute works before it answers (under common 30 s proxy timeouts). */
 const COMPUTE_REQUEST_BUDGET_MS = 25_000;
 /** How long the 5-minute job works on one segment. */
 const COMPUTE_JOB_BUDGET_MS = 60_000;
 
+/** Which of a page's contacts should enter the segment and which should leave it, and the page's last contact when it was full (more may follow). */
+type PageChanges = { enter: string[]; exit: string[]; last: PageCursor };
+
 /**
- * The contacts `pick` names (one contact, or the page after a cursor) brought in line with a
- * tracked DYNAMIC segment: members added for contacts that match, removed for those that do not,
- * their entry and exit events recorded, and the page's last contact when it was full (more may
- * follow).
+ * Reads the contacts `pick` names (one contact, or the page after a cursor) against a tracked
+ * DYNAMIC segment: the one statement over its condition. It writes nothing, so a caller can bound
+ * it apart from the writes (applyChanges), and a page cancelled for its condition is told from one
+ * cancelled for its writes.
  */
-async function syncMembers(
-  tx: Db,
-  row: SegmentRow,
-  pick: { contactId: string } | { after: PageCursor },
-  now: Date,
-): Promise<{ entered: string[]; exited: string[]; last: PageCursor }> {
+async function pageChanges(tx: Db, row: SegmentRow, pick: { contactId: string } | { after: PageCursor }, now: Date): Promise<PageChanges> {
   const where = await membershipSqlOf(tx, row, now);
   const from =
     'contactId' in pick
@@ -97,28 +103,53 @@ async function syncMembers(
        WHERE c.project_id = ${row.projectId} ${from}
        ORDER BY c.created_at, c.id
        LIMIT ${COMPUTE_BATCH}
-    ), ins AS (
-      INSERT INTO segment_members (segment_id, contact_id, created_at)
-      SELECT ${row.id}::uuid, page.id, ${now.toISOString()}::timestamptz FROM page WHERE page.matches
-      ON CONFLICT DO NOTHING
-      RETURNING contact_id
-    ), del AS (
-      DELETE FROM segment_members AS m USING page
-       WHERE m.segment_id = ${row.id}::uuid AND m.contact_id = page.id AND NOT page.matches
-      RETURNING m.contact_id
     ), last AS (
       SELECT id, ${isoUs('created_at')} AS at FROM page ORDER BY created_at DESC, id DESC LIMIT 1
     )
-    SELECT 'entry' AS change, contact_id, NULL AS at FROM ins
-    UNION ALL SELECT 'exit', contact_id, NULL FROM del
+    SELECT CASE WHEN page.matches THEN 'entry' ELSE 'exit' END AS change, page.id AS contact_id, NULL AS at
+      FROM page
+      -- One index probe a contact (LATERAL … LIMIT 1 is never made a hash): as a join or EXISTS, the planner
+      -- read all the segment's members for every page, on statistics that lag a first compute.
+      LEFT JOIN LATERAL (
+        SELECT true AS member FROM segment_members AS m WHERE m.segment_id = ${row.id}::uuid AND m.contact_id = page.id LIMIT 1
+      ) AS m ON true
+     WHERE page.matches <> (m.member IS NOT NULL)
     UNION ALL SELECT 'last', id, at FROM last WHERE (SELECT count(*) FROM page) = ${COMPUTE_BATCH}`);
   const lastRow = rows.find((r) => r.change === 'last');
-  const changes = {
+  return {
+    enter: rows.filter((r) => r.change === 'entry').map((r) => r.contact_id),
+    exit: rows.filter((r) => r.change === 'exit').map((r) => r.contact_id),
+    last: lastRow ? { at: lastRow.at!, id: lastRow.contact_id } : null,
+  };
+}
+
+/**
+ * Makes the changes pageChanges read, and records their entry and exit events. Each change is made
+ * by the insert or delete that made it, under the segment's row lock the caller holds, so no change
+ * is made, or its event written, twice. A contact deleted since the read fails the insert (23503).
+ */
+async function applyChanges(tx: Db, row: SegmentRow, changes: PageChanges, now: Date): Promise<{ entered: string[]; exited: string[] }> {
+  if (changes.enter.length === 0 && changes.exit.length === 0) return { entered: [], exited: [] };
+  const { rows } = await tx.execute<{ change: 'entry' | 'exit'; contact_id: string }>(sql`
+    WITH ins AS (
+      INSERT INTO segment_members (segment_id, contact_id, created_at)
+      SELECT ${row.id}::uuid, c.id, ${now.toISOString()}::timestamptz
+        FROM unnest(${textArray(changes.enter)}) AS c(id)
+      ON CONFLICT DO NOTHING
+      RETURNING contact_id
+    ), del AS (
+      DELETE FROM segment_members
+       WHERE segment_id = ${row.id}::uuid AND contact_id = ANY(${textArray(changes.exit)})
+      RETURNING contact_id
+    )
+    SELECT 'entry' AS change, contact_id FROM ins
+    UNION ALL SELECT 'exit', contact_id FROM del`);
+  const made = {
     entered: rows.filter((r) => r.change === 'entry').map((r) => r.contact_id),
     exited: rows.filter((r) => r.change === 'exit').map((r) => r.contact_id),
   };
-  await recordMembershipEvents(tx, row, changes, now);
-  return { ...changes, last: lastRow ? { at: lastRow.at!, id: lastRow.contact_id } : null };
+  await recordMembershipEvents(tx, row, made, now);
+  return made;
 }
 
 /**
@@ -144,34 +175,63 @@ export async function computeSegment(
   const now = ctx.clock.now();
   const ends = Date.now() + budgetMs;
   const done = { added: 0, removed: 0 };
+  // Only the condition's reads are the condition's (400): a lock waited for, or writes slowed by a
+  // busy database, had answered "use fewer or simpler filters" for a one-filter segment.
+  const busy = (err: unknown) => {
+    throw isStatementTimeout(err) ? computeBusy(done) : err;
+  };
   for (;;) {
-    const page = await timedCondition(() =>
-      withTransaction(ctx.database, async ({ tx }) => {
-        await boundConditionStatements(tx);
-        const row = await trackedSegmentRow(tx, projectId, id);
-        if (row.type !== 'DYNAMIC') return { entered: [], exited: [], last: null };
-        const synced = await syncMembers(tx, row, { after: row.computeCursor ?? null }, now);
-        // Where the next page, or the next compute should this one stop, starts: committed with the page.
-        await tx.execute(sql`UPDATE segments SET compute_cursor = ${synced.last ? JSON.stringify(synced.last) : null}::jsonb WHERE id = ${row.id}::uuid`);
-        return synced;
-      }),
-    );
+    const page = await computePage(ctx, projectId, id, now).catch(busy);
     done.added += page.entered.length;
     done.removed += page.exited.length;
     if (!page.last) break;
     if (Date.now() >= ends) throw computeUnfinished(budgetMs, done);
   }
-  const total = await timedCondition(() =>
-    withTransaction(ctx.database, async ({ tx }) => {
-      await boundConditionStatements(tx);
-      const row = await trackedSegmentRow(tx, projectId, id);
-      const n = await countMembers(tx, row, now);
-      await storeMemberCount(tx, row.id, n, now);
-      return n;
-    }),
-  );
+  const total = await withTransaction(ctx.database, async ({ tx }) => {
+    await setStatementTimeout(tx, MEMBERSHIP_WRITE_STATEMENT_MS);
+    const row = await trackedSegmentRow(tx, projectId, id);
+    await boundConditionStatements(tx);
+    const n = await timedCondition(() => countMembers(tx, row, now));
+    await storeMemberCount(tx, row.id, n, now);
+    return n;
+  }).catch(busy);
   return { ...done, total };
 }
+
+/**
+ * One page of a compute, in a transaction of its own: the condition's read under its bound, the
+ * rest (the segment's row lock, the writes) under MEMBERSHIP_WRITE_STATEMENT_MS. A contact deleted
+ * between the read and the insert fails the insert (its foreign key): the page is read again, and
+ * the contact is no longer on it.
+ */
+async function computePage(
+  ctx: AppContext,
+  projectId: string,
+  id: string,
+  now: Date,
+  tries = 3,
+): Promise<{ entered: string[]; exited: string[]; last: PageCursor }> {
+  try {
+    return await withTransaction(ctx.database, async ({ tx }) => {
+      await setStatementTimeout(tx, MEMBERSHIP_WRITE_STATEMENT_MS);
+      const row = await trackedSegmentRow(tx, projectId, id);
+      if (row.type !== 'DYNAMIC') return { entered: [], exited: [], last: null };
+      await boundConditionStatements(tx);
+      const changes = await timedCondition(() => pageChanges(tx, row, { after: row.computeCursor ?? null }, now));
+      await setStatementTimeout(tx, MEMBERSHIP_WRITE_STATEMENT_MS);
+      const made = await applyChanges(tx, row, changes, now);
+      // Where the next page, or the next compute should this one stop, starts: committed with the page.
+      await tx.execute(sql`UPDATE segments SET compute_cursor = ${changes.last ? JSON.stringify(changes.last) : null}::jsonb WHERE id = ${row.id}::uuid`);
+      return { ...made, last: changes.last };
+    });
+  } catch (err) {
+    if (!isContactGone(err) || tries <= 1) throw err;
+    return computePage(ctx, projectId, id, now, tries - 1);
+  }
+}
+
+/** A member inserted for a contact deleted since its page was read (segment_members' foreign key). */
+const isContactGone = (err: unknown): boolean => pgErrorCode(err) === '23503';
 
 /** The segment, locked for the rest of the transaction; 404 when gone, 400 when it does not track membership. */
 async function trackedSegmentRow(tx: Db, projectId: string, id: string): Promise<SegmentRow> {
@@ -180,6 +240,14 @@ async function trackedSegmentRow(tx: Db, projectId: string, id: string): Promise
   if (!row.trackMembership) throw badRequest('compute needs a segment with trackMembership enabled; use refresh to recount', { segmentId: id });
   return row;
 }
+
+const computeBusy = (done: { added: number; removed: number }) =>
+  new ApiError(
+    503,
+    'QUERY_TIMEOUT',
+    `Writing this segment's membership changes took longer than ${MEMBERSHIP_WRITE_STATEMENT_MS / 1000} s (the database is busy, or a change waited for a lock): the ${done.added} additions and ${done.removed} removals made before are kept, and the next compute (every 5 minutes) goes on`,
+    { details: done },
+  );
 
 const computeUnfinished = (budgetMs: number, done: { added: number; removed: number }) =>
   new ApiError(
@@ -230,7 +298,7 @@ export async function reevaluateContact(
       await setStatementTimeout(tx, bounds.statementMs);
       const row = await findSegmentRow(tx, projectId, id, { lock: true });
       if (!row || !row.trackMembership || row.type !== 'DYNAMIC') return;
-      const changes = await syncMembers(tx, row, { contactId }, now);
+      const changes = await applyChanges(tx, row, await pageChanges(tx, row, { contactId }, now), now);
       const delta = changes.entered.length - changes.exited.length;
       if (delta !== 0) await tx.execute(sql`UPDATE segments SET member_count = GREATEST(member_count + ${delta}, 0) WHERE id = ${row.id}::uuid`);
     }).then(
@@ -244,6 +312,7 @@ export async function reevaluateContact(
           ctx.log.warn({ projectId, segmentId: id }, `segment skipped for a contact: its condition took longer than ${bounds.statementMs / 1000} s`);
           return false;
         }
+        if (isContactGone(err)) return false;
         if (!isConditionError(err)) throw err;
         ctx.log.warn({ error: loggableError(err), projectId, segmentId: id }, 'segment skipped: its condition cannot be evaluated');
         return false;
