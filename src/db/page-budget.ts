@@ -1,4 +1,6 @@
-import { type SQL, sql } from 'drizzle-orm';
+import { type SQL, count, sql } from 'drizzle-orm';
+import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
+import type { Db } from './client.ts';
 import { ApiError } from '../http/errors.ts';
 
 /**
@@ -63,4 +65,42 @@ export function assertPageWithinBudget(bytes: number[], what: string): void {
     ],
     details: { maxBytes: NUMBERED_PAGE_BUDGET, pageSize },
   });
+}
+
+/**
+ * A page of a page-numbered list of `table`'s rows that match `where`, in `sort` order: the page's
+ * sizes (`bytes`, a text's length read without its TOAST) and the matches' total first, then the
+ * rows, only when they fit NUMBERED_PAGE_BUDGET (assertPageWithinBudget names `what`).
+ */
+export async function numberedPage<T extends PgTable>(
+  db: Db,
+  table: T,
+  q: { where: SQL | undefined; sort: (SQL | PgColumn)[]; bytes: SQL<number>; page: number; pageSize: number; what: string },
+): Promise<{ rows: T['$inferSelect'][]; total: number }> {
+  const offset = (q.page - 1) * q.pageSize;
+  const [sizes, [{ total }]] = await Promise.all([
+    db
+      .select({ bytes: q.bytes })
+      .from(table as PgTable)
+      .where(q.where)
+      .orderBy(...q.sort)
+      .limit(q.pageSize)
+      .offset(offset),
+    db
+      .select({ total: count() })
+      .from(table as PgTable)
+      .where(q.where),
+  ]);
+  assertPageWithinBudget(
+    sizes.map((r) => r.bytes),
+    q.what,
+  );
+  const rows = await db
+    .select()
+    .from(table as PgTable)
+    .where(q.where)
+    .orderBy(...q.sort)
+    .limit(q.pageSize)
+    .offset(offset);
+  return { rows: rows as T['$inferSelect'][], total };
 }

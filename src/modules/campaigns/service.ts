@@ -1,4 +1,4 @@
-import { type SQL, and, asc, count, desc, eq, ilike, or, sql } from 'drizzle-orm';
+import { type SQL, and, asc, desc, eq, ilike, or, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
@@ -11,7 +11,7 @@ import type { CampaignRecord, CreateCampaignInput, ListCampaignsQuery, UpdateCam
 import { type DeliveryCounts, ZERO_COUNTS } from './stats.ts';
 import { campaignOutcomeTotals } from '../analytics/outcome-rollups.ts';
 import { containsPattern } from '../../db/like.ts';
-import { assertPageWithinBudget } from '../../db/page-budget.ts';
+import { numberedPage } from '../../db/page-budget.ts';
 import { assertTemplatesParse, messageContentValues } from '../templates/message-content.ts';
 
 export type CampaignRow = typeof campaigns.$inferSelect;
@@ -134,30 +134,8 @@ export async function listCampaigns(ctx: AppContext, projectId: string, q: ListC
   const where = and(...conditions);
   const order = q.dir === 'asc' ? asc : desc;
   const sort = [order(SORT_COLUMNS[q.sort]), order(campaigns.id)];
-  const offset = (q.page - 1) * q.pageSize;
   const db = ctx.database.db;
-  // The page's sizes first, then its rows if they fit (db/page-budget.ts).
-  const [sizes, [{ total }]] = await Promise.all([
-    db
-      .select({ bytes: CAMPAIGN_BYTES })
-      .from(campaigns)
-      .where(where)
-      .orderBy(...sort)
-      .limit(q.pageSize)
-      .offset(offset),
-    db.select({ total: count() }).from(campaigns).where(where),
-  ]);
-  assertPageWithinBudget(
-    sizes.map((r) => r.bytes),
-    'campaigns',
-  );
-  const rows = await db
-    .select()
-    .from(campaigns)
-    .where(where)
-    .orderBy(...sort)
-    .limit(q.pageSize)
-    .offset(offset);
+  const { rows, total } = await numberedPage(db, campaigns, { where, sort, bytes: CAMPAIGN_BYTES, page: q.page, pageSize: q.pageSize, what: 'campaigns' });
   return pageList(await withCounts(db, rows), total, q.page, q.pageSize);
 }
 

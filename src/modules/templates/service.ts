@@ -1,4 +1,4 @@
-import { type SQL, and, sql, asc, count, desc, eq, ilike, or } from 'drizzle-orm';
+import { type SQL, and, sql, asc, desc, eq, ilike, or } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
@@ -9,7 +9,7 @@ import { senderDomainFor } from '../domains/sender.ts';
 import { type TemplateUsers, usage } from '../usage/service.ts';
 import type { CreateTemplateInput, ListTemplatesQuery, TemplateRecord, UpdateTemplateInput } from './schemas.ts';
 import { containsPattern } from '../../db/like.ts';
-import { assertPageWithinBudget } from '../../db/page-budget.ts';
+import { numberedPage } from '../../db/page-budget.ts';
 import { assertTemplatesParse, messageContentValues } from './message-content.ts';
 
 type TemplateRow = typeof templates.$inferSelect;
@@ -81,30 +81,8 @@ export async function listTemplates(ctx: AppContext, projectId: string, q: ListT
   const where = and(...conditions);
   const order = q.dir === 'asc' ? asc : desc;
   const sort = [order(SORT_COLUMNS[q.sort]), order(templates.id)];
-  const offset = (q.page - 1) * q.pageSize;
   const db = ctx.database.db;
-  // The page's sizes first (a text's length is read without its TOAST), then its rows if they fit.
-  const [sizes, [{ total }]] = await Promise.all([
-    db
-      .select({ bytes: TEMPLATE_BYTES })
-      .from(templates)
-      .where(where)
-      .orderBy(...sort)
-      .limit(q.pageSize)
-      .offset(offset),
-    db.select({ total: count() }).from(templates).where(where),
-  ]);
-  assertPageWithinBudget(
-    sizes.map((r) => r.bytes),
-    'templates',
-  );
-  const rows = await db
-    .select()
-    .from(templates)
-    .where(where)
-    .orderBy(...sort)
-    .limit(q.pageSize)
-    .offset(offset);
+  const { rows, total } = await numberedPage(db, templates, { where, sort, bytes: TEMPLATE_BYTES, page: q.page, pageSize: q.pageSize, what: 'templates' });
   return pageList(rows.map(toTemplateRecord), total, q.page, q.pageSize);
 }
 
