@@ -7,7 +7,7 @@ import { isoMs } from '../../contacts/sql.ts';
 import { DELIVERY_QUEUE } from '../../emails/delivery/queue-name.ts';
 import { queueEmailsWithStatus } from '../../emails/queue.ts';
 import type { BatchState } from './batch.ts';
-import { type ProjectFilter, anyDue, claimDue } from './claim.ts';
+import { type ProjectFilter, claimDue, nextDue } from './claim.ts';
 import { type RunGraph, type RunStep, loadGraphs } from './graph.ts';
 import { type PausedWalk, type StepEffects, projectsPastConditionBudget, runStep, updateContactsTogether, updatesTogether } from './steps.ts';
 import { type WebhookJob, prepareWebhook, webhookJobSize } from './webhook-step.ts';
@@ -80,7 +80,15 @@ export type ExecUpdate = {
 /** `emailsQueued`: emails its SEND_EMAIL steps queued for delivery (QUEUED, not skipped). */
 /** `webhooksWaiting`: WEBHOOK steps left for a later batch because their project had no free slot. */
 /** `slowConditions`: projects whose CONDITION reads spent their budget in this batch (steps.ts). */
-export type AdvanceResult = { claimed: number; webhooks: WebhookJob[]; emailsQueued: number; webhooksWaiting: WaitingWebhook[]; slowConditions: string[] };
+export type AdvanceResult = {
+  claimed: number;
+  webhooks: WebhookJob[];
+  emailsQueued: number;
+  webhooksWaiting: WaitingWebhook[];
+  slowConditions: string[];
+  /** After a probe (`probeFirst`) found nothing due yet: in how many ms the soonest execution within its window falls due (null: none). */
+  dueInMs?: number | null;
+};
 
 const NOTHING_CLAIMED: AdvanceResult = { claimed: 0, webhooks: [], emailsQueued: 0, webhooksWaiting: [], slowConditions: [] };
 
@@ -105,8 +113,11 @@ type AdvanceOptions = {
    * Without slots (the one-by-one retry), every due webhook step is prepared.
    */
   webhookSlots?: WebhookSlots;
-  /** Asks first whether anything is due (one statement) and opens no transaction when nothing is: the idle runner's poll. */
-  probeFirst?: boolean;
+  /**
+   * Asks first whether anything is due (one statement) and opens no transaction when nothing is:
+   * the idle runner's poll. It also tells when the soonest execution due within `withinMs` is.
+   */
+  probeFirst?: { withinMs: number };
 };
 
 /** A webhook step with no slot or room now waits this long before a batch looks at it again. */
@@ -114,7 +125,12 @@ export const WEBHOOK_SLOT_WAIT_MS = 1_000;
 
 /** Claims and advances one batch. */
 export async function advanceBatch(ctx: AppContext, opts: AdvanceOptions): Promise<AdvanceResult> {
-  if (opts.probeFirst && !(await anyDue(ctx.database.pool, { now: ctx.clock.now(), realNow: new Date(), projects: opts.projects }))) return NOTHING_CLAIMED;
+  if (opts.probeFirst) {
+    const now = ctx.clock.now();
+    const horizon = new Date(now.getTime() + opts.probeFirst.withinMs);
+    const due = await nextDue(ctx.database.pool, { horizon, realNow: new Date(), projects: opts.projects });
+    if (due === null || due > now) return { ...NOTHING_CLAIMED, dueInMs: due && due.getTime() - now.getTime() };
+  }
   // The slots a batch took are the runner's once it commits (each job gives its own back); a failed batch gives them back.
   const taken: string[] = [];
   const slots = opts.webhookSlots;

@@ -45,24 +45,30 @@ const claimable = (o: Pick<ClaimOptions, 'now' | 'realNow'>): SQL => sql`${ACTIV
        AND (x.lease_until IS NULL OR x.lease_until < ${o.realNow.toISOString()}::timestamptz)`;
 
 /**
- * Whether any execution is due (claimable's conditions), as one named statement outside a
- * transaction: an idle runner asks this every POLL_MS instead of opening a transaction to claim
- * nothing (three statements), and builds no SQL to ask it.
+ * When the soonest execution falls due (claimable's conditions but the due time), as one named
+ * statement outside a transaction: an idle runner asks this instead of opening a transaction to
+ * claim nothing (three statements), and builds no SQL to ask it. Only executions due by
+ * `horizon` are looked at, so that the statement reads as few rows as a question about now would:
+ * the index is on due_at alone, and the executions of projects left out are read and passed over.
  */
-const ANY_DUE_SQL = {
-  name: 'herald_workflows_any_due_v2',
-  text: `SELECT EXISTS (SELECT 1 FROM workflow_executions x
-           WHERE x.status IN ('RUNNING', 'WAITING') AND x.due_at <= $1::timestamptz
-             AND (x.lease_until IS NULL OR x.lease_until < $2::timestamptz)
-             AND ($3::text[] IS NULL OR x.project_id = ANY($3::text[])) AND x.project_id <> ALL($4::text[])) AS due`,
+const NEXT_DUE_SQL = {
+  name: 'herald_workflows_next_due_v1',
+  text: `SELECT x.due_at FROM workflow_executions x
+          WHERE x.status IN ('RUNNING', 'WAITING') AND x.due_at <= $1::timestamptz
+            AND (x.lease_until IS NULL OR x.lease_until < $2::timestamptz)
+            AND ($3::text[] IS NULL OR x.project_id = ANY($3::text[])) AND x.project_id <> ALL($4::text[])
+          ORDER BY x.due_at LIMIT 1`,
 } as const;
 
-/** `projects` as the claim takes them: a loop that leaves the slow lane's projects out is not told of their executions. */
-export async function anyDue(pool: pg.Pool, o: Pick<ClaimOptions, 'now' | 'realNow' | 'projects'>): Promise<boolean> {
+/**
+ * The due time of the soonest execution due by `horizon` (null when none is), of the `projects` the
+ * claim takes: a loop that leaves the slow lane's projects out is not told of their executions.
+ */
+export async function nextDue(pool: pg.Pool, o: Pick<ClaimOptions, 'realNow' | 'projects'> & { horizon: Date }): Promise<Date | null> {
   const only = o.projects && 'only' in o.projects ? o.projects.only : null;
   const except = o.projects && 'except' in o.projects ? o.projects.except : [];
-  const { rows } = await pool.query<{ due: boolean }>({ ...ANY_DUE_SQL, values: [o.now, o.realNow, only, except] });
-  return rows[0].due;
+  const { rows } = await pool.query<{ due_at: Date }>({ ...NEXT_DUE_SQL, values: [o.horizon, o.realNow, only, except] });
+  return rows[0]?.due_at ?? null;
 }
 
 export async function claimDue(tx: Db, o: ClaimOptions): Promise<ClaimedExecution[]> {
