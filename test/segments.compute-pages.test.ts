@@ -170,3 +170,19 @@ test("a contact deleted between a page's read and its writes: the page is read a
   }
   assert.deepEqual(await tracked(p, segmentId), { members: CONTACTS - 1, entries: CONTACTS - 1, exits: 0, twice: 0 });
 });
+
+test("a PATCH that waits for the segment's row past the condition bound is not answered as a costly condition", { timeout: 120_000 }, async () => {
+  const { p, segmentId } = await projectWithProContacts('Patched');
+  // Another transaction holds the segment's row (a compute's page, say) for longer than the condition's 10 s.
+  const lock = await holdLock(server.databaseUrl, 'SELECT 1 FROM segments WHERE id = $1 FOR UPDATE', [segmentId]);
+  const started = Date.now();
+  const patching = p.sk.patch(`/segments/${segmentId}`, { name: 'Pro customers' });
+  await waitingForLocks(server.sql, 1);
+  await new Promise((r) => setTimeout(r, CONDITION_STATEMENT_MS + 1_000 - (Date.now() - started)));
+  await lock.release();
+  const patched = await patching;
+  // Before, the lock wait was under the condition's bound: 400 "use fewer or simpler filters".
+  assert.equal(patched.status, 200, patched.text);
+  assert.equal(patched.body.name, 'Pro customers');
+  assert.equal(patched.body.memberCount, CONTACTS);
+});

@@ -33,6 +33,29 @@ export async function timedCondition<T>(work: () => Promise<T>, path = 'conditio
   }
 }
 
+/**
+ * How long a statement beside a condition's read in the same transaction may take: waiting for a
+ * row lock, or writing what the read found. Those are bounded in size, so only a lock or a busy
+ * database makes them slow; under CONDITION_STATEMENT_MS such a wait was answered as a costly
+ * condition (400 "use fewer or simpler filters") for a one-filter segment.
+ */
+export const BESIDE_CONDITION_STATEMENT_MS = 30_000;
+
+/** Bounds the caller's transaction's statements as BESIDE_CONDITION_STATEMENT_MS says, until a conditionRead. */
+export const boundStatementsBesideCondition = (tx: Db): Promise<void> => setStatementTimeout(tx, BESIDE_CONDITION_STATEMENT_MS);
+
+/**
+ * `read` (statements over a condition) in the caller's transaction under CONDITION_STATEMENT_MS,
+ * a 400 on `path` past it; the statements after it are bounded as BESIDE_CONDITION_STATEMENT_MS
+ * says. A statement timeout the caller sees from any other statement is a lock or a busy database.
+ */
+export async function conditionRead<T>(tx: Db, read: () => Promise<T>, path = 'condition'): Promise<T> {
+  await boundConditionStatements(tx);
+  const value = await timedCondition(read, path);
+  await boundStatementsBesideCondition(tx);
+  return value;
+}
+
 /** `work` in a transaction of its own, its statements bounded as timedCondition says. */
 export const withConditionTimeout = <T>(database: Database, work: (db: Db) => Promise<T>, path = 'condition'): Promise<T> =>
   timedCondition(() => withStatementTimeout(database, CONDITION_STATEMENT_MS, work), path);

@@ -9,7 +9,13 @@ import { loggableError } from '../../loggable-error.ts';
 import { recordEvents } from '../events/record.ts';
 import { countMembers, findSegmentRow, membershipSqlOf, storeMemberCount } from './service.ts';
 import { isoUs, textArray } from '../contacts/sql.ts';
-import { CONTACT_CONDITION_STATEMENT_MS, boundConditionStatements, timedCondition, withConditionTimeout } from '../../conditions/time-bound.ts';
+import {
+  BESIDE_CONDITION_STATEMENT_MS,
+  CONTACT_CONDITION_STATEMENT_MS,
+  boundStatementsBesideCondition,
+  conditionRead,
+  withConditionTimeout,
+} from '../../conditions/time-bound.ts';
 import { isStatementTimeout, setStatementTimeout } from '../../db/statement-timeout.ts';
 import { pgErrorCode } from '../../db/pg-error.ts';
 
@@ -67,13 +73,6 @@ type PageCursor = { at: string; id: string } | null;
  * computed, and its segment row stayed locked for the whole compute.
  */
 const COMPUTE_BATCH = 10_000;
-/**
- * How long one statement of a compute page may take that is not the condition's read: waiting for
- * the segment's row lock, and writing up to COMPUTE_BATCH members and their events. Those are
- * bounded in size, so only a busy database or a lock makes them slow; under the condition's 10 s
- * they passed it on a loaded machine and answered 400 as if the condition were too costly.
- */
-const MEMBERSHIP_WRITE_STATEMENT_MS = 30_000;
 /** How long POST /segments/:id/compute works before it answers (under common 30 s proxy timeouts). */
 const COMPUTE_REQUEST_BUDGET_MS = 25_000;
 /** How long the 5-minute job works on one segment. */
@@ -188,10 +187,9 @@ export async function computeSegment(
     if (Date.now() >= ends) throw computeUnfinished(budgetMs, done);
   }
   const total = await withTransaction(ctx.database, async ({ tx }) => {
-    await setStatementTimeout(tx, MEMBERSHIP_WRITE_STATEMENT_MS);
+    await boundStatementsBesideCondition(tx);
     const row = await trackedSegmentRow(tx, projectId, id);
-    await boundConditionStatements(tx);
-    const n = await timedCondition(() => countMembers(tx, row, now));
+    const n = await conditionRead(tx, () => countMembers(tx, row, now));
     await storeMemberCount(tx, row.id, n, now);
     return n;
   }).catch(busy);
@@ -200,7 +198,7 @@ export async function computeSegment(
 
 /**
  * One page of a compute, in a transaction of its own: the condition's read under its bound, the
- * rest (the segment's row lock, the writes) under MEMBERSHIP_WRITE_STATEMENT_MS. A contact deleted
+ * rest (the segment's row lock, the writes) under BESIDE_CONDITION_STATEMENT_MS. A contact deleted
  * between the read and the insert fails the insert (its foreign key): the page is read again, and
  * the contact is no longer on it.
  */
@@ -213,12 +211,10 @@ async function computePage(
 ): Promise<{ entered: string[]; exited: string[]; last: PageCursor }> {
   try {
     return await withTransaction(ctx.database, async ({ tx }) => {
-      await setStatementTimeout(tx, MEMBERSHIP_WRITE_STATEMENT_MS);
+      await boundStatementsBesideCondition(tx);
       const row = await trackedSegmentRow(tx, projectId, id);
       if (row.type !== 'DYNAMIC') return { entered: [], exited: [], last: null };
-      await boundConditionStatements(tx);
-      const changes = await timedCondition(() => pageChanges(tx, row, { after: row.computeCursor ?? null }, now));
-      await setStatementTimeout(tx, MEMBERSHIP_WRITE_STATEMENT_MS);
+      const changes = await conditionRead(tx, () => pageChanges(tx, row, { after: row.computeCursor ?? null }, now));
       const made = await applyChanges(tx, row, changes, now);
       // Where the next page, or the next compute should this one stop, starts: committed with the page.
       await tx.execute(sql`UPDATE segments SET compute_cursor = ${changes.last ? JSON.stringify(changes.last) : null}::jsonb WHERE id = ${row.id}::uuid`);
@@ -245,7 +241,7 @@ const computeBusy = (done: { added: number; removed: number }) =>
   new ApiError(
     503,
     'QUERY_TIMEOUT',
-    `Writing this segment's membership changes took longer than ${MEMBERSHIP_WRITE_STATEMENT_MS / 1000} s (the database is busy, or a change waited for a lock): the ${done.added} additions and ${done.removed} removals made before are kept, and the next compute (every 5 minutes) goes on`,
+    `Writing this segment's membership changes took longer than ${BESIDE_CONDITION_STATEMENT_MS / 1000} s (the database is busy, or a change waited for a lock): the ${done.added} additions and ${done.removed} removals made before are kept, and the next compute (every 5 minutes) goes on`,
     { details: done },
   );
 

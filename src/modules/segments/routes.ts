@@ -110,7 +110,7 @@ export function segmentRoutes(app: FastifyInstance, ctx: AppContext): void {
         params: segmentIdParams,
         body: updateSegmentBody,
         responses: { 200: segmentSchema },
-        errors: [400, 404],
+        errors: [400, 404, 503],
       }),
       onRequest,
     },

@@ -1,13 +1,14 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { type Condition, compileCondition, parseCondition, validateCondition } from '../../conditions/index.ts';
-import { boundConditionStatements, requestConditionRead, timedCondition } from '../../conditions/time-bound.ts';
+import { BESIDE_CONDITION_STATEMENT_MS, boundStatementsBesideCondition, conditionRead, requestConditionRead } from '../../conditions/time-bound.ts';
+import { isStatementTimeout } from '../../db/statement-timeout.ts';
 import type { AppContext } from '../../context.ts';
 import { type Database, type Db, withTransaction } from '../../db/client.ts';
 import { type BatchSizes, heldBatchConflict, nextBatchSize, runBatch } from '../../db/batches.ts';
 import { NUMBERED_PAGE_BUDGET, assertPageWithinBudget, budgetedPage, dataWithinBudget } from '../../db/page-budget.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
 import { type SegmentType, segments } from '../../db/schema/segments.ts';
-import { badRequest, conflict, notFound } from '../../http/errors.ts';
+import { ApiError, badRequest, conflict, notFound } from '../../http/errors.ts';
 import { asHeavyRead } from '../../http/heavy-reads.ts';
 import type { ContactRecord } from '../contacts/service.ts';
 import { type ContactRow, contactColumns, isoUs, toContactRecord } from '../contacts/sql.ts';
@@ -213,11 +214,13 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
   }
   const condition = input.condition !== undefined ? await checkedCondition(ctx.database.db, projectId, input.condition, current.id) : undefined;
   const now = ctx.clock.now();
-  // The recount is a heavy read: the project's slot is taken before the segment's row is locked.
+  // The recount is a heavy read: the project's slot is taken before the segment's row is locked. It
+  // alone is bounded as a condition's read: waiting for the row (a compute's page holds it) or
+  // deleting the members had answered "use fewer or simpler filters".
   return asHeavyRead(ctx.heavyReads, projectId, () =>
-    timedCondition(() =>
+    besideConditionOrBusy(
       withTransaction(ctx.database, async ({ tx }) => {
-        await boundConditionStatements(tx);
+        await boundStatementsBesideCondition(tx);
         const row = await getSegmentRow(tx, projectId, id, { lock: true });
         const next: SegmentRow = {
           ...row,
@@ -237,7 +240,7 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
         if (row.type === 'DYNAMIC' && row.trackMembership && !next.trackMembership) {
           await tx.execute(sql`DELETE FROM segment_members WHERE segment_id = ${row.id}::uuid`);
         }
-        next.memberCount = await countMembers(tx, next, now);
+        next.memberCount = await conditionRead(tx, () => countMembers(tx, next, now));
         await tx.execute(sql`
       UPDATE segments SET name = ${next.name}, description = ${next.description}, condition = ${next.condition === null ? null : JSON.stringify(next.condition)}::jsonb,
              condition_bytes = ${conditionBytes(next.condition)},
@@ -251,6 +254,17 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
     ),
   );
 }
+
+/** `change` (a PATCH's transaction), its statements beside the condition's read past their bound answered as a busy database. */
+const besideConditionOrBusy = <T>(change: Promise<T>): Promise<T> =>
+  change.catch((err: unknown) => {
+    if (!isStatementTimeout(err)) throw err;
+    throw new ApiError(
+      503,
+      'QUERY_TIMEOUT',
+      `Changing this segment took longer than ${BESIDE_CONDITION_STATEMENT_MS / 1000} s (the database is busy, or the segment is being computed): nothing was changed; try again`,
+    );
+  });
 
 /**
  * A batch of a segment's members is its next ones by contact id (the primary key), in one short
