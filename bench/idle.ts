@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,6 +24,8 @@ const ROOT = path.resolve(import.meta.dirname, '..');
 // As in `npm start`; PROBE=<file> adds `--import <file>` (e.g. a script printing process.memoryUsage()).
 const NODE_FLAGS = [...nodeFlagsFor('all'), ...(process.env.PROBE ? ['--import', process.env.PROBE] : [])];
 const TARGET_MB = 150;
+/** The rest after start-up that RSS and CPU are read over. */
+const REST_SECONDS = 30;
 const COMPILE_CACHE = startCompileCache(ROOT);
 
 const status = (pid: number, field: 'VmRSS' | 'VmHWM') =>
@@ -35,12 +38,49 @@ async function stop(child: ChildProcess): Promise<void> {
   await Promise.race([exited, sleep(20_000).then(() => child.kill('SIGKILL'))]);
 }
 
-async function bareNodeRss(): Promise<number> {
+const TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+/** /proc/<pid>/stat's fields after the command's closing parenthesis (field 3 on), as numbers. */
+const statFields = (pid: number): number[] => {
+  const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return text
+    .slice(text.lastIndexOf(')') + 2)
+    .split(' ')
+    .map(Number);
+};
+/** CPU seconds a process has used (utime + stime). */
+const cpuSeconds = (pid: number): number => {
+  const f = statFields(pid);
+  return (f[11] + f[12]) / TICKS_PER_SECOND;
+};
+/**
+ * CPU seconds PostgreSQL's processes have used: the postmaster, its live children, and the
+ * children it has reaped (cutime + cstime), so a backend that ends between two readings still counts.
+ */
+function postgresCpuSeconds(dataDir: string): number {
+  const postmaster = Number(readFileSync(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const own = statFields(postmaster);
+  let ticks = own[11] + own[12] + own[13] + own[14];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const f = statFields(Number(entry));
+      if (f[1] === postmaster) ticks += f[11] + f[12];
+    } catch {
+      // The process ended while the list was read.
+    }
+  }
+  return ticks / TICKS_PER_SECOND;
+}
+
+async function bareNode(restSeconds: number): Promise<{ rss: number; cpuPerCent: number }> {
   const child = spawn(process.execPath, [...NODE_FLAGS, '-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
   await sleep(3000);
   const rss = status(child.pid!, 'VmRSS');
+  const cpu = cpuSeconds(child.pid!);
+  await sleep(restSeconds * 1000);
+  const cpuPerCent = ((cpuSeconds(child.pid!) - cpu) / restSeconds) * 100;
   child.kill('SIGKILL');
-  return rss;
+  return { rss, cpuPerCent };
 }
 
 export async function run(args: string[]): Promise<void> {
@@ -50,7 +90,7 @@ export async function run(args: string[]): Promise<void> {
   printMachine(`bench idle: RSS of \`npm start\` (API + worker, PostgreSQL excluded), ${fmt(emails)} emails delivered in between`);
   prepareMallocTrim();
 
-  const bare = await bareNodeRss();
+  const { rss: bare, cpuPerCent: bareCpu } = await bareNode(REST_SECONDS);
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'herald-bench-idle-'));
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
@@ -82,8 +122,14 @@ export async function run(args: string[]): Promise<void> {
   const first = await startHerald();
   await stop(first.herald);
   const { herald, rss: afterStart } = await startHerald();
-  // V8's memory reducer waits 8 s after start-up's last full GC, then for a quiet moment.
-  await sleep(30_000);
+  // V8's memory reducer waits 8 s after start-up's last full GC, then for a quiet moment. The CPU
+  // both Herald and its PostgreSQL use meanwhile, with nothing to do, is what a laptop pays at rest.
+  const cpuBefore = { herald: cpuSeconds(herald.pid!), postgres: postgresCpuSeconds(dataDir) };
+  await sleep(REST_SECONDS * 1000);
+  const restCpu = {
+    herald: ((cpuSeconds(herald.pid!) - cpuBefore.herald) / REST_SECONDS) * 100,
+    postgres: ((postgresCpuSeconds(dataDir) - cpuBefore.postgres) / REST_SECONDS) * 100,
+  };
   const atRest = status(herald.pid!, 'VmRSS');
   try {
     const { sk } = await bootstrap(createApi(base), 'Idle bench');
@@ -119,6 +165,12 @@ export async function run(args: string[]): Promise<void> {
     row('Herald 45 s after start-up', atRest, true);
     row(`Herald peak while delivering`, peak, false);
     row(`Herald ${quietSeconds} s after the last email`, afterWork, true);
+    console.log(`\nCPU at rest (15 s to 45 s after start-up, ${REST_SECONDS} s), in % of one core:`);
+    console.log('| Process | CPU |');
+    console.log('|---|---|');
+    console.log(`| bare Node, idle (reference) | ${bareCpu.toFixed(2)} % |`);
+    console.log(`| Herald | ${restCpu.herald.toFixed(2)} % |`);
+    console.log(`| its PostgreSQL (embedded) | ${restCpu.postgres.toFixed(2)} % |`);
   } finally {
     await stop(herald);
     await removeDataDir(dataDir);
