@@ -308,7 +308,7 @@ export async function reevaluateContact(
           ctx.log.warn({ projectId, segmentId: id }, `segment skipped for a contact: its condition took longer than ${bounds.statementMs / 1000} s`);
           return false;
         }
-        if (isContactGone(err)) return false;
+        if (isContactGone(err)) return false; // deleted since it was read: nothing left to bring in line
         if (!isConditionError(err)) throw err;
         ctx.log.warn({ error: loggableError(err), projectId, segmentId: id }, 'segment skipped: its condition cannot be evaluated');
         return false;
