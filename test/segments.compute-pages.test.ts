@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { CONDITION_STATEMENT_MS } from '../src/conditions/time-bound.ts';
 import { computeSegment } from '../src/modules/segments/membership.ts';
-import { holdLock, waitingForLocks } from './helpers/locks.ts';
+import { answerOnceReleased, holdLock, waitingForLocks } from './helpers/locks.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
@@ -50,6 +50,15 @@ async function tracked(p: Bootstrapped, segmentId: string) {
     [segmentId, p.project.id],
   );
   return row;
+}
+
+/** `request`'s answer once it has waited for `lock`, held until a second past the condition's bound from when it was sent. */
+function heldPastConditionBound<T>(lock: { release: () => Promise<void> }, request: () => Promise<T>): Promise<T> {
+  const started = Date.now();
+  return answerOnceReleased(lock.release, request(), async () => {
+    await waitingForLocks(server.sql, 1);
+    await new Promise((r) => setTimeout(r, CONDITION_STATEMENT_MS + 1_000 - (Date.now() - started)));
+  });
 }
 
 test('a compute of several pages adds and removes every member once, with one event each', { timeout: 120_000 }, async () => {
@@ -137,12 +146,7 @@ test('a page whose removal waits for a lock past the condition bound is not answ
   // Another transaction holds the leaver's membership row (a contact delete cascading, say) for
   // longer than the condition's 10 s: the condition's read does not wait for it, the removal does.
   const lock = await holdLock(server.databaseUrl, 'SELECT 1 FROM segment_members WHERE segment_id = $1 AND contact_id = $2 FOR UPDATE', [segmentId, id]);
-  const started = Date.now();
-  const computing = p.sk.post(`/segments/${segmentId}/compute`);
-  await waitingForLocks(server.sql, 1);
-  await new Promise((r) => setTimeout(r, CONDITION_STATEMENT_MS + 1_000 - (Date.now() - started)));
-  await lock.release();
-  const done = await computing;
+  const done = await heldPastConditionBound(lock, () => p.sk.post(`/segments/${segmentId}/compute`));
   // Before, the read and the removal were one statement under the condition's bound: 400 "use fewer or simpler filters".
   assert.equal(done.status, 200, done.text);
   assert.deepEqual(done.body, { added: 0, removed: 1, total: CONTACTS - 1 });
@@ -175,12 +179,7 @@ test("a PATCH that waits for the segment's row past the condition bound is not a
   const { p, segmentId } = await projectWithProContacts('Patched');
   // Another transaction holds the segment's row (a compute's page, say) for longer than the condition's 10 s.
   const lock = await holdLock(server.databaseUrl, 'SELECT 1 FROM segments WHERE id = $1 FOR UPDATE', [segmentId]);
-  const started = Date.now();
-  const patching = p.sk.patch(`/segments/${segmentId}`, { name: 'Pro customers' });
-  await waitingForLocks(server.sql, 1);
-  await new Promise((r) => setTimeout(r, CONDITION_STATEMENT_MS + 1_000 - (Date.now() - started)));
-  await lock.release();
-  const patched = await patching;
+  const patched = await heldPastConditionBound(lock, () => p.sk.patch(`/segments/${segmentId}`, { name: 'Pro customers' }));
   // Before, the lock wait was under the condition's bound: 400 "use fewer or simpler filters".
   assert.equal(patched.status, 200, patched.text);
   assert.equal(patched.body.name, 'Pro customers');
