@@ -1,5 +1,6 @@
 import type { Resolver } from 'node:dns/promises';
 import type { BusySlots } from './http/busy-slots.ts';
+import type { HeavyReads } from './http/heavy-reads.ts';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import type { Database } from './db/client.ts';
@@ -39,8 +40,8 @@ export type AppContext = {
   fieldDeletes: BusySlots;
   /** DELETE /events/:eventName, and a contact delete of many events, under way per project and in all (modules/events/usage.ts). */
   eventDeletes: BusySlots;
-  /** Counts over a project's stored contacts or events that requests wait for, per project and in all (http/heavy-reads.ts). */
-  heavyReads: BusySlots;
+  /** Counts over a project's stored contacts or events that requests wait for: under way per project and in all, and each project's time lately (http/heavy-reads.ts). */
+  heavyReads: HeavyReads;
   /** POST /users/@me/projects/:id/reset under way, per project and in all (modules/projects/purge.ts). */
   projectPurges: BusySlots;
   /** DELETE /workflows/:id and DELETE /segments/:id of more than a batch of executions or members, under way per project and in all (modules/workflows/delete.ts). */

@@ -270,7 +270,7 @@ test('segments: the live count waits while the project’s other counts run, the
     try {
       await waitingForLocks(server.sql, 2, () => {
         const pool = server.ctx.database.pool;
-        return `the held counts answered: ${JSON.stringify(answered)}; the page's counts: ${counts.join(', ')}; the server's pool: ${pool.totalCount} open, ${pool.idleCount} idle, ${pool.waitingCount} waiting; heavy reads under way: ${server.ctx.heavyReads.inFlight(owner.project.id)} of the project, ${server.ctx.heavyReads.inFlight()} in all`;
+        return `the held counts answered: ${JSON.stringify(answered)}; the page's counts: ${counts.join(', ')}; the server's pool: ${pool.totalCount} open, ${pool.idleCount} idle, ${pool.waitingCount} waiting; heavy reads under way: ${server.ctx.heavyReads.slots.inFlight(owner.project.id)} of the project, ${server.ctx.heavyReads.slots.inFlight()} in all`;
       });
       await choose('Condition, group 1, filter 1: field', 'data.queue (string)');
       await valueInput('Condition, group 1, filter 1: value').fill('busy');

@@ -5,7 +5,7 @@ import type { Res } from './helpers/http.ts';
 import { holdLock, waitingForLocks as waitingForLocksOf } from './helpers/locks.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { CONDITION_STATEMENT_MS } from '../src/conditions/time-bound.ts';
-import { HEAVY_READS_PER_PROJECT, heavyReadsPerProcess } from '../src/http/heavy-reads.ts';
+import { HEAVY_READS_PER_PROJECT, HEAVY_READ_TIME, heavyReads, heavyReadsPerProcess } from '../src/http/heavy-reads.ts';
 import { FIELD_READ_STATEMENT_MS } from '../src/modules/contacts/fields.ts';
 import { EVENT_STATS_STATEMENT_MS } from '../src/modules/events/list.ts';
 
@@ -139,4 +139,51 @@ test('reads of the contact fields over the contacts take the same slots, and one
   assert.deepEqual(listed(await fields()), LISTED);
   assert.deepEqual((await values()).body, { field: 'data.plan', values: ['pro'], count: 1 });
   assert.equal((await usage()).body.contactCount, 1);
+});
+
+test("a project's counts take at most their share of the time: past the burst a 429 says when, and other projects count on", async () => {
+  // The default budget, 60 s at once and 15 s a minute, lowered so a count held 2 s passes its burst.
+  assert.deepEqual(HEAVY_READ_TIME, { burstMs: 60_000, sustainedShare: 0.25 });
+  const defaultReads = server.ctx.heavyReads;
+  server.ctx.heavyReads = heavyReads(20, { burstMs: 1_000, sustainedShare: 0.25 });
+  try {
+    const [a, b] = [await projectWithEvents('budget A'), await projectWithEvents('budget B')];
+    const contacts = await holdLock(server.databaseUrl, 'LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE');
+    let held: Promise<Res>;
+    try {
+      held = countVisitors(a);
+      await waitingForLocks(1);
+      await new Promise((r) => setTimeout(r, 2_000));
+    } finally {
+      await contacts.release();
+    }
+    assert.deepEqual((await held).body, { count: 2 });
+    const spent = server.ctx.heavyReads.time.spent(a.project.id);
+    assert.ok(spent > 1_900 && spent < 3_000, `A's count was charged ${spent.toFixed(0)} ms`);
+
+    // A is past its 1 s burst by about 1 s: 4 s to drain at a quarter. Every heavy read of A is refused, before it runs.
+    for (const res of [await countVisitors(a), await stats(a)]) {
+      assert.equal(res.status, 429, res.text);
+      assert.equal(res.body.error.code, 'RATE_LIMIT_EXCEEDED');
+      const retryAfter = Number(res.headers.get('retry-after'));
+      assert.ok(retryAfter >= 3 && retryAfter <= 5, `Retry-After ${retryAfter}`);
+      assert.deepEqual(res.body.error.details, { retryAfter, limit: 1 });
+      assert.equal(
+        res.body.error.message,
+        `This project's counts over its contacts or events took 1 s lately, more than its share (15 s a minute); try again in ${retryAfter} seconds`,
+      );
+    }
+    // B has its own time.
+    assert.deepEqual((await countVisitors(b)).body, { count: 2 });
+    assert.deepEqual(counted(await stats(b)), VISITS);
+
+    // Once A's time has drained under the burst (Retry-After), it counts again.
+    const refusedAt = performance.now();
+    const retryAfter = Number((await countVisitors(a)).headers.get('retry-after'));
+    await new Promise((r) => setTimeout(r, retryAfter * 1000 - (performance.now() - refusedAt) + 100));
+    assert.deepEqual((await countVisitors(a)).body, { count: 2 });
+    assert.deepEqual(counted(await stats(a)), VISITS);
+  } finally {
+    server.ctx.heavyReads = defaultReads;
+  }
 });

@@ -1,33 +1,112 @@
 import { type BusySlots, busySlots } from './busy-slots.ts';
+import { busyAtLimit } from './errors.ts';
 
 /**
  * Reads a request waits for whose cost grows with what the project stored: a condition counted
- * over its contacts (a segment's count or members, a campaign's audience) and its events counted
- * over a range (GET /events/stats). Each holds a pooled connection and a PostgreSQL backend for up
- * to its statement bound (10 s: conditions/time-bound.ts, events/list.ts). Without a cap, twenty at
- * once from one project (open sign-up, well within 1,000 requests a minute) held the API process's
- * whole pool, and every other project's requests queued behind them.
+ * over its contacts (a segment's count, members or compute, a campaign's audience), its events
+ * counted over a range (GET /events/stats) and its contact fields. Each holds a pooled connection
+ * and a PostgreSQL backend for up to its statement bound (10 s: conditions/time-bound.ts,
+ * events/list.ts). Without a cap, twenty at once from one project (open sign-up, well within
+ * 1,000 requests a minute) held the API process's whole pool, and every other project's requests
+ * queued behind them.
  */
 export const HEAVY_READS_PER_PROJECT = 2;
 
 /** Heavy reads of all projects at once in a process: a quarter of its pool, so the rest stays free for everything else. */
 export const heavyReadsPerProcess = (databasePoolSize: number): number => Math.max(1, Math.floor(databasePoolSize / 4));
 
-/** The counters of heavy reads under way (ctx.heavyReads). */
-export const heavyReadSlots = (databasePoolSize: number): BusySlots =>
-  busySlots({
+/**
+ * The time a project's heavy reads may take, in a process: up to `burstMs` at once, then
+ * `sustainedShare` of the time (a quarter: 15 s a minute). The slots alone bound how many run
+ * at once, not for how long: two counts over a million contacts, one after the other without
+ * end, kept two PostgreSQL backends busy for as long as the project liked (bench/README.md
+ * § hostile-reads). A person editing a segment over a million contacts (a count a second or so)
+ * stays well inside it; a script that counts without pause is slowed to a quarter of a backend.
+ */
+export const HEAVY_READ_TIME = { burstMs: 60_000, sustainedShare: 0.25 };
+
+/**
+ * Projects a budget remembers at most (each a few dozen bytes): those drained to nothing are
+ * forgotten once a minute, and past this many, the least recently charged.
+ */
+const MAX_PROJECTS = 100_000;
+const SWEEP_MS = 60_000;
+
+/** A leaky bucket of milliseconds per project: what its heavy reads took, draining at `sustainedShare` of the clock. */
+export type TimeBudget = {
+  /** Throws a 429 while the project's spent time is past the burst, saying when it is back under. */
+  check(projectId: string): void;
+  /** Adds what a read took. */
+  charge(projectId: string, ms: number): void;
+  /** The project's spent time now, in ms (for tests). */
+  spent(projectId: string): number;
+};
+
+export function timeBudget(opts: { burstMs: number; sustainedShare: number; busy: string }): TimeBudget {
+  const now = () => performance.now();
+  const spentAt = new Map<string, { ms: number; at: number }>();
+  let sweptAt = now();
+  const spentNow = (projectId: string, t: number): number => {
+    const entry = spentAt.get(projectId);
+    return entry ? Math.max(0, entry.ms - (t - entry.at) * opts.sustainedShare) : 0;
+  };
+  const forgetDrained = (t: number) => {
+    for (const [projectId, entry] of spentAt) if (entry.ms - (t - entry.at) * opts.sustainedShare <= 0) spentAt.delete(projectId);
+  };
+  return {
+    check(projectId) {
+      const over = spentNow(projectId, now()) - opts.burstMs;
+      if (over <= 0) return;
+      throw busyAtLimit(opts.busy, opts.burstMs / 1000, Math.ceil(over / opts.sustainedShare / 1000));
+    },
+    charge(projectId, ms) {
+      const t = now();
+      const ms0 = spentNow(projectId, t);
+      spentAt.delete(projectId); // re-inserted last: the map's order is by last charge
+      spentAt.set(projectId, { ms: ms0 + ms, at: t });
+      if (t - sweptAt > SWEEP_MS || spentAt.size > MAX_PROJECTS) {
+        sweptAt = t;
+        forgetDrained(t);
+        for (const projectId of spentAt.keys()) {
+          if (spentAt.size <= MAX_PROJECTS) break;
+          spentAt.delete(projectId); // the least recently charged
+        }
+      }
+    },
+    spent: (projectId) => spentNow(projectId, now()),
+  };
+}
+
+/** A process's heavy reads: how many run at once (slots) and how long a project's took lately (time). */
+export type HeavyReads = { slots: BusySlots; time: TimeBudget };
+
+/** The counters of heavy reads under way, and each project's time (ctx.heavyReads). */
+export const heavyReads = (databasePoolSize: number, time = HEAVY_READ_TIME): HeavyReads => ({
+  slots: busySlots({
     perProject: HEAVY_READS_PER_PROJECT,
     perProcess: heavyReadsPerProcess(databasePoolSize),
     projectBusy: `This project already has ${HEAVY_READS_PER_PROJECT} counts over its contacts or events under way`,
     processBusy: 'The server is busy counting for other requests',
-  });
+  }),
+  time: timeBudget({
+    ...time,
+    busy: `This project's counts over its contacts or events took ${time.burstMs / 1000} s lately, more than its share (${(time.sustainedShare * 60).toFixed(0)} s a minute)`,
+  }),
+});
 
-/** `work` in one of the project's heavy-read slots, or a 429 at once (RATE_LIMIT_EXCEEDED, Retry-After: 1) when none is free. */
-export async function asHeavyRead<T>(slots: BusySlots, projectId: string, work: () => Promise<T>): Promise<T> {
-  const release = slots.take(projectId);
+/**
+ * `work` in one of the project's heavy-read slots, or a 429 at once (RATE_LIMIT_EXCEEDED): with
+ * Retry-After 1 when no slot is free, or the seconds until the project's time is back under its
+ * burst. What `work` took is charged to the project, whatever it answered.
+ */
+export async function asHeavyRead<T>(reads: HeavyReads, projectId: string, work: () => Promise<T>): Promise<T> {
+  reads.time.check(projectId);
+  const release = reads.slots.take(projectId);
+  const started = performance.now();
   try {
     return await work();
   } finally {
+    reads.time.charge(projectId, performance.now() - started);
     release();
   }
 }

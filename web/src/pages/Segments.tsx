@@ -117,6 +117,15 @@ function useLiveCount(condition: Condition | null) {
   });
 }
 
+/**
+ * What the live count says while a 429 is asked again: a wait of a second means the project's
+ * other counts hold its slots; a longer one, that its counts took their share of the server lately.
+ */
+function countWaiting(retryAfter: unknown): string {
+  if (typeof retryAfter !== 'number' || retryAfter <= 1) return 'Other counts of this project are running; trying again…';
+  return `This project's counts took more than their share of the server lately; trying again in ${Math.min(retryAfter, 30)} s…`;
+}
+
 function SegmentEditor({ segment }: { segment: Segment | null }) {
   const projectId = useProjectId();
   const navigate = useNavigate();
@@ -219,7 +228,7 @@ function SegmentEditor({ segment }: { segment: Segment | null }) {
               )}
               {dynamic && live.isFetching && isApiError(live.failureReason, 429) && (
                 <Text size="xs" c="dimmed" data-testid="live-count-waiting">
-                  Other counts of this project are running; trying again…
+                  {countWaiting(live.failureReason.details?.retryAfter)}
                 </Text>
               )}
               {dynamic && live.error && (
