@@ -6,7 +6,7 @@ import { holdLock, waitingForLocks as waitingForLocksOf } from './helpers/locks.
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { CONDITION_STATEMENT_MS } from '../src/conditions/time-bound.ts';
 import { HEAVY_READS_PER_PROJECT, HEAVY_READ_TIME, heavyReads, heavyReadsPerProcess } from '../src/http/heavy-reads.ts';
-import { FIELD_READ_STATEMENT_MS } from '../src/modules/contacts/fields.ts';
+import { CONTACTS_READ_STATEMENT_MS } from '../src/modules/contacts/heavy-read.ts';
 import { EVENT_STATS_STATEMENT_MS } from '../src/modules/events/list.ts';
 
 /**
@@ -130,7 +130,7 @@ test('reads of the contact fields over the contacts take the same slots, and one
     for (const res of await Promise.all(held)) {
       assert.equal(res.status, 503, res.text);
       assert.equal(res.body.error.code, 'QUERY_TIMEOUT');
-      assert.equal(res.body.error.message, `Reading this project's contacts took longer than ${FIELD_READ_STATEMENT_MS / 1000} s`);
+      assert.equal(res.body.error.message, `Reading this project's contacts took longer than ${CONTACTS_READ_STATEMENT_MS / 1000} s`);
     }
   } finally {
     await contacts.release();
@@ -186,4 +186,42 @@ test("a project's counts take at most their share of the time: past the burst a 
   } finally {
     server.ctx.heavyReads = defaultReads;
   }
+});
+
+test('a search of the contacts is a heavy read: it takes a slot, is bounded in time, and a list without a search is not', async () => {
+  const p = await projectWithEvents('heavy search');
+  const search = () => p.sk.get('/contacts?search=example');
+  const found = (res: Res) => {
+    assert.equal(res.status, 200, res.text);
+    return [res.body.total, res.body.data.map((c: { email: string }) => c.email).sort()];
+  };
+  const BOTH = [2, ['a@example.com', 'b@example.com']];
+  assert.deepEqual(found(await search()), BOTH);
+
+  // The project's two slots taken by counts of its events: a search is refused, a plain list is not.
+  const events = await holdLock(server.databaseUrl, 'LOCK TABLE events IN ACCESS EXCLUSIVE MODE');
+  const held: Promise<Res>[] = [];
+  try {
+    held.push(stats(p), stats(p));
+    await waitingForLocks(2);
+    assertBusy(await search(), `This project already has ${HEAVY_READS_PER_PROJECT} counts over its contacts or events under way`);
+    assert.deepEqual(found(await p.sk.get('/contacts')), BOTH);
+  } finally {
+    await events.release();
+    await Promise.allSettled(held);
+  }
+
+  // A search held past its bound is a 503, and changes nothing.
+  const contacts = await holdLock(server.databaseUrl, 'LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE');
+  try {
+    const slow = search();
+    await waitingForLocks(1);
+    const res = await slow;
+    assert.equal(res.status, 503, res.text);
+    assert.equal(res.body.error.code, 'QUERY_TIMEOUT');
+    assert.equal(res.body.error.message, `Reading this project's contacts took longer than ${CONTACTS_READ_STATEMENT_MS / 1000} s`);
+  } finally {
+    await contacts.release();
+  }
+  assert.deepEqual(found(await search()), BOTH);
 });

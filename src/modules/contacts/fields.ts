@@ -2,8 +2,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { type Database, type Db, withTransaction } from '../../db/client.ts';
 import { BATCH_STATEMENT_MS, nextBatchSize, runBatch } from '../../db/batches.ts';
-import { isStatementTimeout, withStatementTimeout } from '../../db/statement-timeout.ts';
-import { asHeavyRead } from '../../http/heavy-reads.ts';
+import { isStatementTimeout } from '../../db/statement-timeout.ts';
 import { type BusySlots, busySlots } from '../../http/busy-slots.ts';
 import { ApiError, badRequest, conflict } from '../../http/errors.ts';
 import { type FieldUsers, usage } from '../usage/service.ts';
@@ -20,29 +19,6 @@ const STANDARD_FIELDS: { field: string; type: FieldType; column: SQL }[] = [
   { field: 'createdAt', type: 'date', column: isoMs('c.created_at') },
   { field: 'updatedAt', type: 'date', column: isoMs('c.updated_at') },
 ];
-
-/**
- * How long PostgreSQL may spend on one statement of a read over the project's contacts for
- * GET /contacts/fields, …/values and …/usage. Coverage reads a bounded sample past
- * COVERAGE_EXACT_UP_TO contacts; the values and the usage count read every contact (about 0.7 and
- * 0.25 s a million), so the bound answers a project of tens of millions instead of holding a
- * connection for minutes.
- */
-export const FIELD_READ_STATEMENT_MS = 10_000;
-
-/**
- * `work` in one of the project's heavy-read slots (http/heavy-reads.ts: a 429 at once when they
- * are taken), its statements bounded by FIELD_READ_STATEMENT_MS: past it, a 503.
- */
-export const fieldRead = <T>(ctx: Pick<AppContext, 'database' | 'heavyReads'>, projectId: string, work: (db: Db) => Promise<T>): Promise<T> =>
-  asHeavyRead(ctx.heavyReads, projectId, async () => {
-    try {
-      return await withStatementTimeout(ctx.database, FIELD_READ_STATEMENT_MS, work);
-    } catch (err) {
-      if (!isStatementTimeout(err)) throw err;
-      throw new ApiError(503, 'QUERY_TIMEOUT', `Reading this project's contacts took longer than ${FIELD_READ_STATEMENT_MS / 1000} s`);
-    }
-  });
 
 /** A field as named in the API: a standard field, or `data.<path>` (a bare unknown name means `data.<name>`). */
 export type FieldRef = { kind: 'standard'; field: string; column: SQL } | { kind: 'custom'; field: string; key: string; path: string[] };

@@ -3,16 +3,8 @@ import type { AppContext } from '../../context.ts';
 import { projectOf, requireProject } from '../../http/auth.ts';
 import { cursorList, describe, simpleOrErrorSchema } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
-import {
-  COVERAGE_EXACT_UP_TO,
-  deleteField,
-  FIELD_DELETES_PER_PROCESS,
-  FIELD_DELETES_PER_PROJECT,
-  fieldRead,
-  fieldUsage,
-  fieldValues,
-  listFields,
-} from './fields.ts';
+import { COVERAGE_EXACT_UP_TO, deleteField, FIELD_DELETES_PER_PROCESS, FIELD_DELETES_PER_PROJECT, fieldUsage, fieldValues, listFields } from './fields.ts';
+import { contactsRead } from './heavy-read.ts';
 import { listContacts } from './list.ts';
 import {
   contactIdParams,
@@ -69,7 +61,8 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'contacts.list',
         summary: 'List contacts',
-        description: 'Cursor-paginated; `search` matches the email, `subscribed` filters, `sort` is createdAt or email.',
+        description:
+          "Cursor-paginated; `search` matches the email, `subscribed` filters, `sort` is createdAt or email. A search reads (and counts) every contact it matches, so it is a heavy read: at most 2 of a project's at once and a share of the time, past either a 429; past 10 s a 503.",
         query: listContactsQuery,
         responses: {
           200: {
@@ -77,10 +70,15 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
             example: { data: [EXAMPLE_CONTACT], cursor: 'eyJzIjoiMjAyNi0wMS0wMVQxMjowMDowMC4wMDAwMDBaIiwiaSI6ImNudF8wMWo5In0', hasMore: true, total: 1520 },
           },
         },
-        errors: [400],
+        errors: [400, 503],
       }),
     },
-    async (req) => listContacts(db, projectOf(req).projectId, parse(listContactsQuery, req.query)),
+    async (req) => {
+      const { projectId } = projectOf(req);
+      const q = parse(listContactsQuery, req.query);
+      // A search reads and counts every match: a heavy read. The contacts' own counters answer the rest.
+      return q.search ? contactsRead(ctx, projectId, (tx) => listContacts(tx, projectId, q)) : listContacts(db, projectId, q);
+    },
   );
 
   app.post(
@@ -139,7 +137,7 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     async (req) => {
       const { projectId } = projectOf(req);
-      return fieldRead(ctx, projectId, (tx) => listFields(tx, projectId));
+      return contactsRead(ctx, projectId, (tx) => listFields(tx, projectId));
     },
   );
 
@@ -160,7 +158,7 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
       const { projectId } = projectOf(req);
       const { field } = parse(fieldParams, req.params);
       const { limit } = parse(fieldValuesQuery, req.query);
-      return fieldRead(ctx, projectId, (tx) => fieldValues(tx, projectId, field, limit));
+      return contactsRead(ctx, projectId, (tx) => fieldValues(tx, projectId, field, limit));
     },
   );
 
@@ -179,7 +177,7 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
     async (req) => {
       const { projectId } = projectOf(req);
       const { field } = parse(fieldParams, req.params);
-      return fieldRead(ctx, projectId, (tx) => fieldUsage(tx, projectId, field));
+      return contactsRead(ctx, projectId, (tx) => fieldUsage(tx, projectId, field));
     },
   );
 

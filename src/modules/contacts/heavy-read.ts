@@ -1,0 +1,29 @@
+import type { AppContext } from '../../context.ts';
+import type { Db } from '../../db/client.ts';
+import { isStatementTimeout, withStatementTimeout } from '../../db/statement-timeout.ts';
+import { asHeavyRead } from '../../http/heavy-reads.ts';
+import { ApiError } from '../../http/errors.ts';
+
+/**
+ * How long PostgreSQL may spend on one statement of a request's read over all of the project's
+ * contacts: GET /contacts/fields, …/values and …/usage, and GET /contacts?search=. Coverage reads
+ * a bounded sample past COVERAGE_EXACT_UP_TO contacts; the values and the usage count read every
+ * contact (about 0.7 and 0.25 s a million), a search counts its matches (0.6 s for 111,112 of a
+ * million), so the bound answers a project of tens of millions instead of holding a connection
+ * for minutes.
+ */
+export const CONTACTS_READ_STATEMENT_MS = 10_000;
+
+/**
+ * `work` as a heavy read (http/heavy-reads.ts: one of the project's slots and its time, a 429 at
+ * once past either), its statements bounded by CONTACTS_READ_STATEMENT_MS: past it, a 503.
+ */
+export const contactsRead = <T>(ctx: Pick<AppContext, 'database' | 'heavyReads'>, projectId: string, work: (db: Db) => Promise<T>): Promise<T> =>
+  asHeavyRead(ctx.heavyReads, projectId, async () => {
+    try {
+      return await withStatementTimeout(ctx.database, CONTACTS_READ_STATEMENT_MS, work);
+    } catch (err) {
+      if (!isStatementTimeout(err)) throw err;
+      throw new ApiError(503, 'QUERY_TIMEOUT', `Reading this project's contacts took longer than ${CONTACTS_READ_STATEMENT_MS / 1000} s`);
+    }
+  });
