@@ -62,7 +62,7 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
         operationId: 'contacts.list',
         summary: 'List contacts',
         description:
-          "Cursor-paginated; `search` matches the email, `subscribed` filters, `sort` is createdAt or email. A search reads (and counts) every contact it matches, so it is a heavy read: at most 2 of a project's at once and a share of the time, past either a 429; past 10 s a 503.",
+          "Cursor-paginated; `search` matches the email, `subscribed` filters, `sort` is createdAt or email. A search (which reads and counts every contact it matches) and a `subscribed` filter (whose page walks the contacts until it has found its rows) are heavy reads: at most 2 of a project's at once and a share of the time, past either a 429; past 10 s a 503.",
         query: listContactsQuery,
         responses: {
           200: {
@@ -76,8 +76,10 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
     async (req) => {
       const { projectId } = projectOf(req);
       const q = parse(listContactsQuery, req.query);
-      // A search reads and counts every match: a heavy read. The contacts' own counters answer the rest.
-      return q.search ? contactsRead(ctx, projectId, (tx) => listContacts(tx, projectId, q)) : listContacts(db, projectId, q);
+      // A search reads and counts every match, and a subscription's page walks the contacts until it
+      // has found its rows (no index has the subscription): heavy reads. A plain page is an index range.
+      const heavy = Boolean(q.search) || q.subscribed !== undefined;
+      return heavy ? contactsRead(ctx, projectId, (tx) => listContacts(tx, projectId, q)) : listContacts(db, projectId, q);
     },
   );
 
