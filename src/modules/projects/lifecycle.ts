@@ -82,7 +82,10 @@ export type SetupState = {
   hasSubscription: boolean;
 };
 
-/** GET /projects/:id/setup-state: one round trip of EXISTS and indexed lookups. */
+/**
+ * GET /projects/:id/setup-state: one round trip of EXISTS and indexed lookups; the contacts from
+ * their counters (contact_counts, as GET /contacts's `total`: counting them took 87 ms a million).
+ */
 export async function setupState(ctx: AppContext, projectId: string): Promise<SetupState> {
   const workflows = (await existingTables(ctx.database.db, ['workflows'])).has('workflows');
   const { rows } = await ctx.database.db.execute<{
@@ -96,7 +99,7 @@ export async function setupState(ctx: AppContext, projectId: string): Promise<Se
   }>(sql`
     SELECT
       EXISTS (SELECT 1 FROM domains WHERE project_id = ${projectId} AND status = 'verified') AS has_verified_domain,
-      (SELECT count(*)::int FROM contacts WHERE project_id = ${projectId}) AS contact_count,
+      (SELECT coalesce(sum(count), 0)::int FROM contact_counts WHERE project_id = ${projectId}) AS contact_count,
       EXISTS (SELECT 1 FROM templates WHERE project_id = ${projectId}) AS has_template,
       (SELECT to_char(max(sent_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') FROM campaigns WHERE project_id = ${projectId} AND sent_at IS NOT NULL) AS last_campaign_sent_at,
       ${workflows ? sql`EXISTS (SELECT 1 FROM workflows WHERE project_id = ${projectId} AND enabled)` : sql`false`} AS has_enabled_workflow,
