@@ -8,6 +8,7 @@ import { ApiError, badRequest, conflict } from '../../http/errors.ts';
 import { type FieldUsers, usage } from '../usage/service.ts';
 import type { FieldType } from './custom-data.ts';
 import { isoMs, isoUs, textArray } from './sql.ts';
+import { sumCounter } from '../../db/counter-rows.ts';
 
 /** GET /contacts/fields and the per-field endpoints. */
 
@@ -68,8 +69,7 @@ export async function listFields(db: Db, projectId: string): Promise<{ fields: F
   const fields = await fieldsWithTypes(db, projectId);
   const custom = fields.filter((f) => f.isCustom);
   if (custom.length === 0) return { fields: fields.map((f) => ({ ...f, coverage: 1 })) };
-  const { rows: totals } = await db.execute<{ total: number }>(sql`SELECT count(*)::int AS total FROM contacts WHERE project_id = ${projectId}`);
-  const total = totals[0].total;
+  const total = await sumCounter(db, 'contact_counts', sql`project_id = ${projectId}`);
   const buckets = total > COVERAGE_EXACT_UP_TO ? 2 ** Math.ceil(Math.log2(total / COVERAGE_EXACT_UP_TO)) : 1;
   const counts = await countFieldPaths(
     db,
