@@ -65,6 +65,7 @@ export const envSchema = z.object({
   JWT_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   DISABLE_SIGNUP: bool.default('false'),
   API_RATE_LIMIT_PER_MINUTE: int(1, 10_000_000).default('1000'),
+  HEAVY_READ_SECONDS_PER_MINUTE: int(1, 120).default('15'),
   TRUST_PROXY: z
     .string()
     .optional()
@@ -131,6 +132,8 @@ export type Config = Readonly<{
   jwtSecretGenerated: boolean;
   disableSignup: boolean;
   apiRateLimitPerMinute: number;
+  /** A project's share of heavy reads' time once its burst is spent (http/heavy-reads.ts). */
+  heavyReadSecondsPerMinute: number;
   /** Fastify's trustProxy: false (default), true, a hop count, or the trusted proxy addresses. */
   trustProxy: boolean | number | string;
   maxProjectsPerUser: number;
@@ -209,6 +212,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     jwtSecretGenerated: e.JWT_SECRET === undefined,
     disableSignup: e.DISABLE_SIGNUP,
     apiRateLimitPerMinute: e.API_RATE_LIMIT_PER_MINUTE,
+    heavyReadSecondsPerMinute: e.HEAVY_READ_SECONDS_PER_MINUTE,
     trustProxy: e.TRUST_PROXY === 'true' ? true : e.TRUST_PROXY === 'false' ? false : /^\d+$/.test(e.TRUST_PROXY) ? Number(e.TRUST_PROXY) : e.TRUST_PROXY,
     maxProjectsPerUser: e.MAX_PROJECTS_PER_USER,
     signupsPerIpPerHour: e.SIGNUPS_PER_IP_PER_HOUR,

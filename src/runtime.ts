@@ -16,7 +16,7 @@ import { acceptedRecorder } from './modules/emails/delivery/accepted.ts';
 import { engagementRecorder } from './modules/tracking/engagement.ts';
 import { fieldDeleteSlots } from './modules/contacts/fields.ts';
 import { eventDeleteSlots } from './modules/events/usage.ts';
-import { heavyReads } from './http/heavy-reads.ts';
+import { heavyReadTime, heavyReads } from './http/heavy-reads.ts';
 import { projectPurgeSlots } from './modules/projects/purge.ts';
 import { cascadeDeleteSlots } from './modules/workflows/delete.ts';
 import { slowAudienceLanes } from './modules/campaigns/turns.ts';
@@ -94,7 +94,7 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
       rawDownloads: rawDownloadSlots(),
       fieldDeletes: fieldDeleteSlots(),
       eventDeletes: eventDeleteSlots(),
-      heavyReads: heavyReads(config.databasePoolSize),
+      heavyReads: heavyReads(config.databasePoolSize, heavyReadTime(config.heavyReadSecondsPerMinute)),
       projectPurges: projectPurgeSlots(),
       cascadeDeletes: cascadeDeleteSlots(),
       slowAudienceReads: slowAudienceLanes(),

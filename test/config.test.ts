@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { ConfigError, envSchema, loadConfig, maskUrlPassword } from '../src/config.ts';
+import { heavyReadTime } from '../src/http/heavy-reads.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const dataDirs: string[] = [];
@@ -74,5 +75,15 @@ describe('every variable is documented', () => {
   test('in the README configuration table', () => {
     const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
     for (const name of names) assert.ok(readme.includes(`| \`${name}\` |`), `${name} is missing from the README's configuration table`);
+  });
+});
+
+describe('HEAVY_READ_SECONDS_PER_MINUTE', () => {
+  test('is 15 by default, 1 to 120, and sets the share of the heavy reads’ time budget', () => {
+    assert.equal(loadConfig(base()).heavyReadSecondsPerMinute, 15);
+    assert.equal(loadConfig({ ...base(), HEAVY_READ_SECONDS_PER_MINUTE: '120' }).heavyReadSecondsPerMinute, 120);
+    assert.deepEqual(heavyReadTime(15), { burstMs: 60_000, sustainedShare: 0.25 });
+    assert.deepEqual(heavyReadTime(120), { burstMs: 60_000, sustainedShare: 2 });
+    assert.equal(configError({ HEAVY_READ_SECONDS_PER_MINUTE: '0' }), 'Invalid configuration: HEAVY_READ_SECONDS_PER_MINUTE must be at least 1 (got "0")');
   });
 });

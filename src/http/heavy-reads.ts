@@ -17,13 +17,15 @@ export const heavyReadsPerProcess = (databasePoolSize: number): number => Math.m
 
 /**
  * The time a project's heavy reads may take, in a process: up to `burstMs` at once, then
- * `sustainedShare` of the time (a quarter: 15 s a minute). The slots alone bound how many run
+ * `sustainedShare` of the time (by default a quarter: HEAVY_READ_SECONDS_PER_MINUTE, 15 s a
+ * minute; 120, two slots' whole minute, lifts it). The slots alone bound how many run
  * at once, not for how long: two counts over a million contacts, one after the other without
  * end, kept two PostgreSQL backends busy for as long as the project liked (bench/README.md
  * § hostile-reads). A person editing a segment over a million contacts (a count a second or so)
  * stays well inside it; a script that counts without pause is slowed to a quarter of a backend.
  */
-export const HEAVY_READ_TIME = { burstMs: 60_000, sustainedShare: 0.25 };
+export const heavyReadTime = (secondsPerMinute: number) => ({ burstMs: 60_000, sustainedShare: secondsPerMinute / 60 });
+export const HEAVY_READ_TIME = heavyReadTime(15);
 
 /**
  * Projects a budget remembers at most (each a few dozen bytes): those drained to nothing are
