@@ -67,14 +67,14 @@ test('counts wait their turn per project and per process, and a count past its t
     heldCounts.push(countVisitors(a));
     await waitingForLocks(2);
     // A's third count is refused at once, whatever it counts.
-    const projectFull = `This project already has ${HEAVY_READS_PER_PROJECT} counts over its contacts or events under way`;
+    const projectFull = `This project already has ${HEAVY_READS_PER_PROJECT} counts or searches over its contacts or events under way`;
     assertBusy(await countVisitors(a), projectFull);
     assertBusy(await stats(a), projectFull);
     // B and C still have room in the process, until its five are taken.
     heldStats.push(stats(b));
     heldCounts.push(countVisitors(b), countVisitors(c));
     await waitingForLocks(5);
-    assertBusy(await stats(c), 'The server is busy counting for other requests');
+    assertBusy(await stats(c), 'The server is busy counting and searching for other requests');
 
     // The held counts run past their bounds: the event counts a 422 on `from`, the condition counts a 400.
     const [statsAnswers, countAnswers] = await Promise.all([Promise.all(heldStats), Promise.all(heldCounts)]);
@@ -126,7 +126,7 @@ test('reads of the contact fields over the contacts take the same slots, and one
   try {
     held.push(fields(), values());
     await waitingForLocks(2);
-    assertBusy(await usage(), `This project already has ${HEAVY_READS_PER_PROJECT} counts over its contacts or events under way`);
+    assertBusy(await usage(), `This project already has ${HEAVY_READS_PER_PROJECT} counts or searches over its contacts or events under way`);
     for (const res of await Promise.all(held)) {
       assert.equal(res.status, 503, res.text);
       assert.equal(res.body.error.code, 'QUERY_TIMEOUT');
@@ -170,7 +170,7 @@ test("a project's counts take at most their share of the time: past the burst a 
       assert.deepEqual(res.body.error.details, { retryAfter, limit: 1 });
       assert.equal(
         res.body.error.message,
-        `This project's counts over its contacts or events took 1 s lately, more than its share (15 s a minute); try again in ${retryAfter} seconds`,
+        `This project's counts and searches over its contacts or events have taken more than 1 s lately; past that, their share is 15 s a minute; try again in ${retryAfter} seconds`,
       );
     }
     // B has its own time.
@@ -204,7 +204,7 @@ test('a search of the contacts, or a subscription filter, is a heavy read: it ta
   try {
     held.push(stats(p), stats(p));
     await waitingForLocks(2);
-    const projectFull = `This project already has ${HEAVY_READS_PER_PROJECT} counts over its contacts or events under way`;
+    const projectFull = `This project already has ${HEAVY_READS_PER_PROJECT} counts or searches over its contacts or events under way`;
     assertBusy(await search(), projectFull);
     assertBusy(await p.sk.get('/contacts?subscribed=false'), projectFull);
     assert.deepEqual(found(await p.sk.get('/contacts')), BOTH);

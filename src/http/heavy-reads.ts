@@ -87,12 +87,12 @@ export const heavyReads = (databasePoolSize: number, time = HEAVY_READ_TIME): He
   slots: busySlots({
     perProject: HEAVY_READS_PER_PROJECT,
     perProcess: heavyReadsPerProcess(databasePoolSize),
-    projectBusy: `This project already has ${HEAVY_READS_PER_PROJECT} counts over its contacts or events under way`,
-    processBusy: 'The server is busy counting for other requests',
+    projectBusy: `This project already has ${HEAVY_READS_PER_PROJECT} counts or searches over its contacts or events under way`,
+    processBusy: 'The server is busy counting and searching for other requests',
   }),
   time: timeBudget({
     ...time,
-    busy: `This project's counts over its contacts or events took ${time.burstMs / 1000} s lately, more than its share (${(time.sustainedShare * 60).toFixed(0)} s a minute)`,
+    busy: `This project's counts and searches over its contacts or events have taken more than ${time.burstMs / 1000} s lately; past that, their share is ${(time.sustainedShare * 60).toFixed(0)} s a minute`,
   }),
 });
 
