@@ -6,6 +6,7 @@ import { BROWSER_SETUP_TIMEOUT_MS, journey, screenshot } from './helpers/browser
 import { openDashboard } from './helpers/dashboard.ts';
 import { holdLock, waitingForLocks } from './helpers/locks.ts';
 import type { TestServer } from './helpers/server.ts';
+import { heavyReads } from '../src/http/heavy-reads.ts';
 
 /** The segments pages in a real headless Chromium: the visual condition builder, members, static lists. */
 
@@ -286,5 +287,45 @@ test('segments: the live count waits while the project’s other counts run, the
     await page.getByTestId('live-count-waiting').waitFor({ state: 'detached' });
     assert.equal(await page.getByTestId('live-count-error').count(), 0);
     assert.equal(counts.at(-1), 200);
+  });
+});
+
+test('segments: the live count says when the project’s counts have taken their share of the time, then shows the number', { timeout: 180_000 }, async () => {
+  await journey(page, 'segments-count-budget', async () => {
+    const defaultReads = server.ctx.heavyReads;
+    // A budget of 1 s at once, then half the time: a count held 4 s by a lock passes it by about 3 s (6 s to drain).
+    server.ctx.heavyReads = heavyReads(20, { burstMs: 1_000, sustainedShare: 0.5 });
+    try {
+      const condition = { logic: 'AND', groups: [{ filters: [{ field: 'email', operator: 'endsWith', value: '@example.org' }] }] };
+      const contacts = await holdLock(server.databaseUrl, 'LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE');
+      let held: ReturnType<typeof owner.sk.post>;
+      try {
+        held = owner.sk.post('/segments/count', { condition });
+        await waitingForLocks(server.sql, 1);
+        await new Promise((r) => setTimeout(r, 4_000));
+      } finally {
+        await contacts.release();
+      }
+      assert.equal((await held).status, 200);
+      const counts: number[] = [];
+      page.on('response', (r) => {
+        if (r.url().endsWith('/segments/count')) counts.push(r.status());
+      });
+      await page.goto(`${base()}/segments/new`);
+      await page.getByRole('heading', { name: 'New segment' }).waitFor();
+      const waiting = page.getByTestId('live-count-waiting');
+      await waiting.filter({ hasText: /^This project's counts took more than their share of the server lately; trying again in [2-6] s…$/ }).waitFor();
+      assert.equal(counts[0], 429);
+      // Asked again after the seconds the 429 named: counted.
+      await page
+        .getByTestId('live-count')
+        .filter({ hasText: /^\d[\d,]*$/ })
+        .waitFor();
+      await waiting.waitFor({ state: 'detached' });
+      assert.equal(await page.getByTestId('live-count-error').count(), 0);
+      assert.equal(counts.at(-1), 200);
+    } finally {
+      server.ctx.heavyReads = defaultReads;
+    }
   });
 });
