@@ -5,7 +5,7 @@ import type { Res } from './helpers/http.ts';
 import { holdLock, waitingForLocks as waitingForLocksOf } from './helpers/locks.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { CONDITION_STATEMENT_MS } from '../src/conditions/time-bound.ts';
-import { HEAVY_READS_PER_PROJECT, HEAVY_READ_TIME, heavyReads, heavyReadsPerProcess } from '../src/http/heavy-reads.ts';
+import { HEAVY_READS_PER_PROJECT, HEAVY_READ_TIME, HEAVY_READ_WAIT_MS, heavyReads, heavyReadsPerProcess } from '../src/http/heavy-reads.ts';
 import { CONTACTS_READ_STATEMENT_MS } from '../src/modules/contacts/heavy-read.ts';
 import { EVENT_STATS_STATEMENT_MS } from '../src/modules/events/list.ts';
 
@@ -70,11 +70,15 @@ test('counts wait their turn per project and per process, and a count past its t
     const projectFull = `This project already has ${HEAVY_READS_PER_PROJECT} counts or searches over its contacts or events under way`;
     assertBusy(await countVisitors(a), projectFull);
     assertBusy(await stats(a), projectFull);
-    // B and C still have room in the process, until its five are taken.
+    // B and C still have room in the process, until its five are taken; then a read waits in line
+    // (HEAVY_READ_WAIT_MS) and is refused, the held counts being held longer.
     heldStats.push(stats(b));
     heldCounts.push(countVisitors(b), countVisitors(c));
     await waitingForLocks(5);
+    const queued = performance.now();
     assertBusy(await stats(c), 'The server is busy counting and searching for other requests');
+    const inLine = performance.now() - queued;
+    assert.ok(inLine >= HEAVY_READ_WAIT_MS - 100, `refused after ${inLine.toFixed(0)} ms in line`);
 
     // The held counts run past their bounds: the event counts a 422 on `from`, the condition counts a 400.
     const [statsAnswers, countAnswers] = await Promise.all([Promise.all(heldStats), Promise.all(heldCounts)]);
@@ -226,4 +230,60 @@ test('a search of the contacts, or a subscription filter, is a heavy read: it ta
     await contacts.release();
   }
   assert.deepEqual(found(await search()), BOTH);
+});
+
+test("when the process's slots are taken, a count waits in line, one per project, in the order they came, for a bounded time", async () => {
+  const defaultReads = server.ctx.heavyReads;
+  server.ctx.heavyReads = heavyReads(4, HEAVY_READ_TIME, 3_000); // a pool of 4: one heavy read at once; 3 s in line
+  const inLine = async (n: number) => {
+    for (let i = 0; i < 250 && server.ctx.heavyReads.slots.waiting() !== n; i++) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(server.ctx.heavyReads.slots.waiting(), n);
+  };
+  const processFull = 'The server is busy counting and searching for other requests';
+  try {
+    const [a, b, c] = [await projectWithEvents('line A'), await projectWithEvents('line B'), await projectWithEvents('line C')];
+    let contacts = await holdLock(server.databaseUrl, 'LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE');
+    const answered: string[] = [];
+    const counting = (p: Bootstrapped, name: string) =>
+      countVisitors(p).then((res) => {
+        answered.push(name);
+        return res;
+      });
+    try {
+      const held = counting(a, 'a');
+      await waitingForLocks(1);
+      const waitingB = counting(b, 'b');
+      await inLine(1);
+      const waitingC = counting(c, 'c');
+      await inLine(2);
+      // One read per project in line: B's second is refused at once.
+      assertBusy(await countVisitors(b), processFull);
+      await new Promise((r) => setTimeout(r, 500));
+      await contacts.release();
+      // A's count ends, and the slot goes to B, then to C: none of them refused.
+      for (const res of await Promise.all([held, waitingB, waitingC])) assert.deepEqual(res.body, { count: 2 });
+      assert.deepEqual(answered, ['a', 'b', 'c']);
+    } finally {
+      await contacts.release();
+    }
+
+    // A read whose turn does not come within its time in line is refused then.
+    contacts = await holdLock(server.databaseUrl, 'LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE');
+    try {
+      const held = countVisitors(a);
+      await waitingForLocks(1);
+      const started = performance.now();
+      assertBusy(await countVisitors(b), processFull);
+      const waited = performance.now() - started;
+      assert.ok(waited >= 2_900 && waited < 5_000, `refused after ${waited.toFixed(0)} ms in line`);
+      await contacts.release();
+      assert.deepEqual((await held).body, { count: 2 });
+    } finally {
+      await contacts.release();
+    }
+    assert.equal(server.ctx.heavyReads.slots.inFlight(), 0);
+    assert.equal(server.ctx.heavyReads.slots.waiting(), 0);
+  } finally {
+    server.ctx.heavyReads = defaultReads;
+  }
 });

@@ -1,4 +1,3 @@
-import { type BusySlots, busySlots } from './busy-slots.ts';
 import { busyAtLimit } from './errors.ts';
 
 /**
@@ -80,14 +79,83 @@ export function timeBudget(opts: { burstMs: number; sustainedShare: number; busy
   };
 }
 
+/**
+ * How long a heavy read waits for one of the process's slots when all are taken, before its 429.
+ * Each project has at most one read waiting, and they are served in the order they came: while
+ * the slots are full, a freed one goes to the next project in line, however many reads the
+ * projects ahead of it have run. Without the line, twenty projects of one hostile party, each
+ * within its share, kept the slots full and every other project's count was a 429 at once.
+ */
+export const HEAVY_READ_WAIT_MS = 5_000;
+/** Reads waiting at most, all projects together: past it, the 429 at once. */
+const MAX_WAITING = 1_000;
+
+/** The process's heavy-read slots: per project at once, and in all, with a line of one read per project waiting for the latter. */
+export type HeavyReadSlots = {
+  /** A slot for the project (its release, idempotent): at once, after waiting its turn, or a 429. */
+  take(projectId: string): Promise<() => void>;
+  /** Running for the project, or in all. */
+  inFlight(projectId?: string): number;
+  /** Waiting for a slot, all projects together. */
+  waiting(): number;
+};
+
+type Waiter = { projectId: string; grant: () => void; timer?: NodeJS.Timeout };
+
+export function heavyReadSlots(opts: { perProject: number; perProcess: number; waitMs: number; projectBusy: string; processBusy: string }): HeavyReadSlots {
+  const running = new Map<string, number>();
+  const line: Waiter[] = [];
+  let total = 0;
+  const waitingOf = (projectId: string) => line.some((w) => w.projectId === projectId);
+  const start = (projectId: string): (() => void) => {
+    running.set(projectId, (running.get(projectId) ?? 0) + 1);
+    total++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      total--;
+      const left = (running.get(projectId) ?? 1) - 1;
+      if (left > 0) running.set(projectId, left);
+      else running.delete(projectId);
+      const next = line.shift();
+      if (next) {
+        clearTimeout(next.timer);
+        next.grant();
+      }
+    };
+  };
+  return {
+    take(projectId) {
+      const ofProject = (running.get(projectId) ?? 0) + (waitingOf(projectId) ? 1 : 0);
+      if (ofProject >= opts.perProject) return Promise.reject(busyAtLimit(opts.projectBusy, opts.perProject, RETRY_AFTER_SECONDS));
+      if (total < opts.perProcess && line.length === 0) return Promise.resolve(start(projectId));
+      if (waitingOf(projectId) || line.length >= MAX_WAITING) return Promise.reject(busyAtLimit(opts.processBusy, opts.perProcess, RETRY_AFTER_SECONDS));
+      return new Promise((resolve, reject) => {
+        const waiter: Waiter = { projectId, grant: () => resolve(start(projectId)) };
+        waiter.timer = setTimeout(() => {
+          line.splice(line.indexOf(waiter), 1);
+          reject(busyAtLimit(opts.processBusy, opts.perProcess, RETRY_AFTER_SECONDS));
+        }, opts.waitMs);
+        line.push(waiter);
+      });
+    },
+    inFlight: (projectId) => (projectId === undefined ? total : (running.get(projectId) ?? 0)),
+    waiting: () => line.length,
+  };
+}
+
+const RETRY_AFTER_SECONDS = 1;
+
 /** A process's heavy reads: how many run at once (slots) and how long a project's took lately (time). */
-export type HeavyReads = { slots: BusySlots; time: TimeBudget };
+export type HeavyReads = { slots: HeavyReadSlots; time: TimeBudget };
 
 /** The counters of heavy reads under way, and each project's time (ctx.heavyReads). */
-export const heavyReads = (databasePoolSize: number, time = HEAVY_READ_TIME): HeavyReads => ({
-  slots: busySlots({
+export const heavyReads = (databasePoolSize: number, time = HEAVY_READ_TIME, waitMs = HEAVY_READ_WAIT_MS): HeavyReads => ({
+  slots: heavyReadSlots({
     perProject: HEAVY_READS_PER_PROJECT,
     perProcess: heavyReadsPerProcess(databasePoolSize),
+    waitMs,
     projectBusy: `This project already has ${HEAVY_READS_PER_PROJECT} counts or searches over its contacts or events under way`,
     processBusy: 'The server is busy counting and searching for other requests',
   }),
@@ -98,13 +166,14 @@ export const heavyReads = (databasePoolSize: number, time = HEAVY_READ_TIME): He
 });
 
 /**
- * `work` in one of the project's heavy-read slots, or a 429 at once (RATE_LIMIT_EXCEEDED): with
- * Retry-After 1 when no slot is free, or the seconds until the project's time is back under its
+ * `work` in one of the project's heavy-read slots, or a 429 (RATE_LIMIT_EXCEEDED): at once with
+ * Retry-After 1 when the project's own are taken, after HEAVY_READ_WAIT_MS in line when the
+ * process's stay taken, or at once with the seconds until the project's time is back under its
  * burst. What `work` took is charged to the project, whatever it answered.
  */
 export async function asHeavyRead<T>(reads: HeavyReads, projectId: string, work: () => Promise<T>): Promise<T> {
   reads.time.check(projectId);
-  const release = reads.slots.take(projectId);
+  const release = await reads.slots.take(projectId);
   const started = performance.now();
   try {
     return await work();
