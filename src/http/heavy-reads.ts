@@ -1,3 +1,4 @@
+import { busySlots } from './busy-slots.ts';
 import { busyAtLimit } from './errors.ts';
 
 /**
@@ -103,21 +104,19 @@ export type HeavyReadSlots = {
 type Waiter = { projectId: string; grant: () => void; timer?: NodeJS.Timeout };
 
 export function heavyReadSlots(opts: { perProject: number; perProcess: number; waitMs: number; projectBusy: string; processBusy: string }): HeavyReadSlots {
-  const running = new Map<string, number>();
+  const running = busySlots(opts);
   const line: Waiter[] = [];
-  let total = 0;
   const waitingOf = (projectId: string) => line.some((w) => w.projectId === projectId);
+  const busy = (reason: string, limit: number) => busyAtLimit(reason, limit, RETRY_AFTER_SECONDS);
+  // Only called with a slot free for the project and the process (so `take` does not throw); its
+  // release hands the slot to the next read in line.
   const start = (projectId: string): (() => void) => {
-    running.set(projectId, (running.get(projectId) ?? 0) + 1);
-    total++;
+    const release = running.take(projectId);
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      total--;
-      const left = (running.get(projectId) ?? 1) - 1;
-      if (left > 0) running.set(projectId, left);
-      else running.delete(projectId);
+      release();
       const next = line.shift();
       if (next) {
         clearTimeout(next.timer);
@@ -127,20 +126,20 @@ export function heavyReadSlots(opts: { perProject: number; perProcess: number; w
   };
   return {
     take(projectId) {
-      const ofProject = (running.get(projectId) ?? 0) + (waitingOf(projectId) ? 1 : 0);
-      if (ofProject >= opts.perProject) return Promise.reject(busyAtLimit(opts.projectBusy, opts.perProject, RETRY_AFTER_SECONDS));
-      if (total < opts.perProcess && line.length === 0) return Promise.resolve(start(projectId));
-      if (waitingOf(projectId) || line.length >= MAX_WAITING) return Promise.reject(busyAtLimit(opts.processBusy, opts.perProcess, RETRY_AFTER_SECONDS));
+      const ofProject = running.inFlight(projectId) + (waitingOf(projectId) ? 1 : 0);
+      if (ofProject >= opts.perProject) return Promise.reject(busy(opts.projectBusy, opts.perProject));
+      if (running.inFlight() < opts.perProcess && line.length === 0) return Promise.resolve(start(projectId));
+      if (waitingOf(projectId) || line.length >= MAX_WAITING) return Promise.reject(busy(opts.processBusy, opts.perProcess));
       return new Promise((resolve, reject) => {
         const waiter: Waiter = { projectId, grant: () => resolve(start(projectId)) };
         waiter.timer = setTimeout(() => {
           line.splice(line.indexOf(waiter), 1);
-          reject(busyAtLimit(opts.processBusy, opts.perProcess, RETRY_AFTER_SECONDS));
+          reject(busy(opts.processBusy, opts.perProcess));
         }, opts.waitMs);
         line.push(waiter);
       });
     },
-    inFlight: (projectId) => (projectId === undefined ? total : (running.get(projectId) ?? 0)),
+    inFlight: running.inFlight,
     waiting: () => line.length,
   };
 }
