@@ -85,7 +85,7 @@ export function timeBudget(opts: { burstMs: number; sustainedShare: number; busy
  * Each project has at most one read waiting, and they are served in the order they came: while
  * the slots are full, a freed one goes to the next project in line, however many reads the
  * projects ahead of it have run. Without the line, twenty projects of one hostile party, each
- * within its share, kept the slots full and every other project's count was a 429 at once.
+ * within its share, could keep the slots full, and every other project's count was a 429 at once.
  */
 export const HEAVY_READ_WAIT_MS = 5_000;
 /** Reads waiting at most, all projects together: past it, the 429 at once. */
