@@ -323,6 +323,7 @@ test('segments: the live count says when the project’s counts have taken their
       await waiting.filter({ hasText: said }).waitFor();
       const seconds = Number(said.exec((await waiting.textContent()) ?? '')?.[1]);
       assert.ok(seconds >= 2 && seconds <= 20, `trying again in ${seconds} s`);
+      await screenshot(page, 'segments-count-budget');
       assert.equal(counts[0], 429);
       // Asked again after the seconds the 429 named: counted.
       await page
