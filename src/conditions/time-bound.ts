@@ -1,7 +1,7 @@
 import type { AppContext } from '../context.ts';
 import type { Database, Db } from '../db/client.ts';
 import { asHeavyRead } from '../http/heavy-reads.ts';
-import { isStatementTimeout, setStatementTimeout, withStatementTimeout } from '../db/statement-timeout.ts';
+import { answerTimeout, setStatementTimeout, withStatementTimeout } from '../db/statement-timeout.ts';
 import { conditionError } from './errors.ts';
 
 /**
@@ -22,15 +22,11 @@ export const CONTACT_CONDITION_STATEMENT_MS = 2_000;
 
 /** `work` with its statements over a condition bounded in time: past it, a 400 on `path`. */
 export async function timedCondition<T>(work: () => Promise<T>, path = 'condition'): Promise<T> {
-  try {
-    return await work();
-  } catch (err) {
-    if (!isStatementTimeout(err)) throw err;
-    throw conditionError(
-      `Evaluating the condition over this project's contacts took longer than ${CONDITION_STATEMENT_MS / 1000} s: use fewer or simpler filters`,
-      { path },
-    );
-  }
+  return answerTimeout(work, () =>
+    conditionError(`Evaluating the condition over this project's contacts took longer than ${CONDITION_STATEMENT_MS / 1000} s: use fewer or simpler filters`, {
+      path,
+    }),
+  );
 }
 
 /**

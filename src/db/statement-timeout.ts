@@ -18,6 +18,16 @@ export async function withStatementTimeout<T>(database: Database, ms: number, wo
 /** A statement PostgreSQL cancelled (statement_timeout, or a cancel request). */
 export const isStatementTimeout = (err: unknown): boolean => pgErrorCode(err) === '57014';
 
+/** What `work` answers; a statement of it cancelled past its bound is thrown as `answer()` says (the caller's words for its bound), any other error as it is. */
+export async function answerTimeout<T>(work: () => Promise<T>, answer: () => Error): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (!isStatementTimeout(err)) throw err;
+    throw answer();
+  }
+}
+
 /**
  * `work` inside the caller's transaction, its statements cancelled past `ms` each, without losing
  * the transaction when one is: it runs in a savepoint, rolled back when it fails. Answers

@@ -3,7 +3,7 @@ import type { Database, Db } from '../../db/client.ts';
 import { PREFIXED_ID } from '../../db/ids.ts';
 import { budgetedPage, dataWithinBudget } from '../../db/page-budget.ts';
 import { decodeCursor, encodeCursor } from '../../http/cursor.ts';
-import { isStatementTimeout, withStatementTimeout } from '../../db/statement-timeout.ts';
+import { answerTimeout, withStatementTimeout } from '../../db/statement-timeout.ts';
 import { badRequest, validationError } from '../../http/errors.ts';
 import { getContact } from '../contacts/service.ts';
 import { countEvents } from './counts.ts';
@@ -167,18 +167,17 @@ export const EVENT_STATS_STATEMENT_MS = 10_000;
  * heavy-read slot: http/heavy-reads.ts).
  */
 export async function eventStats(database: Database, projectId: string, range: TimeRange): Promise<EventStats> {
-  try {
-    return await withStatementTimeout(database, EVENT_STATS_STATEMENT_MS, (db) => countRange(db, projectId, range));
-  } catch (err) {
-    if (!isStatementTimeout(err)) throw err;
-    throw validationError([
-      {
-        field: 'from',
-        code: 'range_too_large',
-        message: `Counting this range's events took longer than ${EVENT_STATS_STATEMENT_MS / 1000} s: ask for a shorter range (from, to)`,
-      },
-    ]);
-  }
+  return answerTimeout(
+    () => withStatementTimeout(database, EVENT_STATS_STATEMENT_MS, (db) => countRange(db, projectId, range)),
+    () =>
+      validationError([
+        {
+          field: 'from',
+          code: 'range_too_large',
+          message: `Counting this range's events took longer than ${EVENT_STATS_STATEMENT_MS / 1000} s: ask for a shorter range (from, to)`,
+        },
+      ]),
+  );
 }
 
 async function countRange(db: Db, projectId: string, range: TimeRange): Promise<EventStats> {

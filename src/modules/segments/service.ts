@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { type Condition, compileCondition, parseCondition, validateCondition } from '../../conditions/index.ts';
 import { BESIDE_CONDITION_STATEMENT_MS, boundStatementsBesideCondition, conditionRead, requestConditionRead } from '../../conditions/time-bound.ts';
-import { isStatementTimeout } from '../../db/statement-timeout.ts';
+import { answerTimeout } from '../../db/statement-timeout.ts';
 import type { AppContext } from '../../context.ts';
 import { type Database, type Db, withTransaction } from '../../db/client.ts';
 import { type BatchSizes, heldBatchConflict, nextBatchSize, runBatch } from '../../db/batches.ts';
@@ -218,7 +218,7 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
   // alone is bounded as a condition's read: waiting for the row (a compute's page holds it) or
   // deleting the members had answered "use fewer or simpler filters".
   return asHeavyRead(ctx.heavyReads, projectId, () =>
-    besideConditionOrBusy(
+    besideConditionOrBusy(() =>
       withTransaction(ctx.database, async ({ tx }) => {
         await boundStatementsBesideCondition(tx);
         const row = await getSegmentRow(tx, projectId, id, { lock: true });
@@ -256,15 +256,16 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
 }
 
 /** `change` (a PATCH's transaction), its statements beside the condition's read past their bound answered as a busy database. */
-const besideConditionOrBusy = <T>(change: Promise<T>): Promise<T> =>
-  change.catch((err: unknown) => {
-    if (!isStatementTimeout(err)) throw err;
-    throw new ApiError(
-      503,
-      'QUERY_TIMEOUT',
-      `Changing this segment took longer than ${BESIDE_CONDITION_STATEMENT_MS / 1000} s (the database is busy, or the segment is being computed): nothing was changed; try again`,
-    );
-  });
+const besideConditionOrBusy = <T>(change: () => Promise<T>): Promise<T> =>
+  answerTimeout(
+    change,
+    () =>
+      new ApiError(
+        503,
+        'QUERY_TIMEOUT',
+        `Changing this segment took longer than ${BESIDE_CONDITION_STATEMENT_MS / 1000} s (the database is busy, or the segment is being computed): nothing was changed; try again`,
+      ),
+  );
 
 /**
  * A batch of a segment's members is its next ones by contact id (the primary key), in one short
