@@ -139,11 +139,12 @@ export const workflowExecutions = pgTable(
     index('workflow_executions_workflow_contact_idx').on(t.workflowId, t.contactId),
     // The API's execution list: newest first within a workflow, optionally by status.
     index('workflow_executions_workflow_started_idx').on(t.workflowId, t.startedAt, t.id),
-    // The list of a rare ending: its newest page without reading past the completed ones. An
-    // execution ends once, so the runner's writes add no entry here while it walks.
+    // The list of one ending: its newest page without reading past the executions that ended
+    // otherwise (COMPLETED too: a workflow whose paths mostly EXIT has few). An execution ends
+    // once, so the runner's writes add no entry here while it walks.
     index('workflow_executions_workflow_ended_idx')
       .on(t.workflowId, t.status, t.startedAt, t.id)
-      .where(sql`status IN ('EXITED', 'FAILED', 'CANCELLED')`),
+      .where(sql`status IN ('COMPLETED', 'EXITED', 'FAILED', 'CANCELLED')`),
     // The durable timer: due executions are claimed in due_at order.
     index('workflow_executions_due_idx')
       .on(t.dueAt)

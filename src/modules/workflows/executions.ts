@@ -1,5 +1,6 @@
 import { type SQL, and, asc, desc, eq, getTableColumns, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
+import type { Db } from '../../db/client.ts';
 import { PREFIXED_ID, UUID } from '../../db/ids.ts';
 import { budgetExpressions, budgetedPage } from '../../db/page-budget.ts';
 import { contacts } from '../../db/schema/contacts.ts';
@@ -37,6 +38,29 @@ function toExecutionRecord(e: ExecutionRow, email: string | null): ExecutionReco
 
 export type ListExecutionsInput = { status?: ExecutionRow['status']; limit: number; cursor?: string };
 
+/**
+ * The statement behind a page of the list, newest first. A page of one ending reads that status's
+ * entries in `workflow_executions_workflow_ended_idx`; an active status's, the runner's partial
+ * indexes (test/workflows.list-plans.test.ts checks both).
+ */
+export function executionsPageQuery(db: Db, workflowId: string, q: ListExecutionsInput) {
+  const where: SQL[] = [eq(workflowExecutions.workflowId, workflowId)];
+  if (q.status) where.push(eq(workflowExecutions.status, q.status));
+  const after = afterCursor(q.cursor, workflowExecutions.startedAt, workflowExecutions.id, (k) => UUID.test(k));
+  // A page ends early once it holds PAGE_DATA_BUDGET of contexts (db/page-budget.ts): each is an
+  // event's data (256 KB) with the awaited events' merged in.
+  const order = sql`${workflowExecutions.startedAt} DESC, ${workflowExecutions.id} DESC`;
+  const { context: _context, ...columns } = getTableColumns(workflowExecutions);
+  const budget = budgetExpressions(sql`${workflowExecutions.context}`, sql`octet_length(${workflowExecutions.context}::text)`, order);
+  return db
+    .select({ ...columns, context: sql<Record<string, unknown> | null>`${budget.kept}`, in_page: sql<boolean>`${budget.inPage}`, email: contacts.email })
+    .from(workflowExecutions)
+    .leftJoin(contacts, eq(contacts.id, workflowExecutions.contactId))
+    .where(and(...where, after))
+    .orderBy(desc(workflowExecutions.startedAt), desc(workflowExecutions.id))
+    .limit(q.limit + 1);
+}
+
 export async function listExecutions(
   ctx: AppContext,
   projectId: string,
@@ -45,21 +69,7 @@ export async function listExecutions(
 ): Promise<{ data: ExecutionRecord[]; cursor?: string; hasMore: boolean; total?: number }> {
   const db = ctx.database.db;
   const workflow = await findWorkflow(db, projectId, workflowId);
-  const where: SQL[] = [eq(workflowExecutions.workflowId, workflow.id)];
-  if (q.status) where.push(eq(workflowExecutions.status, q.status));
-  const after = afterCursor(q.cursor, workflowExecutions.startedAt, workflowExecutions.id, (k) => UUID.test(k));
-  // A page ends early once it holds PAGE_DATA_BUDGET of contexts (db/page-budget.ts): each is an
-  // event's data (256 KB) with the awaited events' merged in.
-  const order = sql`${workflowExecutions.startedAt} DESC, ${workflowExecutions.id} DESC`;
-  const { context: _context, ...columns } = getTableColumns(workflowExecutions);
-  const budget = budgetExpressions(sql`${workflowExecutions.context}`, sql`octet_length(${workflowExecutions.context}::text)`, order);
-  const rows = await db
-    .select({ ...columns, context: sql<Record<string, unknown> | null>`${budget.kept}`, in_page: sql<boolean>`${budget.inPage}`, email: contacts.email })
-    .from(workflowExecutions)
-    .leftJoin(contacts, eq(contacts.id, workflowExecutions.contactId))
-    .where(and(...where, after))
-    .orderBy(desc(workflowExecutions.startedAt), desc(workflowExecutions.id))
-    .limit(q.limit + 1);
+  const rows = await executionsPageQuery(db, workflow.id, q);
   const { items, hasMore } = budgetedPage(rows, q.limit);
   const out: { data: ExecutionRecord[]; cursor?: string; hasMore: boolean; total?: number } = {
     data: items.map(({ email, in_page: _inPage, ...e }) => toExecutionRecord({ ...e, context: e.context ?? {} }, email)),

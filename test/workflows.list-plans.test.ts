@@ -1,0 +1,88 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { executionsPageQuery } from '../src/modules/workflows/executions.ts';
+import type { WorkflowExecutionStatus } from '../src/db/schema/workflows.ts';
+import { bootstrap } from './helpers/bootstrap.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
+import { buildWorkflow } from './helpers/workflows.ts';
+
+/**
+ * The executions list of one status reads that status's own index entries, whichever status is
+ * rare: a workflow whose paths mostly EXIT has few COMPLETED executions, and `?status=COMPLETED`
+ * walked every other execution of the workflow to fill its page (about 100 ms a million, and a
+ * hostile project could ask it in a loop; docs/decisions.md § Hardening).
+ */
+
+let server: TestServer;
+before(async () => {
+  server = await startTestServer();
+});
+after(async () => {
+  await server?.stop();
+});
+
+/** The indexes the plan of a page of `status` reads (EXPLAIN of the list's own statement). */
+async function indexesRead(workflowId: string, status: WorkflowExecutionStatus): Promise<string[]> {
+  const { sql, params } = executionsPageQuery(server.ctx.database.db, workflowId, { status, limit: 50 }).toSQL();
+  const [row] = await server.sql<{ 'QUERY PLAN': [{ Plan: Record<string, unknown> }] }>(`EXPLAIN (FORMAT JSON) ${sql}`, params);
+  const indexes = (node: Record<string, unknown>): string[] => [
+    ...(typeof node['Index Name'] === 'string' ? [node['Index Name']] : []),
+    ...((node.Plans as Record<string, unknown>[] | undefined) ?? []).flatMap(indexes),
+  ];
+  return indexes(row['QUERY PLAN'][0].Plan).filter((name) => name.startsWith('workflow_executions'));
+}
+
+test('a page of a rare ending, COMPLETED too, is read from that ending’s index entries', async () => {
+  const p = await bootstrap(server.api, 'ended');
+  const w = await buildWorkflow(p.sk, {
+    eventName: 'signup',
+    allowReentry: true,
+    steps: [{ key: 'wait', type: 'DELAY', config: { amount: 1, unit: 'days' } }],
+    edges: [['trigger', 'wait']],
+    enabled: false,
+  });
+  await server.sql(
+    `INSERT INTO contacts (id, project_id, email, subscribed, data) SELECT 'cnt_lp_' || g, $1, 'lp' || g || '@example.com', true, '{}' FROM generate_series(1, 20000) g`,
+    [p.project.id],
+  );
+  // 20,000 executions that EXITED, and three of each other ending, the newest of them the oldest executions.
+  await server.sql(
+    `INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, started_at, completed_at, exit_reason)
+     SELECT gen_random_uuid(), $1, $2, 'cnt_lp_' || g, 'EXITED', now() - g * interval '1 second', now(), 'exit step' FROM generate_series(1, 20000) g`,
+    [p.project.id, w.id],
+  );
+  await server.sql(
+    `INSERT INTO workflow_executions (id, project_id, workflow_id, contact_id, status, started_at, completed_at)
+     SELECT gen_random_uuid(), $1, $2, 'cnt_lp_' || g, s, now() - interval '30 days' - g * interval '1 second', now()
+       FROM generate_series(1, 3) g, unnest(ARRAY['COMPLETED', 'FAILED', 'CANCELLED']) s`,
+    [p.project.id, w.id],
+  );
+  await server.sql('ANALYZE workflow_executions');
+
+  // EXITED, which nearly every execution has, may be read along the workflow's newest executions.
+  for (const status of ['COMPLETED', 'FAILED', 'CANCELLED'] as const) {
+    assert.deepEqual(await indexesRead(w.id, status), ['workflow_executions_workflow_ended_idx'], `the plan of a page of ${status}`);
+  }
+  // The active ones are read through the runner's partial indexes, not the workflow's whole history.
+  for (const status of ['RUNNING', 'WAITING'] as const) {
+    const read = await indexesRead(w.id, status);
+    assert.ok(read.length > 0 && !read.includes('workflow_executions_workflow_started_idx'), `the plan of a page of ${status} reads ${read.join(', ')}`);
+  }
+
+  const completed = await p.sk.get(`/workflows/${w.id}/executions?status=COMPLETED&limit=2`);
+  assert.equal(completed.status, 200, completed.text);
+  assert.equal(completed.body.total, 3);
+  assert.deepEqual(
+    completed.body.data.map((e: { status: string; contact: { email: string } }) => [e.status, e.contact.email]),
+    [
+      ['COMPLETED', 'lp1@example.com'],
+      ['COMPLETED', 'lp2@example.com'],
+    ],
+  );
+  const rest = await p.sk.get(`/workflows/${w.id}/executions?status=COMPLETED&limit=2&cursor=${encodeURIComponent(completed.body.cursor)}`);
+  assert.deepEqual(
+    rest.body.data.map((e: { contact: { email: string } }) => e.contact.email),
+    ['lp3@example.com'],
+  );
+  assert.equal(rest.body.hasMore, false);
+});
