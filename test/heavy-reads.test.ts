@@ -7,6 +7,7 @@ import { type TestServer, startTestServer } from './helpers/server.ts';
 import { CONDITION_STATEMENT_MS } from '../src/conditions/time-bound.ts';
 import { HEAVY_READS_PER_PROJECT, HEAVY_READ_TIME, HEAVY_READ_WAIT_MS, heavyReads, heavyReadsPerProcess } from '../src/http/heavy-reads.ts';
 import { CONTACTS_READ_STATEMENT_MS } from '../src/modules/contacts/heavy-read.ts';
+import { EMAILS_LISTED_AT_ONCE } from '../src/modules/emails/service.ts';
 import { EVENT_STATS_STATEMENT_MS } from '../src/modules/events/list.ts';
 
 /**
@@ -50,6 +51,22 @@ const counted = (res: Res) => {
   return [res.body.total, res.body.events];
 };
 
+const PROJECT_FULL = `This project already has ${HEAVY_READS_PER_PROJECT} counts, searches or long lists over its contacts, events or emails under way`;
+
+/** Runs `check` while the project's two slots are taken by counts of its events (held by a lock on the events). */
+async function whileSlotsTaken(p: Bootstrapped, check: () => Promise<void>): Promise<void> {
+  const events = await holdLock(server.databaseUrl, 'LOCK TABLE events IN ACCESS EXCLUSIVE MODE');
+  const held: Promise<Res>[] = [];
+  try {
+    held.push(stats(p), stats(p));
+    await waitingForLocks(2);
+    await check();
+  } finally {
+    await events.release();
+    await Promise.allSettled(held);
+  }
+}
+
 test('counts wait their turn per project and per process, and a count past its time bound changes nothing', async () => {
   assert.equal(HEAVY_READS_PER_PROJECT, 2);
   assert.equal(heavyReadsPerProcess(20), 5);
@@ -67,9 +84,8 @@ test('counts wait their turn per project and per process, and a count past its t
     heldCounts.push(countVisitors(a));
     await waitingForLocks(2);
     // A's third count is refused at once, whatever it counts.
-    const projectFull = `This project already has ${HEAVY_READS_PER_PROJECT} counts or searches over its contacts or events under way`;
-    assertBusy(await countVisitors(a), projectFull);
-    assertBusy(await stats(a), projectFull);
+    assertBusy(await countVisitors(a), PROJECT_FULL);
+    assertBusy(await stats(a), PROJECT_FULL);
     // B and C still have room in the process, until its five are taken; then a read waits in line
     // (HEAVY_READ_WAIT_MS) and is refused, the held counts being held longer.
     heldStats.push(stats(b));
@@ -130,7 +146,7 @@ test('reads of the contact fields over the contacts take the same slots, and one
   try {
     held.push(fields(), values());
     await waitingForLocks(2);
-    assertBusy(await usage(), `This project already has ${HEAVY_READS_PER_PROJECT} counts or searches over its contacts or events under way`);
+    assertBusy(await usage(), PROJECT_FULL);
     for (const res of await Promise.all(held)) {
       assert.equal(res.status, 503, res.text);
       assert.equal(res.body.error.code, 'QUERY_TIMEOUT');
@@ -174,7 +190,7 @@ test("a project's counts take at most their share of the time: past the burst a 
       assert.deepEqual(res.body.error.details, { retryAfter, limit: 1 });
       assert.equal(
         res.body.error.message,
-        `This project's counts and searches over its contacts or events have taken more than 1 s lately; past that, their share is 15 s a minute; try again in ${retryAfter} seconds`,
+        `This project's counts, searches and long lists over its contacts, events or emails have taken more than 1 s lately; past that, their share is 15 s a minute; try again in ${retryAfter} seconds`,
       );
     }
     // B has its own time.
@@ -203,19 +219,11 @@ test('a search of the contacts, or a subscription filter, is a heavy read: it ta
   assert.deepEqual(found(await search()), BOTH);
 
   // The project's two slots taken by counts of its events: a search is refused, a plain list is not.
-  const events = await holdLock(server.databaseUrl, 'LOCK TABLE events IN ACCESS EXCLUSIVE MODE');
-  const held: Promise<Res>[] = [];
-  try {
-    held.push(stats(p), stats(p));
-    await waitingForLocks(2);
-    const projectFull = `This project already has ${HEAVY_READS_PER_PROJECT} counts or searches over its contacts or events under way`;
-    assertBusy(await search(), projectFull);
-    assertBusy(await p.sk.get('/contacts?subscribed=false'), projectFull);
+  await whileSlotsTaken(p, async () => {
+    assertBusy(await search(), PROJECT_FULL);
+    assertBusy(await p.sk.get('/contacts?subscribed=false'), PROJECT_FULL);
     assert.deepEqual(found(await p.sk.get('/contacts')), BOTH);
-  } finally {
-    await events.release();
-    await Promise.allSettled(held);
-  }
+  });
 
   // A search held past its bound is a 503, and changes nothing.
   const contacts = await holdLock(server.databaseUrl, 'LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE');
@@ -230,6 +238,65 @@ test('a search of the contacts, or a subscription filter, is a heavy read: it ta
     await contacts.release();
   }
   assert.deepEqual(found(await search()), BOTH);
+});
+
+test('an emails list that reads more than 10,000 emails (a contact’s, a campaign’s, a rare status’s) is a heavy read; a shorter one is not, and one of a status no email has is answered at once', async () => {
+  assert.equal(EMAILS_LISTED_AT_ONCE, 10_000);
+  const p = await projectWithEvents('heavy emails');
+  const id = p.project.id;
+  // cnt_he_1 has 10,001 emails (one in campaign "many", 10,000 transactional); campaign "many"
+  // has 10,001 (one for each contact); cnt_he_2 has 1; campaign "few" has 2. All are SENT but two
+  // DELIVERED, so a page of DELIVERED walks the project's 20,003 emails.
+  await server.sql(
+    `INSERT INTO contacts (id, project_id, email, subscribed, data) SELECT 'cnt_he_' || g, $1, 'he' || g || '@example.com', true, '{}' FROM generate_series(1, 10001) g`,
+    [id],
+  );
+  const [many] = await server.sql<{ id: string }>(
+    `INSERT INTO campaigns (id, project_id, name, subject, body, from_email, status) VALUES (gen_random_uuid(), $1, 'many', 's', 'b', 'news@example.net', 'SENT') RETURNING id`,
+    [id],
+  );
+  const [few] = await server.sql<{ id: string }>(
+    `INSERT INTO campaigns (id, project_id, name, subject, body, from_email, status) VALUES (gen_random_uuid(), $1, 'few', 's', 'b', 'news@example.net', 'SENT') RETURNING id`,
+    [id],
+  );
+  const emailsOf = (select: string, params: unknown[]) =>
+    server.sql(
+      `WITH c AS (INSERT INTO email_contents (id, project_id, body_source) VALUES (gen_random_uuid(), $1, 'b') RETURNING id)
+       INSERT INTO emails (id, project_id, contact_id, campaign_id, to_email, from_email, type, subject_source, content_id, status, sent_at, created_at)
+       SELECT gen_random_uuid(), $1, contact, campaign, 'x@example.com', 'news@example.net', 'MARKETING', 's', (SELECT id FROM c), 'SENT', now(), now() - g * interval '1 second'
+         FROM (${select}) AS s(g, contact, campaign)`,
+      [id, ...params],
+    );
+  await emailsOf(`SELECT g, 'cnt_he_' || g, $2::uuid FROM generate_series(1, 10001) g`, [many.id]);
+  await emailsOf(`SELECT 10001 + g, 'cnt_he_1', NULL::uuid FROM generate_series(1, 10000) g`, []);
+  await emailsOf(`SELECT 30000 + g, 'cnt_he_' || (10 + g), $2::uuid FROM generate_series(1, 2) g`, [few.id]);
+  await server.sql(`UPDATE emails SET status = 'DELIVERED', delivered_at = now() WHERE project_id = $1 AND contact_id IN ('cnt_he_20', 'cnt_he_21')`, [id]);
+  const totalOf = async (query: string) => {
+    const res = await p.sk.get(`/emails?limit=1&${query}`);
+    assert.equal(res.status, 200, `${query}: ${res.text}`);
+    return res.body.total;
+  };
+  assert.equal(await totalOf('contactId=cnt_he_1'), 10_001);
+  assert.equal(await totalOf(`campaignId=${many.id}`), 10_001);
+
+  // The project's two slots taken by counts of its events: the long lists are refused, the short ones are not.
+  await whileSlotsTaken(p, async () => {
+    for (const query of ['contactId=cnt_he_1', `campaignId=${many.id}`, 'contactId=cnt_he_1&status=FAILED', 'status=DELIVERED']) {
+      assertBusy(await p.sk.get(`/emails?${query}`), PROJECT_FULL);
+    }
+    assert.equal(await totalOf('contactId=cnt_he_2'), 1);
+    assert.equal(await totalOf(`campaignId=${few.id}`), 2);
+    assert.equal(await totalOf('status=SENT'), 20_001);
+    assert.equal(await totalOf('status=BOUNCED'), 0);
+    assert.equal(await totalOf(''), 20_003);
+    const none = await p.sk.get('/emails?status=QUEUED');
+    assert.deepEqual([none.status, none.body.data, none.body.hasMore, none.body.total], [200, [], false, 0]);
+    assert.equal((await p.sk.get('/emails?status=QUEUED&cursor=nope')).status, 400);
+  });
+  const newest = await p.sk.get('/emails?limit=2&contactId=cnt_he_1');
+  assert.deepEqual([newest.body.total, newest.body.data.map((e: { campaignId: string | null }) => e.campaignId)], [10_001, [many.id, null]]);
+  const delivered = await p.sk.get('/emails?status=DELIVERED');
+  assert.deepEqual([delivered.body.total, delivered.body.data.map((e: { to: string; status: string }) => e.status)], [2, ['DELIVERED', 'DELIVERED']]);
 });
 
 test("when the process's slots are taken, a count waits in line, one per project, in the order they came, for a bounded time", async () => {

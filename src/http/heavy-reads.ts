@@ -1,5 +1,7 @@
+import type { Database, Db } from '../db/client.ts';
+import { answerTimeout, withStatementTimeout } from '../db/statement-timeout.ts';
 import { busySlots } from './busy-slots.ts';
-import { busyAtLimit } from './errors.ts';
+import { ApiError, busyAtLimit } from './errors.ts';
 
 /**
  * Reads a request waits for whose cost grows with what the project stored: a condition counted
@@ -155,12 +157,12 @@ export const heavyReads = (databasePoolSize: number, time = HEAVY_READ_TIME, wai
     perProject: HEAVY_READS_PER_PROJECT,
     perProcess: heavyReadsPerProcess(databasePoolSize),
     waitMs,
-    projectBusy: `This project already has ${HEAVY_READS_PER_PROJECT} counts or searches over its contacts or events under way`,
+    projectBusy: `This project already has ${HEAVY_READS_PER_PROJECT} counts, searches or long lists over its contacts, events or emails under way`,
     processBusy: 'The server is busy counting and searching for other requests',
   }),
   time: timeBudget({
     ...time,
-    busy: `This project's counts and searches over its contacts or events have taken more than ${time.burstMs / 1000} s lately; past that, their share is ${(time.sustainedShare * 60).toFixed(0)} s a minute`,
+    busy: `This project's counts, searches and long lists over its contacts, events or emails have taken more than ${time.burstMs / 1000} s lately; past that, their share is ${(time.sustainedShare * 60).toFixed(0)} s a minute`,
   }),
 });
 
@@ -181,3 +183,21 @@ export async function asHeavyRead<T>(reads: HeavyReads, projectId: string, work:
     release();
   }
 }
+
+/**
+ * `work` as a heavy read in a transaction of its own whose statements PostgreSQL cancels past
+ * `bound.ms` each: past it, a 503 QUERY_TIMEOUT saying that `bound.what` took too long (a project
+ * of tens of millions of rows is answered, not given a connection for minutes).
+ */
+export const boundedHeavyRead = <T>(
+  ctx: { database: Database; heavyReads: HeavyReads },
+  projectId: string,
+  bound: { ms: number; what: string },
+  work: (db: Db) => Promise<T>,
+): Promise<T> =>
+  asHeavyRead(ctx.heavyReads, projectId, () =>
+    answerTimeout(
+      () => withStatementTimeout(ctx.database, bound.ms, work),
+      () => new ApiError(503, 'QUERY_TIMEOUT', `${bound.what} took longer than ${bound.ms / 1000} s`),
+    ),
+  );

@@ -1,8 +1,6 @@
 import type { AppContext } from '../../context.ts';
 import type { Db } from '../../db/client.ts';
-import { answerTimeout, withStatementTimeout } from '../../db/statement-timeout.ts';
-import { asHeavyRead } from '../../http/heavy-reads.ts';
-import { ApiError } from '../../http/errors.ts';
+import { boundedHeavyRead } from '../../http/heavy-reads.ts';
 
 /**
  * How long PostgreSQL may spend on one statement of a request's read over all of the project's
@@ -19,9 +17,4 @@ export const CONTACTS_READ_STATEMENT_MS = 10_000;
  * once past either), its statements bounded by CONTACTS_READ_STATEMENT_MS: past it, a 503.
  */
 export const contactsRead = <T>(ctx: Pick<AppContext, 'database' | 'heavyReads'>, projectId: string, work: (db: Db) => Promise<T>): Promise<T> =>
-  asHeavyRead(ctx.heavyReads, projectId, () =>
-    answerTimeout(
-      () => withStatementTimeout(ctx.database, CONTACTS_READ_STATEMENT_MS, work),
-      () => new ApiError(503, 'QUERY_TIMEOUT', `Reading this project's contacts took longer than ${CONTACTS_READ_STATEMENT_MS / 1000} s`),
-    ),
-  );
+  boundedHeavyRead(ctx, projectId, { ms: CONTACTS_READ_STATEMENT_MS, what: "Reading this project's contacts" }, work);

@@ -90,11 +90,13 @@ export function emailRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: describe({
         operationId: 'emails.list',
         summary: 'List sent emails, newest first',
+        description:
+          "Cursor-paginated, newest first; `contactId`, `campaignId` and `status` filter. A list that reads more than 10,000 emails (a contact or campaign with more, or a status so rare that its page walks more) is a heavy read: at most 2 of a project's at once and a share of the time, past either a 429; past 10 s a 503.",
         tag: 'Emails',
         access: 'project',
         query: listQuery,
         responses: { 200: cursorList(emailRecordSchema) },
-        errors: [400],
+        errors: [400, 503],
       }),
     },
     async (req) => listEmails(ctx, projectOf(req).projectId, parse(listQuery, req.query)),

@@ -1,5 +1,7 @@
 import { and, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
+import type { Db } from '../../db/client.ts';
+import { boundedHeavyRead } from '../../http/heavy-reads.ts';
 import { UUID } from '../../db/ids.ts';
 import { emails } from '../../db/schema/emails.ts';
 import { afterCursor, cursorPage } from '../../http/keyset.ts';
@@ -83,42 +85,102 @@ export async function getRawEmail(ctx: AppContext, projectId: string, id: string
 }
 
 /** Emails of one contact or campaign, counted from their index. */
-const countWhere = async (ctx: AppContext, where: SQL) =>
+const countWhere = async (db: Db, where: SQL) =>
   (
-    await ctx.database.db
+    await db
       .select({ n: sql<number>`count(*)::int` })
       .from(emails)
       .where(where)
   )[0].n;
 
 /**
- * Every email of the project, or those of one status, from the counters in email_counts
+ * Every email of the project, and those of one status, from the counters in email_counts
  * (db/schema/emails.ts), which triggers on `emails` keep in the statements that write emails
  * (migration 0018): a few rows per status however many emails there are.
  */
-const countEmails = (ctx: AppContext, projectId: string, status: string | undefined): Promise<number> =>
-  sumCounter(ctx.database.db, 'email_counts', sql`project_id = ${projectId}${status === undefined ? sql`` : sql` AND status = ${status}`}`);
+async function countEmails(db: Db, projectId: string, status: string | undefined): Promise<{ all: number; matching: number }> {
+  const { rows } = await db.execute<{ all: string; matching: string }>(sql`
+    SELECT coalesce(sum(count), 0)::bigint AS all,
+           coalesce(sum(count) FILTER (WHERE ${status === undefined ? sql`true` : sql`status = ${status}`}), 0)::bigint AS matching
+      FROM email_counts WHERE project_id = ${projectId}`);
+  return { all: Number(rows[0].all), matching: Number(rows[0].matching) };
+}
 
 export type EmailListQuery = { limit: number; cursor?: string; contactId?: string; campaignId?: string; status?: string };
 
-/** Newest first, keyset-paginated on (created_at, id). */
-export async function listEmails(ctx: AppContext, projectId: string, q: EmailListQuery) {
+/**
+ * A list reads at most about this many emails at once: past it (a contact's or a campaign's
+ * emails, or the project's walked for a rare status), it is a heavy read.
+ */
+export const EMAILS_LISTED_AT_ONCE = 10_000;
+
+/** How long one statement of a heavy emails list may run: past it, a 503. */
+export const EMAILS_READ_STATEMENT_MS = 10_000;
+
+/** The statuses whose page reads their own entries in `emails_project_rare_status_idx`. */
+const INDEXED_STATUSES: ReadonlySet<string> = new Set(['BOUNCED', 'COMPLAINED', 'FAILED', 'SKIPPED', 'SUPPRESSED']);
+
+const filtersOf = (projectId: string, q: EmailListQuery): SQL => {
   const filters: SQL[] = [eq(emails.projectId, projectId)];
   if (q.contactId) filters.push(eq(emails.contactId, q.contactId));
   if (q.campaignId) filters.push(UUID.test(q.campaignId) ? eq(emails.campaignId, q.campaignId) : sql`false`);
   if (q.status) filters.push(eq(emails.status, q.status as EmailRow['status']));
-  const where = and(...filters)!;
-  const rows = await ctx.database.db
-    .select()
-    .from(emails)
-    .where(
-      and(
-        where,
-        afterCursor(q.cursor, emails.createdAt, emails.id, (id) => UUID.test(id)),
-      ),
-    )
-    .orderBy(desc(emails.createdAt), desc(emails.id))
-    .limit(q.limit + 1);
-  const total = q.cursor ? 0 : q.contactId || q.campaignId ? await countWhere(ctx, where) : await countEmails(ctx, projectId, q.status);
-  return { ...cursorPage(rows, q.limit, (e) => [e.createdAt, e.id], toEmailRecord), total };
+  return and(...filters)!;
+};
+
+/**
+ * Whether a contact (else a campaign) has more than EMAILS_LISTED_AT_ONCE emails: its `total`
+ * counts them all, and its page of one status walks them. Read from at most that many entries of
+ * its index, in the index's order, so that the planner reads the index rather than the table (a
+ * sequential scan whose LIMIT it expected to reach early read 1,000,000 other emails first).
+ */
+async function narrowedToMany(db: Db, projectId: string, q: EmailListQuery): Promise<boolean> {
+  const narrowing = q.contactId
+    ? sql`${emails.contactId} = ${q.contactId} ORDER BY ${emails.createdAt} DESC, ${emails.id} DESC`
+    : q.campaignId && UUID.test(q.campaignId)
+      ? sql`${emails.campaignId} = ${q.campaignId} ORDER BY ${emails.status}`
+      : undefined;
+  if (!narrowing) return false;
+  const { rows } = await db.execute<{ n: number }>(
+    sql`SELECT count(*)::int AS n FROM (SELECT 1 FROM emails WHERE ${emails.projectId} = ${projectId} AND ${narrowing} LIMIT ${EMAILS_LISTED_AT_ONCE + 1}) AS e`,
+  );
+  return rows[0].n > EMAILS_LISTED_AT_ONCE;
+}
+
+/**
+ * About how many of the project's emails a page of a status without an index of its own walks:
+ * the page's rows spread over all of them as the counters say (SENT and DELIVERED: with a relay
+ * an email stays SENT, captured it is DELIVERED at once, so either may be rare; QUEUED and
+ * SENDING are in the delivery's index of every project's waiting emails).
+ */
+const walkedFor = (q: EmailListQuery, counted: { all: number; matching: number }): number =>
+  q.status === undefined || INDEXED_STATUSES.has(q.status) ? 0 : Math.min(counted.all, ((q.limit + 1) * counted.all) / counted.matching);
+
+/**
+ * Newest first, keyset-paginated on (created_at, id). The project's `total`, and a status's, come
+ * from the counters (a first page of a status none of its emails has is answered from them alone); a contact's or
+ * a campaign's from their index. A list that may read more than EMAILS_LISTED_AT_ONCE emails is a
+ * heavy read (http/heavy-reads.ts: the project's slots and time, a 429 past either; its statements
+ * bounded by EMAILS_READ_STATEMENT_MS).
+ */
+export async function listEmails(ctx: AppContext, projectId: string, q: EmailListQuery) {
+  const db = ctx.database.db;
+  const after = afterCursor(q.cursor, emails.createdAt, emails.id, (id) => UUID.test(id)); // a 400 for a cursor that is not one
+  const narrowed = Boolean(q.contactId || q.campaignId);
+  const counted = narrowed ? undefined : await countEmails(db, projectId, q.status);
+  if (!q.cursor && counted?.matching === 0) return { data: [], hasMore: false, total: 0 };
+  const read = async (db: Db) => {
+    // Along the project's (or the contact's) newest emails, or a rare status's own index entries.
+    const rows = await db
+      .select()
+      .from(emails)
+      .where(and(filtersOf(projectId, q), after))
+      .orderBy(desc(emails.createdAt), desc(emails.id))
+      .limit(q.limit + 1);
+    const total = q.cursor ? 0 : counted ? counted.matching : await countWhere(db, filtersOf(projectId, q));
+    return { ...cursorPage(rows, q.limit, (e) => [e.createdAt, e.id], toEmailRecord), total };
+  };
+  const heavy = counted ? walkedFor(q, counted) > EMAILS_LISTED_AT_ONCE : await narrowedToMany(db, projectId, q);
+  if (!heavy) return read(db);
+  return boundedHeavyRead(ctx, projectId, { ms: EMAILS_READ_STATEMENT_MS, what: "Listing this project's emails" }, read);
 }
