@@ -8,6 +8,7 @@ import { CONDITION_STATEMENT_MS } from '../src/conditions/time-bound.ts';
 import { HEAVY_READS_PER_PROJECT, HEAVY_READ_TIME, HEAVY_READ_WAIT_MS, heavyReads, heavyReadsPerProcess } from '../src/http/heavy-reads.ts';
 import { CONTACTS_READ_STATEMENT_MS } from '../src/modules/contacts/heavy-read.ts';
 import { EMAILS_LISTED_AT_ONCE } from '../src/modules/emails/service.ts';
+import { EVENTS_COUNTED_AT_ONCE } from '../src/modules/events/day-counts.ts';
 import { EVENT_STATS_STATEMENT_MS } from '../src/modules/events/list.ts';
 
 /**
@@ -53,16 +54,20 @@ const counted = (res: Res) => {
 
 const PROJECT_FULL = `This project already has ${HEAVY_READS_PER_PROJECT} counts, searches or long lists over its contacts, events or emails under way`;
 
-/** Runs `check` while the project's two slots are taken by counts of its events (held by a lock on the events). */
-async function whileSlotsTaken(p: Bootstrapped, check: () => Promise<void>): Promise<void> {
-  const events = await holdLock(server.databaseUrl, 'LOCK TABLE events IN ACCESS EXCLUSIVE MODE');
+/**
+ * Runs `check` while the project's two slots are taken: by counts of its events (held by a lock on
+ * the events) or by searches of its contacts (a lock on the contacts; each ends 503 after 10 s).
+ */
+async function whileSlotsTaken(p: Bootstrapped, check: () => Promise<void>, by: 'events' | 'contacts' = 'events'): Promise<void> {
+  const lock = await holdLock(server.databaseUrl, `LOCK TABLE ${by} IN ACCESS EXCLUSIVE MODE`);
   const held: Promise<Res>[] = [];
   try {
-    held.push(stats(p), stats(p));
+    const take = () => (by === 'events' ? stats(p) : p.sk.get('/contacts?search=example'));
+    held.push(take(), take());
     await waitingForLocks(2);
     await check();
   } finally {
-    await events.release();
+    await lock.release();
     await Promise.allSettled(held);
   }
 }
@@ -297,6 +302,45 @@ test('an emails list that reads more than 10,000 emails (a contact’s, a campai
   assert.deepEqual([newest.body.total, newest.body.data.map((e: { campaignId: string | null }) => e.campaignId)], [10_001, [many.id, null]]);
   const delivered = await p.sk.get('/emails?status=DELIVERED');
   assert.deepEqual([delivered.body.total, delivered.body.data.map((e: { to: string; status: string }) => e.status)], [2, ['DELIVERED', 'DELIVERED']]);
+});
+
+test('counting events over a range whose partial days hold more than 100,000 is a heavy read; a smaller count is not', async () => {
+  assert.equal(EVENTS_COUNTED_AT_ONCE, 100_000);
+  const [p, light] = [await projectWithEvents('heavy events'), await projectWithEvents('light events')];
+  await server.sql(
+    `INSERT INTO events (id, project_id, name, created_at) SELECT 'evt_he_' || g, $1, 'visit', now() - g * interval '1 millisecond' FROM generate_series(1, 100000) g`,
+    [p.project.id],
+  );
+  const from = new Date(Date.now() - 3_600_000).toISOString();
+  const recent = (x: Bootstrapped) => x.sk.get('/activity/recent-count?minutes=60');
+  const counts = [
+    () => recent(p),
+    () => p.sk.get(`/activity/stats?from=${from}`),
+    () => p.sk.get(`/analytics/top-events?from=${from}`),
+    () => p.sk.get(`/activity?from=${from}&limit=1`),
+  ];
+  // Slots taken by searches: the counts over today's 100,003 events are refused; a count over 3 is not.
+  await whileSlotsTaken(
+    p,
+    async () => {
+      for (const count of counts) assertBusy(await count(), PROJECT_FULL);
+    },
+    'contacts',
+  );
+  await whileSlotsTaken(
+    light,
+    async () => {
+      const res = await recent(light);
+      assert.deepEqual([res.status, res.body.count], [200, 3]);
+    },
+    'contacts',
+  );
+  const answers = [];
+  for (const count of counts) answers.push((await count()).body);
+  assert.deepEqual(
+    [answers[0].count, answers[1].total, answers[2].data, answers[3].total],
+    [100_003, 100_003, [{ name: 'visit', count: 100_003, uniqueContacts: 2 }], 100_003],
+  );
 });
 
 test("when the process's slots are taken, a count waits in line, one per project, in the order they came, for a bounded time", async () => {

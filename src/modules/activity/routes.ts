@@ -3,7 +3,8 @@ import type { AppContext } from '../../context.ts';
 import { projectOf, requireProject } from '../../http/auth.ts';
 import { cursorList, describer } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
-import { rangeQuery, toTimeRange } from '../events/range.ts';
+import { HEAVY_EVENT_COUNT, countingEvents } from '../events/day-counts.ts';
+import { rangeQuery, spanOf, spanOfBounds, toTimeRange } from '../events/range.ts';
 import {
   activityItemSchema,
   activityQuery,
@@ -14,7 +15,7 @@ import {
   upcomingQuery,
   upcomingSchema,
 } from './schemas.ts';
-import { activityFeed, activityStats, activityTypes, recentCount } from './service.ts';
+import { activityFeed, activityStats, activityTypes, recentCount, recentSpan } from './service.ts';
 import { listUpcoming } from './upcoming.ts';
 
 export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
@@ -28,13 +29,21 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'activity.list',
         summary: 'The activity feed (emails and events), newest first',
+        description: `A first page over a range counts its activity for \`total\`. ${HEAVY_EVENT_COUNT}`,
         query: activityQuery,
         responses: { 200: cursorList(activityItemSchema) },
-        errors: [400],
+        errors: [400, 503],
       }),
       onRequest,
     },
-    async (req) => activityFeed(db, projectOf(req).projectId, parse(activityQuery, req.query)),
+    async (req) => {
+      const { projectId } = projectOf(req);
+      const q = parse(activityQuery, req.query);
+      // A range's first page counts its partial days' events for `total` (not one contact's: those are counted from their index).
+      const span = spanOfBounds(q);
+      const counts = q.contactId === undefined && q.cursor === undefined && (span.from !== undefined || span.end !== undefined);
+      return counts ? countingEvents(ctx, projectId, span, (db) => activityFeed(db, projectId, q)) : activityFeed(db, projectId, q);
+    },
   );
 
   app.get(
@@ -43,12 +52,18 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'activity.stats',
         summary: 'Activity counts per type over a time range',
+        description: HEAVY_EVENT_COUNT,
         query: rangeQuery,
         responses: { 200: activityStatsSchema },
+        errors: [503],
       }),
       onRequest,
     },
-    async (req) => activityStats(db, projectOf(req).projectId, toTimeRange(parse(rangeQuery, req.query), ctx.clock.now())),
+    async (req) => {
+      const { projectId } = projectOf(req);
+      const range = toTimeRange(parse(rangeQuery, req.query), ctx.clock.now());
+      return countingEvents(ctx, projectId, spanOf(range), (db) => activityStats(db, projectId, range));
+    },
   );
 
   app.get(
@@ -57,12 +72,19 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'activity.recentCount',
         summary: 'Activity in the last minutes',
+        description: HEAVY_EVENT_COUNT,
         query: recentCountQuery,
         responses: { 200: recentCountSchema },
+        errors: [503],
       }),
       onRequest,
     },
-    async (req) => recentCount(db, projectOf(req).projectId, parse(recentCountQuery, req.query).minutes, ctx.clock.now()),
+    async (req) => {
+      const { projectId } = projectOf(req);
+      const { minutes } = parse(recentCountQuery, req.query);
+      const now = ctx.clock.now();
+      return countingEvents(ctx, projectId, recentSpan(minutes, now), (db) => recentCount(db, projectId, minutes, now));
+    },
   );
 
   app.get(

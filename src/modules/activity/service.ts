@@ -78,11 +78,14 @@ export async function activityStats(db: Db, projectId: string, range: TimeRange)
   return { ...rangeEcho(range), total, counts: Object.fromEntries(ordered) };
 }
 
+/** The last `minutes`, both ends included. */
+export const recentSpan = (minutes: number, now: Date) => ({ from: new Date(now.getTime() - minutes * 60_000), end: { at: now, inclusive: true } });
+
 /** Activity in the last `minutes`, both ends included. */
 export async function recentCount(db: Db, projectId: string, minutes: number, now: Date): Promise<{ count: number; minutes: number; since: string }> {
-  const since = new Date(now.getTime() - minutes * 60_000);
-  const count = await countInSpan(db, projectId, { from: since, end: { at: now, inclusive: true } });
-  return { count, minutes, since: since.toISOString() };
+  const span = recentSpan(minutes, now);
+  const count = await countInSpan(db, projectId, span);
+  return { count, minutes, since: span.from.toISOString() };
 }
 
 /** The types that occur in the project: those of the names the event counters hold events of (counts.ts). */

@@ -5,6 +5,8 @@ import { describer } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { campaignRow } from '../campaigns/service.ts';
 import { projectTimezone } from '../projects/settings.ts';
+import { HEAVY_EVENT_COUNT, countingEvents } from '../events/day-counts.ts';
+import { spanOf } from '../events/range.ts';
 import { analyticsRange } from './range.ts';
 import {
   campaignBreakdownSchema,
@@ -78,12 +80,21 @@ export function analyticsRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get(
     '/analytics/top-events',
     {
-      schema: doc({ operationId: 'analytics.topEvents', summary: 'Most tracked events', query: topEventsQuery, responses: { 200: topEventsSchema } }),
+      schema: doc({
+        operationId: 'analytics.topEvents',
+        summary: 'Most tracked events',
+        description: HEAVY_EVENT_COUNT,
+        query: topEventsQuery,
+        responses: { 200: topEventsSchema },
+        errors: [503],
+      }),
       onRequest,
     },
     async (req) => {
+      const { projectId } = projectOf(req);
       const q = parse(topEventsQuery, req.query);
-      return topEvents(db, projectOf(req).projectId, { range: analyticsRange(q, ctx.clock.now()), limit: q.limit });
+      const range = analyticsRange(q, ctx.clock.now());
+      return countingEvents(ctx, projectId, spanOf(range), (db) => topEvents(db, projectId, { range, limit: q.limit }));
     },
   );
 }
