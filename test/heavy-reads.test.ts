@@ -9,6 +9,7 @@ import { HEAVY_READS_PER_PROJECT, HEAVY_READ_TIME, HEAVY_READ_WAIT_MS, heavyRead
 import { CONTACTS_READ_STATEMENT_MS } from '../src/modules/contacts/heavy-read.ts';
 import { EMAILS_LISTED_AT_ONCE } from '../src/modules/emails/service.ts';
 import { EVENTS_COUNTED_AT_ONCE } from '../src/modules/events/day-counts.ts';
+import { CONTACT_EVENTS_AT_ONCE } from '../src/modules/events/list.ts';
 import { EVENT_STATS_STATEMENT_MS } from '../src/modules/events/list.ts';
 
 /**
@@ -341,6 +342,37 @@ test('counting events over a range whose partial days hold more than 100,000 is 
     [answers[0].count, answers[1].total, answers[2].data, answers[3].total],
     [100_003, 100_003, [{ name: 'visit', count: 100_003, uniqueContacts: 2 }], 100_003],
   );
+});
+
+test('a contact’s events past 10,000 are a heavy read to list and count; a contact with fewer is answered at once', async () => {
+  assert.equal(CONTACT_EVENTS_AT_ONCE, 10_000);
+  const p = await projectWithEvents('contact events');
+  const contacts = (await p.sk.get('/contacts?sort=email&dir=asc')).body.data.map((c: { id: string }) => c.id);
+  const [busy, quiet] = contacts;
+  await server.sql(
+    `INSERT INTO events (id, project_id, contact_id, name, created_at) SELECT 'evt_ce_' || g, $1, $2, 'visit', now() - g * interval '1 millisecond' FROM generate_series(1, 10000) g`,
+    [p.project.id, busy],
+  );
+  const lists = (contactId: string) => [
+    `/events/contact/${contactId}?limit=1`,
+    `/events?contactId=${contactId}&limit=1`,
+    `/activity?contactId=${contactId}&limit=1`,
+  ];
+  // The project's two slots taken in the process: the busy contact's lists are refused, the quiet one's answered.
+  const held = [await server.ctx.heavyReads.slots.take(p.project.id), await server.ctx.heavyReads.slots.take(p.project.id)];
+  try {
+    for (const path of lists(busy)) assertBusy(await p.sk.get(path), PROJECT_FULL);
+    for (const path of lists(quiet)) {
+      const res = await p.sk.get(path);
+      assert.deepEqual([path, res.status, res.body.total], [path, 200, 1]);
+    }
+  } finally {
+    for (const release of held) release();
+  }
+  for (const path of lists(busy)) {
+    const res = await p.sk.get(path);
+    assert.deepEqual([path, res.status, res.body.total], [path, 200, 10_002]);
+  }
 });
 
 test("when the process's slots are taken, a count waits in line, one per project, in the order they came, for a bounded time", async () => {

@@ -8,8 +8,9 @@ import { ApiError, busyAtLimit } from './errors.ts';
  * over its contacts (a segment's count, members or compute, a campaign's audience), its events
  * counted over a range (GET /events/stats; the activity and top events' counts when a range's
  * partial days hold many: events/day-counts.ts), its contact fields, a search or a subscription
- * filter of its contacts (modules/contacts/heavy-read.ts), and a list of its emails that reads
- * many (modules/emails/service.ts). Each holds a pooled connection
+ * filter of its contacts (modules/contacts/heavy-read.ts), and a list of its emails, or of one
+ * contact's events, that reads many (modules/emails/service.ts, events/list.ts). Each holds a
+ * pooled connection
  * and a PostgreSQL backend for up to its statement bound (10 s: conditions/time-bound.ts,
  * events/list.ts). Without a cap, twenty at once from one project (open sign-up, well within
  * 1,000 requests a minute) held the API process's whole pool, and every other project's requests

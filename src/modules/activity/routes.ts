@@ -4,6 +4,7 @@ import { projectOf, requireProject } from '../../http/auth.ts';
 import { cursorList, describer } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { HEAVY_EVENT_COUNT, countingEvents } from '../events/day-counts.ts';
+import { HEAVY_CONTACT_EVENTS, readingContactEvents } from '../events/list.ts';
 import { rangeQuery, spanOf, spanOfBounds, toTimeRange } from '../events/range.ts';
 import {
   activityItemSchema,
@@ -29,7 +30,7 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'activity.list',
         summary: 'The activity feed (emails and events), newest first',
-        description: `A first page over a range counts its activity for \`total\`. ${HEAVY_EVENT_COUNT}`,
+        description: `A first page over a range counts its activity for \`total\`. ${HEAVY_EVENT_COUNT} With \`contactId\`: ${HEAVY_CONTACT_EVENTS}`,
         query: activityQuery,
         responses: { 200: cursorList(activityItemSchema) },
         errors: [400, 503],
@@ -39,9 +40,10 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
     async (req) => {
       const { projectId } = projectOf(req);
       const q = parse(activityQuery, req.query);
-      // A range's first page counts its partial days' events for `total` (not one contact's: those are counted from their index).
+      if (q.contactId !== undefined) return readingContactEvents(ctx, projectId, q.contactId, (db) => activityFeed(db, projectId, q));
+      // A range's first page counts its partial days' events for `total`.
       const span = spanOfBounds(q);
-      const counts = q.contactId === undefined && q.cursor === undefined && (span.from !== undefined || span.end !== undefined);
+      const counts = q.cursor === undefined && (span.from !== undefined || span.end !== undefined);
       return counts ? countingEvents(ctx, projectId, span, (db) => activityFeed(db, projectId, q)) : activityFeed(db, projectId, q);
     },
   );

@@ -5,6 +5,7 @@ import { budgetedPage, dataWithinBudget } from '../../db/page-budget.ts';
 import { decodeCursor, encodeCursor } from '../../http/cursor.ts';
 import { answerTimeout, withStatementTimeout } from '../../db/statement-timeout.ts';
 import { badRequest, validationError } from '../../http/errors.ts';
+import { type HeavyReads, boundedHeavyRead } from '../../http/heavy-reads.ts';
 import { getContact } from '../contacts/service.ts';
 import { countEvents } from './counts.ts';
 import { isoMs, isoUs } from '../contacts/sql.ts';
@@ -13,6 +14,12 @@ import { type TimeRange, inRange, rangeEcho } from './range.ts';
 import type { EventRecord, ListEventsQuery } from './schemas.ts';
 
 /** GET /events, GET /events/contact/:contactId, GET /events/names, GET /events/stats. */
+
+/** A contact's events up to this many are listed and counted at once; past it, their list is a heavy read. */
+export const CONTACT_EVENTS_AT_ONCE = 10_000;
+
+/** What the API description of a list of one contact's events says of readingContactEvents. */
+export const HEAVY_CONTACT_EVENTS = `A contact with more than ${CONTACT_EVENTS_AT_ONCE.toLocaleString('en-US')} events makes this a heavy read: at most 2 of a project's at once and a share of the time, past either a 429; past 10 s a 503.`;
 
 const EVENT_ID = PREFIXED_ID('evt');
 const CONTACT_ID = PREFIXED_ID('cnt');
@@ -92,7 +99,7 @@ export async function pageOfEvents<T = EventRecord>(
 
 /**
  * The project's events. Without a contact filter `total` comes from the event counters (counts.ts),
- * whose cost does not grow with the table; a contact's events are few and are counted.
+ * whose cost does not grow with the table; a contact's events are counted (readingContactEvents).
  */
 export async function listEvents(db: Db, projectId: string, q: ListEventsQuery): Promise<EventList> {
   const filters: SQL[] = [sql`e.project_id = ${projectId}`];
@@ -197,4 +204,31 @@ async function countRange(db: Db, projectId: string, range: TimeRange): Promise<
     total: Number(rows[0]?.total ?? 0),
     events: rows.map((r) => ({ name: r.name, count: r.count, uniqueContacts: r.contacts })),
   };
+}
+
+/**
+ * `work`, which lists one contact's events (GET /events?contactId=, GET /events/contact/:id,
+ * GET /activity?contactId=) and counts them for `total`: at once when the contact has at most
+ * CONTACT_EVENTS_AT_ONCE events, else as a heavy read (http/heavy-reads.ts: the project's slots
+ * and time, a 429 past either; its statements bounded by EVENT_STATS_STATEMENT_MS, then a 503).
+ * A contact tracked at the project's rate limit for a day has 1,440,000 events, and counting
+ * them took 110–130 ms a request. Whether it has more is read from at most that many entries of
+ * the contact's index, in the index's order, so that the planner reads the index rather than the
+ * table (emails/service.ts says what a sequential scan with a LIMIT did there).
+ */
+export async function readingContactEvents<T>(
+  ctx: { database: Database; heavyReads: HeavyReads },
+  projectId: string,
+  contactId: string,
+  work: (db: Db) => Promise<T>,
+): Promise<T> {
+  const db = ctx.database.db;
+  if (!CONTACT_ID.test(contactId)) return work(db);
+  const { rows } = await db.execute<{ n: number }>(sql`
+    SELECT count(*)::int AS n FROM (
+      SELECT 1 FROM events AS e WHERE e.contact_id = ${contactId} AND e.project_id = ${projectId}
+       ORDER BY e.created_at DESC, e.id DESC LIMIT ${CONTACT_EVENTS_AT_ONCE + 1}
+    ) AS e`);
+  if (rows[0].n <= CONTACT_EVENTS_AT_ONCE) return work(db);
+  return boundedHeavyRead(ctx, projectId, { ms: EVENT_STATS_STATEMENT_MS, what: "Listing this contact's events" }, work);
 }

@@ -8,7 +8,7 @@ import { cursorList, describe } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { trackCors, trackPreflight } from './cors.ts';
 import { WRITE_GROUP_LIMITS, groupShareOfData, logGroupFailure, writeGroups } from '../../db/write-groups.ts';
-import { MAX_LISTED_EVENT_NAMES, distinctEventNames, eventStats, listContactEvents, listEvents } from './list.ts';
+import { MAX_LISTED_EVENT_NAMES, distinctEventNames, eventStats, listContactEvents, listEvents, readingContactEvents, HEAVY_CONTACT_EVENTS } from './list.ts';
 import { rangeQuery, toTimeRange } from './range.ts';
 import {
   contactEventsQuery,
@@ -119,12 +119,18 @@ export function eventRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'events.list',
         summary: 'List events, newest first',
+        description: `With \`contactId\`, the contact's events are counted for \`total\`. ${HEAVY_CONTACT_EVENTS}`,
         query: listEventsQuery,
         responses: { 200: cursorList(eventSchema) },
-        errors: [400],
+        errors: [400, 503],
       }),
     },
-    async (req) => listEvents(db, projectOf(req).projectId, parse(listEventsQuery, req.query)),
+    async (req) => {
+      const { projectId } = projectOf(req);
+      const q = parse(listEventsQuery, req.query);
+      if (q.contactId === undefined) return listEvents(db, projectId, q);
+      return readingContactEvents(ctx, projectId, q.contactId, (db) => listEvents(db, projectId, q));
+    },
   );
 
   app.get(
@@ -156,18 +162,21 @@ export function eventRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'events.listForContact',
         summary: "A contact's events, newest first",
+        description: HEAVY_CONTACT_EVENTS,
         params: contactIdParams,
         query: contactEventsQuery,
         responses: { 200: z.union([cursorList(eventSchema), eventUsageSchema]) },
-        errors: [400, 404],
+        errors: [400, 404, 503],
       }),
     },
     async (req) => {
       const { contactId } = parse(contactIdParams, req.params);
       // The static `contact` segment shadows `/events/:eventName/usage` for an event named "contact";
       // no contact id is "usage", so that path can only mean the event's usage.
-      if (contactId === 'usage') return eventUsage(db, projectOf(req).projectId, 'contact');
-      return listContactEvents(db, projectOf(req).projectId, contactId, parse(contactEventsQuery, req.query));
+      const { projectId } = projectOf(req);
+      if (contactId === 'usage') return eventUsage(db, projectId, 'contact');
+      const q = parse(contactEventsQuery, req.query);
+      return readingContactEvents(ctx, projectId, contactId, (db) => listContactEvents(db, projectId, contactId, q));
     },
   );
 
