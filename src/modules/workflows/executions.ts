@@ -41,7 +41,7 @@ export type ListExecutionsInput = { status?: ExecutionRow['status']; limit: numb
 /**
  * The statement behind a page of the list, newest first. A page of one ending reads that status's
  * entries in `workflow_executions_workflow_ended_idx`; an active status's, the runner's partial
- * indexes (test/workflows.list-plans.test.ts checks both).
+ * indexes (test/list-plans.test.ts checks both).
  */
 export function executionsPageQuery(db: Db, workflowId: string, q: ListExecutionsInput) {
   const where: SQL[] = [eq(workflowExecutions.workflowId, workflowId)];

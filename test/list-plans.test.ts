@@ -2,11 +2,14 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { executionsPageQuery } from '../src/modules/workflows/executions.ts';
 import type { WorkflowExecutionStatus } from '../src/db/schema/workflows.ts';
-import { bootstrap } from './helpers/bootstrap.ts';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { buildWorkflow } from './helpers/workflows.ts';
+import { encodeCursor } from '../src/http/cursor.ts';
 
 /**
+ * How the lists read their pages, from the plans of their own statements (EXPLAIN).
+ *
  * The executions list of one status reads that status's own index entries, whichever status is
  * rare: a workflow whose paths mostly EXIT has few COMPLETED executions, and `?status=COMPLETED`
  * walked every other execution of the workflow to fill its page (about 100 ms a million, and a
@@ -14,6 +17,7 @@ import { buildWorkflow } from './helpers/workflows.ts';
  */
 
 let server: TestServer;
+let deepCursorWorkflow: { id: string; sk: Bootstrapped['sk'] } | undefined;
 before(async () => {
   server = await startTestServer();
 });
@@ -80,9 +84,37 @@ test('a page of a rare ending, COMPLETED too, is read from that ending’s index
     ],
   );
   const rest = await p.sk.get(`/workflows/${w.id}/executions?status=COMPLETED&limit=2&cursor=${encodeURIComponent(completed.body.cursor)}`);
+  deepCursorWorkflow = { id: w.id, sk: p.sk };
   assert.deepEqual(
     rest.body.data.map((e: { contact: { email: string } }) => e.contact.email),
     ['lp3@example.com'],
   );
   assert.equal(rest.body.hasMore, false);
+});
+
+test('a page after a cursor starts its index scan at the cursor, however deep (http/keyset.ts)', async () => {
+  // The lists with a cursor of (time, key) share afterCursor: the emails, suppressions, uploads and
+  // executions. Its condition written as an OR was a filter, so a page 18,000 executions deep read
+  // the 18,000 newer ones first.
+  assert.ok(deepCursorWorkflow, 'the first case built the workflow of 20,000 executions');
+  const [deep] = await server.sql<{ started_at: Date; id: string }>(
+    `SELECT started_at, id FROM workflow_executions WHERE workflow_id = $1 ORDER BY started_at DESC, id DESC OFFSET 18000 LIMIT 1`,
+    [deepCursorWorkflow.id],
+  );
+  const cursor = encodeCursor(deep.started_at.toISOString(), deep.id);
+  const { sql, params } = executionsPageQuery(server.ctx.database.db, deepCursorWorkflow.id, { limit: 50, cursor }).toSQL();
+  const [row] = await server.sql<{ 'QUERY PLAN': [{ Plan: Record<string, unknown> }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, params);
+  const removed = (node: Record<string, unknown>): number =>
+    Number(node['Rows Removed by Filter'] ?? 0) + ((node.Plans as Record<string, unknown>[] | undefined) ?? []).reduce((n, c) => n + removed(c), 0);
+  assert.ok(removed(row['QUERY PLAN'][0].Plan) < 100, `rows read and dropped before the page: ${removed(row['QUERY PLAN'][0].Plan)}`);
+  const page = await deepCursorWorkflow.sk.get(`/workflows/${deepCursorWorkflow.id}/executions?limit=3&cursor=${encodeURIComponent(cursor)}`);
+  const expected = await server.sql<{ id: string }>(
+    `SELECT id FROM workflow_executions WHERE workflow_id = $1 ORDER BY started_at DESC, id DESC OFFSET 18001 LIMIT 3`,
+    [deepCursorWorkflow.id],
+  );
+  assert.equal(page.status, 200, page.text);
+  assert.deepEqual(
+    page.body.data.map((e: { id: string }) => e.id),
+    expected.map((e) => e.id),
+  );
 });
