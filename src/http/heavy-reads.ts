@@ -187,6 +187,10 @@ export async function asHeavyRead<T>(reads: HeavyReads, projectId: string, work:
   }
 }
 
+/** What an API description says of a read that is heavy `when` (a clause, as "When …"). */
+export const heavyReadNote = (when: string, statementMs: number): string =>
+  `${when}, this is a heavy read: at most ${HEAVY_READS_PER_PROJECT} of a project's at once and a share of the time, past either a 429; past ${statementMs / 1000} s a 503.`;
+
 /**
  * `work` as a heavy read in a transaction of its own whose statements PostgreSQL cancels past
  * `bound.ms` each: past it, a 503 QUERY_TIMEOUT saying that `bound.what` took too long (a project

@@ -4,7 +4,8 @@ import { projectOf, requireProject } from '../../http/auth.ts';
 import { cursorList, describe, simpleOrErrorSchema } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { COVERAGE_EXACT_UP_TO, deleteField, FIELD_DELETES_PER_PROCESS, FIELD_DELETES_PER_PROJECT, fieldUsage, fieldValues, listFields } from './fields.ts';
-import { contactsRead } from './heavy-read.ts';
+import { heavyReadNote } from '../../http/heavy-reads.ts';
+import { CONTACTS_READ_STATEMENT_MS, contactsRead } from './heavy-read.ts';
 import { listContacts } from './list.ts';
 import {
   contactIdParams,
@@ -61,8 +62,10 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'contacts.list',
         summary: 'List contacts',
-        description:
-          "Cursor-paginated; `search` matches the email, `subscribed` filters, `sort` is createdAt or email. A search (which reads and counts every contact it matches) and a `subscribed` filter (whose page walks the contacts until it has found its rows) are heavy reads: at most 2 of a project's at once and a share of the time, past either a 429; past 10 s a 503.",
+        description: `Cursor-paginated; \`search\` matches the email, \`subscribed\` filters, \`sort\` is createdAt or email. ${heavyReadNote(
+          'With a search (which reads and counts every contact it matches) or a `subscribed` filter (whose page walks the contacts until it has found its rows)',
+          CONTACTS_READ_STATEMENT_MS,
+        )}`,
         query: listContactsQuery,
         responses: {
           200: {

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { projectOf, requireApiKey, requireProject } from '../../http/auth.ts';
+import { heavyReadNote } from '../../http/heavy-reads.ts';
 import { idempotency } from '../../http/idempotency.ts';
 import { limitParam } from '../../http/pagination.ts';
 import { cursorList, describe } from '../../http/openapi.ts';
@@ -10,7 +11,7 @@ import { parse } from '../../http/validate.ts';
 import { EMAIL_STATUSES, emailIdParams, emailRecordSchema, sendBody, sendResultSchema } from './schemas.ts';
 import { type PreparedSend, type SendResult, prepareSend, sendContactKeys, sendGroupSize, sendMany, sendPrepared } from './send.ts';
 import { WRITE_GROUP_LIMITS, logGroupFailure, writeGroups } from '../../db/write-groups.ts';
-import { getEmail, getRawEmail, listEmails } from './service.ts';
+import { EMAILS_LISTED_AT_ONCE, EMAILS_READ_STATEMENT_MS, getEmail, getRawEmail, listEmails } from './service.ts';
 import { RAW_DOWNLOADS_PER_PROCESS, RAW_DOWNLOADS_PER_PROJECT } from './raw-source.ts';
 
 /** Attachments up to 40 MB per message arrive base64-encoded inside the JSON body. */
@@ -90,8 +91,10 @@ export function emailRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: describe({
         operationId: 'emails.list',
         summary: 'List sent emails, newest first',
-        description:
-          "Cursor-paginated, newest first; `contactId`, `campaignId` and `status` filter. A list that reads more than 10,000 emails (a contact or campaign with more, or a status so rare that its page walks more) is a heavy read: at most 2 of a project's at once and a share of the time, past either a 429; past 10 s a 503.",
+        description: `Cursor-paginated, newest first; \`contactId\`, \`campaignId\` and \`status\` filter. ${heavyReadNote(
+          `When the list reads more than ${EMAILS_LISTED_AT_ONCE.toLocaleString('en-US')} emails (a contact or campaign with more, or a status so rare that its page walks more)`,
+          EMAILS_READ_STATEMENT_MS,
+        )}`,
         tag: 'Emails',
         access: 'project',
         query: listQuery,

@@ -1,6 +1,7 @@
 import { and, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import type { Db } from '../../db/client.ts';
+import { hasMoreThan } from '../../db/more-than.ts';
 import { boundedHeavyRead } from '../../http/heavy-reads.ts';
 import { UUID } from '../../db/ids.ts';
 import { emails } from '../../db/schema/emails.ts';
@@ -140,11 +141,7 @@ async function narrowedToMany(db: Db, projectId: string, q: EmailListQuery): Pro
     : q.campaignId && UUID.test(q.campaignId)
       ? sql`${emails.campaignId} = ${q.campaignId} ORDER BY ${emails.status}`
       : undefined;
-  if (!narrowing) return false;
-  const { rows } = await db.execute<{ n: number }>(
-    sql`SELECT count(*)::int AS n FROM (SELECT 1 FROM emails WHERE ${emails.projectId} = ${projectId} AND ${narrowing} LIMIT ${EMAILS_LISTED_AT_ONCE + 1}) AS e`,
-  );
-  return rows[0].n > EMAILS_LISTED_AT_ONCE;
+  return narrowing !== undefined && hasMoreThan(db, sql`SELECT 1 FROM emails WHERE ${emails.projectId} = ${projectId} AND ${narrowing}`, EMAILS_LISTED_AT_ONCE);
 }
 
 /**
@@ -154,7 +151,10 @@ async function narrowedToMany(db: Db, projectId: string, q: EmailListQuery): Pro
  * SENDING are in the delivery's index of every project's waiting emails).
  */
 const walkedFor = (q: EmailListQuery, counted: { all: number; matching: number }): number =>
-  q.status === undefined || INDEXED_STATUSES.has(q.status) ? 0 : Math.min(counted.all, ((q.limit + 1) * counted.all) / counted.matching);
+  statusWalks(q) ? Math.min(counted.all, ((q.limit + 1) * counted.all) / counted.matching) : 0;
+
+/** A status without an index of its own: its page reads along the project's newest emails. */
+const statusWalks = (q: EmailListQuery): boolean => q.status !== undefined && !INDEXED_STATUSES.has(q.status);
 
 /**
  * Newest first, keyset-paginated on (created_at, id). The project's `total`, and a status's, come
@@ -167,7 +167,8 @@ export async function listEmails(ctx: AppContext, projectId: string, q: EmailLis
   const db = ctx.database.db;
   const after = afterCursor(q.cursor, emails.createdAt, emails.id, (id) => UUID.test(id)); // a 400 for a cursor that is not one
   const narrowed = Boolean(q.contactId || q.campaignId);
-  const counted = narrowed ? undefined : await countEmails(db, projectId, q.status);
+  // The counters answer a first page's total, and say how far a later page of a status without an index walks.
+  const counted = narrowed || (q.cursor && !statusWalks(q)) ? undefined : await countEmails(db, projectId, q.status);
   if (!q.cursor && counted?.matching === 0) return { data: [], hasMore: false, total: 0 };
   const read = async (db: Db) => {
     // Along the project's (or the contact's) newest emails, or a rare status's own index entries.
@@ -180,7 +181,7 @@ export async function listEmails(ctx: AppContext, projectId: string, q: EmailLis
     const total = q.cursor ? 0 : counted ? counted.matching : await countWhere(db, filtersOf(projectId, q));
     return { ...cursorPage(rows, q.limit, (e) => [e.createdAt, e.id], toEmailRecord), total };
   };
-  const heavy = counted ? walkedFor(q, counted) > EMAILS_LISTED_AT_ONCE : await narrowedToMany(db, projectId, q);
+  const heavy = narrowed ? await narrowedToMany(db, projectId, q) : counted !== undefined && walkedFor(q, counted) > EMAILS_LISTED_AT_ONCE;
   if (!heavy) return read(db);
   return boundedHeavyRead(ctx, projectId, { ms: EMAILS_READ_STATEMENT_MS, what: "Listing this project's emails" }, read);
 }

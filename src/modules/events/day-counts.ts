@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Database, Db } from '../../db/client.ts';
 import { sumCounter } from '../../db/counter-rows.ts';
-import { type HeavyReads, boundedHeavyRead } from '../../http/heavy-reads.ts';
+import { type HeavyReads, boundedHeavyRead, heavyReadNote } from '../../http/heavy-reads.ts';
 import { DAY_MS, type Span, spanSql, splitSpan, utcDate } from './range.ts';
 
 /**
@@ -61,7 +61,10 @@ export const EVENTS_COUNTED_AT_ONCE = 100_000;
 export const EVENTS_COUNT_STATEMENT_MS = 10_000;
 
 /** What the API description of a request that counts through countingEvents says of it. */
-export const HEAVY_EVENT_COUNT = `When the range's partial UTC days hold more than ${EVENTS_COUNTED_AT_ONCE.toLocaleString('en-US')} events (counted one by one; whole days come from counters), this is a heavy read: at most 2 of a project's at once and a share of the time, past either a 429; past ${EVENTS_COUNT_STATEMENT_MS / 1000} s a 503.`;
+export const HEAVY_EVENT_COUNT = heavyReadNote(
+  `When the range's partial UTC days hold more than ${EVENTS_COUNTED_AT_ONCE.toLocaleString('en-US')} events (counted one by one; whole days come from counters)`,
+  EVENTS_COUNT_STATEMENT_MS,
+);
 
 /** At most how many events counting the span's partial days reads: the events of the UTC days they touch. */
 async function partialDayEvents(db: Db, projectId: string, span: Span): Promise<number> {

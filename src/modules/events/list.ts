@@ -5,7 +5,8 @@ import { budgetedPage, dataWithinBudget } from '../../db/page-budget.ts';
 import { decodeCursor, encodeCursor } from '../../http/cursor.ts';
 import { answerTimeout, withStatementTimeout } from '../../db/statement-timeout.ts';
 import { badRequest, validationError } from '../../http/errors.ts';
-import { type HeavyReads, boundedHeavyRead } from '../../http/heavy-reads.ts';
+import { hasMoreThan } from '../../db/more-than.ts';
+import { type HeavyReads, boundedHeavyRead, heavyReadNote } from '../../http/heavy-reads.ts';
 import { getContact } from '../contacts/service.ts';
 import { countEvents } from './counts.ts';
 import { isoMs, isoUs } from '../contacts/sql.ts';
@@ -17,9 +18,6 @@ import type { EventRecord, ListEventsQuery } from './schemas.ts';
 
 /** A contact's events up to this many are listed and counted at once; past it, their list is a heavy read. */
 export const CONTACT_EVENTS_AT_ONCE = 10_000;
-
-/** What the API description of a list of one contact's events says of readingContactEvents. */
-export const HEAVY_CONTACT_EVENTS = `A contact with more than ${CONTACT_EVENTS_AT_ONCE.toLocaleString('en-US')} events makes this a heavy read: at most 2 of a project's at once and a share of the time, past either a 429; past 10 s a 503.`;
 
 const EVENT_ID = PREFIXED_ID('evt');
 const CONTACT_ID = PREFIXED_ID('cnt');
@@ -165,6 +163,12 @@ export const MAX_LISTED_EVENT_NAMES = 1_000;
  */
 export const EVENT_STATS_STATEMENT_MS = 10_000;
 
+/** What the API description of a list of one contact's events says of readingContactEvents. */
+export const HEAVY_CONTACT_EVENTS = heavyReadNote(
+  `When the contact has more than ${CONTACT_EVENTS_AT_ONCE.toLocaleString('en-US')} events`,
+  EVENT_STATS_STATEMENT_MS,
+);
+
 /**
  * Counts per name over the range, most frequent first: the first MAX_LISTED_EVENT_NAMES names;
  * `total` counts every event. The events are grouped by (name, contact) first and the groups
@@ -223,12 +227,13 @@ export async function readingContactEvents<T>(
   work: (db: Db) => Promise<T>,
 ): Promise<T> {
   const db = ctx.database.db;
-  if (!CONTACT_ID.test(contactId)) return work(db);
-  const { rows } = await db.execute<{ n: number }>(sql`
-    SELECT count(*)::int AS n FROM (
-      SELECT 1 FROM events AS e WHERE e.contact_id = ${contactId} AND e.project_id = ${projectId}
-       ORDER BY e.created_at DESC, e.id DESC LIMIT ${CONTACT_EVENTS_AT_ONCE + 1}
-    ) AS e`);
-  if (rows[0].n <= CONTACT_EVENTS_AT_ONCE) return work(db);
+  const many =
+    CONTACT_ID.test(contactId) &&
+    (await hasMoreThan(
+      db,
+      sql`SELECT 1 FROM events AS e WHERE e.contact_id = ${contactId} AND e.project_id = ${projectId} ORDER BY e.created_at DESC, e.id DESC`,
+      CONTACT_EVENTS_AT_ONCE,
+    ));
+  if (!many) return work(db);
   return boundedHeavyRead(ctx, projectId, { ms: EVENT_STATS_STATEMENT_MS, what: "Listing this contact's events" }, work);
 }
