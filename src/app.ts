@@ -10,6 +10,7 @@ import { requestLogSerializer } from './http/log-redact.ts';
 import { registerOpenApi } from './http/openapi.ts';
 import { registerRateLimit } from './http/rate-limit.ts';
 import { registerRoleGuard } from './http/roles.ts';
+import { registerDiskFloor } from './http/disk-floor.ts';
 import { requestIdFor } from './http/request-id.ts';
 import { activityRoutes } from './modules/activity/routes.ts';
 import { analyticsRoutes } from './modules/analytics/routes.ts';
@@ -81,6 +82,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   });
   await registerRateLimit(app, ctx.config);
   registerRoleGuard(app, ctx);
+  registerDiskFloor(app, ctx);
 
   const modules = [
     systemRoutes,

@@ -111,6 +111,8 @@ export const envSchema = z.object({
   S3_FORCE_PATH_STYLE: bool.default('true'),
   UPLOAD_QUOTA_MB: int(1, 10_000_000).default('100'),
   UPLOAD_MIN_FREE_MB: int(0, 10_000_000).default('1024'),
+  DATABASE_MIN_FREE_MB: int(0, 10_000_000).default('1024'),
+  DATABASE_DISK_PATH: z.string().min(1).optional(),
   STRICT_RESPONSES: bool.default('false'),
 });
 
@@ -165,6 +167,12 @@ export type Config = Readonly<{
   uploadQuotaBytes: number;
   /** Uploads to DATA_DIR/uploads are refused when they would leave less than this free (UPLOAD_MIN_FREE_MB); not for S3. */
   uploadMinFreeBytes: number;
+  /**
+   * The database's disk, watched so that writes adding data stop (507) before it fills
+   * (db/disk-room.ts): DATABASE_DISK_PATH, else the embedded PostgreSQL's DATA_DIR; undefined with
+   * an external DATABASE_URL and no path, or with DATABASE_MIN_FREE_MB=0.
+   */
+  databaseDisk: Readonly<{ path: string; minFreeBytes: number }> | undefined;
   /** Check every JSON response against its route's schema; a mismatch is a 500 (tests turn it on). */
   strictResponses: boolean;
 }>;
@@ -233,6 +241,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     s3: s3Config(e),
     uploadQuotaBytes: e.UPLOAD_QUOTA_MB * MB,
     uploadMinFreeBytes: e.UPLOAD_MIN_FREE_MB * MB,
+    databaseDisk: databaseDisk(e),
     strictResponses: e.STRICT_RESPONSES,
   });
 }
@@ -253,6 +262,11 @@ export function maskUrlPassword(value: string): string {
   // The password starts after the first colon that is not the scheme's `://`.
   const colon = [...value.slice(0, at).matchAll(/:(?!\/\/)/g)][0]?.index;
   return at < 0 || colon === undefined ? value : `${value.slice(0, colon)}:***${value.slice(at)}`;
+}
+
+function databaseDisk(e: z.infer<typeof envSchema>): Config['databaseDisk'] {
+  const dir = e.DATABASE_DISK_PATH ?? (e.DATABASE_URL ? undefined : e.DATA_DIR);
+  return dir && e.DATABASE_MIN_FREE_MB > 0 ? { path: path.resolve(dir), minFreeBytes: e.DATABASE_MIN_FREE_MB * MB } : undefined;
 }
 
 function s3Config(e: z.infer<typeof envSchema>): S3Config | undefined {

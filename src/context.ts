@@ -15,6 +15,7 @@ import type { KeyTurns } from './modules/domains/key-slots.ts';
 import type { ReputationChecks } from './modules/reputation/guard.ts';
 import type { SlowAudienceLanes } from './modules/campaigns/turns.ts';
 import type { SlowProjects } from './conditions/slow-projects.ts';
+import type { DiskRoom } from './db/disk-room.ts';
 
 export type Clock = { now: () => Date };
 
@@ -54,6 +55,8 @@ export type AppContext = {
   dkimKeyTurns: KeyTurns;
   /** Reputation checks after bounces and complaints, running or due, per project (modules/reputation/guard.ts). */
   reputationChecks: ReputationChecks;
+  /** Whether the database's disk is above DATABASE_MIN_FREE_MB: below it, writes that add data are refused (db/disk-room.ts). */
+  diskRoom: DiskRoom;
   /**
    * Records a message the relay accepted; resolves once it is recorded. Shared by all delivery
    * batches running in this process, so their accepted messages are written together

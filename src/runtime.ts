@@ -6,6 +6,7 @@ import type { Config } from './config.ts';
 import { type AppContext, type Clock, systemClock } from './context.ts';
 import { openDatabase } from './db/client.ts';
 import { startDatabaseServer } from './db/connect.ts';
+import { watchDiskRoom } from './db/disk-room.ts';
 import { runMigrations } from './db/migrate.ts';
 import { createProjectCaches } from './cache/project-caches.ts';
 import { hashLegacySecretKeys } from './http/api-keys.ts';
@@ -100,6 +101,7 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
       slowAudienceReads: slowAudienceLanes(),
       slowReevaluations: slowProjects(),
       reputationChecks: new Map(),
+      diskRoom: watchDiskRoom(config.databaseDisk, log),
       dkimKeyTurns: keyTurns(),
       recordAccepted: acceptedRecorder(() => ctx),
       recordEngagement: engagementRecorder(() => ctx),

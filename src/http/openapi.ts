@@ -49,6 +49,12 @@ export type RouteDoc = {
   errors?: number[];
   /** The route honours `Idempotency-Key` (send and track). */
   idempotent?: boolean;
+  /**
+   * A write answered even when the database's disk is below DATABASE_MIN_FREE_MB (http/disk-floor.ts):
+   * it frees space or stops work, writes a few bytes that must not wait (a sign-in, an unsubscribe,
+   * a relay's feedback), or only reads. Every other POST, PUT and PATCH is refused there with a 507.
+   */
+  answeredWhenDiskFull?: true;
 };
 
 const DOC = Symbol.for('herald.openapi.doc');
@@ -185,9 +191,17 @@ export const describer =
   (d: Omit<RouteDoc, 'tag' | 'access'> & Partial<Pick<RouteDoc, 'access'>>): DescribedSchema =>
     describe({ tag, access, ...d });
 
-function allErrors(doc: RouteDoc): number[] {
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+
+/** Whether `method` on a route of `doc` is refused (507) while the database's disk is below its floor (http/disk-floor.ts). */
+export const refusedWhenDiskFull = (method: string, doc: RouteDoc | null): boolean =>
+  doc !== null && WRITE_METHODS.has(method) && doc.answeredWhenDiskFull !== true;
+
+/** The route's error statuses; with its method, the disk floor's 507 too. */
+function allErrors(doc: RouteDoc, method?: string): number[] {
   const hasInput = Boolean(doc.params || doc.query || doc.body);
-  return [...new Set([...defaultErrors(doc.access, hasInput, Boolean(doc.body)), ...(doc.errors ?? [])])].sort((a, b) => a - b);
+  const floor = method !== undefined && refusedWhenDiskFull(method, doc) ? [507] : [];
+  return [...new Set([...defaultErrors(doc.access, hasInput, Boolean(doc.body)), ...(doc.errors ?? []), ...floor])].sort((a, b) => a - b);
 }
 
 export function routeDocOf(schema: unknown): RouteDoc | null {
@@ -422,7 +436,7 @@ function operationFor(route: RegisteredRoute, seen: Map<string, ZodTypeAny>): Re
     }
     responses[status] = out;
   }
-  for (const status of allErrors(doc)) {
+  for (const status of allErrors(doc, route.method)) {
     if (!(String(status) in responses)) responses[String(status)] = { $ref: `#/components/responses/Error${status}` };
   }
   const op: Record<string, unknown> = {

@@ -72,6 +72,7 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
       bodyLimit: AUTH_BODY_LIMIT,
       schema: doc({
         operationId: 'auth.login',
+        answeredWhenDiskFull: true,
         summary: 'Sign in (sets the session cookie)',
         access: 'none',
         body: loginBody,
@@ -110,7 +111,10 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
   // Ends every session of the user, on every device (docs/decisions.md § Sessions).
   app.post(
     '/auth/logout-all',
-    { schema: doc({ operationId: 'auth.logoutAll', summary: 'End every session of the user', responses: { 200: okSchema } }), onRequest: requireUser(ctx) },
+    {
+      schema: doc({ operationId: 'auth.logoutAll', summary: 'End every session of the user', responses: { 200: okSchema }, answeredWhenDiskFull: true }),
+      onRequest: requireUser(ctx),
+    },
     async (req, reply) => {
       await endAllSessions(ctx.database.db, userOf(req));
       reply.clearCookie(SESSION_COOKIE, { path: '/' });
@@ -124,6 +128,7 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
       bodyLimit: AUTH_BODY_LIMIT,
       schema: doc({
         operationId: 'auth.changePassword',
+        answeredWhenDiskFull: true,
         summary: 'Change the password (other sessions end)',
         body: changePasswordBody,
         responses: { 200: okSchema },
@@ -150,6 +155,7 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
       bodyLimit: AUTH_BODY_LIMIT,
       schema: doc({
         operationId: 'auth.verifyEmail',
+        answeredWhenDiskFull: true,
         summary: 'Confirm the email address with the emailed token',
         access: 'none',
         body: tokenBody,
@@ -190,6 +196,7 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
       bodyLimit: AUTH_BODY_LIMIT,
       schema: doc({
         operationId: 'auth.requestVerification',
+        answeredWhenDiskFull: true,
         summary: 'Email a new confirmation link',
         responses: { 200: okSchema.extend({ alreadyVerified: z.boolean() }) },
       }),
@@ -208,6 +215,7 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
       bodyLimit: AUTH_BODY_LIMIT,
       schema: doc({
         operationId: 'auth.requestPasswordReset',
+        answeredWhenDiskFull: true,
         summary: 'Email a password reset link (same answer for unknown addresses)',
         access: 'none',
         body: emailOnlyBody,
@@ -229,6 +237,7 @@ export function authRoutes(app: FastifyInstance, ctx: AppContext): void {
       bodyLimit: AUTH_BODY_LIMIT,
       schema: doc({
         operationId: 'auth.resetPassword',
+        answeredWhenDiskFull: true,
         summary: 'Set a new password with the emailed token',
         access: 'none',
         body: resetPasswordBody,

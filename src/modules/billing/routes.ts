@@ -76,6 +76,7 @@ export function billingRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: doc({
         operationId: 'billing.setLimits',
+        answeredWhenDiskFull: true,
         summary: "Set monthly caps (null: no cap); with Stripe billing, at most the plan's caps",
         params: projectIdParams,
         body: putLimitsBody,
@@ -122,6 +123,7 @@ export function paymentRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: doc({
         operationId: 'billing.checkout',
+        answeredWhenDiskFull: true,
         summary: 'A Stripe Checkout link',
         params: projectIdParams,
         responses: { 200: urlSchema },
@@ -140,6 +142,7 @@ export function paymentRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: doc({
         operationId: 'billing.portal',
+        answeredWhenDiskFull: true,
         summary: 'A Stripe customer portal link',
         params: projectIdParams,
         responses: { 200: urlSchema },
@@ -177,6 +180,7 @@ export function paymentRoutes(app: FastifyInstance, ctx: AppContext): void {
     scope.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: 512 * 1024 }, (_req, body, done) => done(null, body));
     const schema = describe({
       operationId: 'billing.stripeWebhook',
+      answeredWhenDiskFull: true,
       summary: 'Stripe events (subscription changes, payments)',
       description: 'Authenticated by the Stripe-Signature header over the raw body, not by a key.',
       tag: 'Billing',

@@ -34,7 +34,8 @@ export async function pendingEmails(db: Db, campaignId: string, cap: number): Pr
 }
 
 /**
- * `more`: a batch was written and more contacts may follow; `full`: the window is full, try later;
+ * `more`: a batch was written and more contacts may follow; `full`: the window is full, or the
+ * database's disk is below its floor (db/disk-room.ts), try later;
  * `busy`: another audience read of the project holds its turn (turns.ts), try after it;
  * `done`: every recipient has an email; `stopped`: no longer SENDING; `stale`: this job is not the live one.
  */
@@ -78,6 +79,8 @@ export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: st
   const seen = await campaignForFanout(ctx.database.db, campaignId, { lock: false });
   const early = stepOf(seen, jobId);
   if (early || !seen) return early ?? 'stale';
+  // A campaign of a million contacts writes about a gigabyte of emails: below the floor it waits, SENDING.
+  if (!ctx.diskRoom.hasRoom()) return 'full';
 
   const window = windowSize(ctx.config);
   const pending = await pendingEmails(ctx.database.db, campaignId, window);

@@ -128,6 +128,7 @@ export function campaignRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: doc({
         operationId: 'campaigns.cancel',
+        answeredWhenDiskFull: true,
         summary: 'Cancel a SCHEDULED or SENDING campaign',
         params: campaignIdParams,
         responses: { 200: campaignSchema },

@@ -120,6 +120,7 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
       onRequest,
       schema: doc({
         operationId: 'contacts.lookup',
+        answeredWhenDiskFull: true,
         summary: 'Find contacts by email (up to 500)',
         body: lookupBody,
         responses: { 200: lookupResultSchema },

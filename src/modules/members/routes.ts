@@ -65,6 +65,7 @@ export function memberRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: doc({
         operationId: 'members.updateRole',
+        answeredWhenDiskFull: true,
         summary: "Change a member's role",
         params: memberParams,
         body: updateMemberBody,

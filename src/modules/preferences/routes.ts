@@ -27,6 +27,8 @@ const pageDoc = (operationId: string, summary: string, extra: { body?: z.ZodType
       404: htmlPage('The link does not work: names the project and offers a fresh link when the link is ours'),
       ...extra.responses,
     },
+    // A recipient's choice is recorded whatever the server's disk: an unsubscribe must never wait.
+    answeredWhenDiskFull: true,
   });
 
 /**
@@ -166,6 +168,7 @@ export function preferenceRoutes(app: FastifyInstance, ctx: AppContext): void {
       config: { accepts: ['application/x-www-form-urlencoded'] },
       schema: doc({
         operationId: 'pages.freshLink',
+        answeredWhenDiskFull: true,
         summary: "Mails a fresh manage link to the address if it is a contact of the broken link's project (the same answer either way)",
         body: freshLinkBody,
         bodyType: 'form',

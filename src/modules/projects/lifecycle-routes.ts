@@ -16,6 +16,7 @@ export function projectLifecycleRoutes(app: FastifyInstance, ctx: AppContext): v
     {
       schema: describe({
         operationId: 'projects.reset',
+        answeredWhenDiskFull: true,
         summary: 'Delete all contacts, emails, events and content, keep the project and its keys',
         description: `Deletes in short batches, table by table, and answers when all are done with the rows deleted per table (those written while it ran included); the project keeps working meanwhile. At most ${PROJECT_PURGES_PER_PROJECT} reset of a project at once (${PROJECT_PURGES_PER_PROCESS} of all projects, per process); another is a 429 at once, with \`details.retryAfter\` and Retry-After. A batch held past 10 s (rows locked by other writes) stops the reset with a 409 whose \`details.deleted\` counts the rows deleted so far; ask again to finish.`,
         tag: 'Projects',

@@ -80,6 +80,7 @@ export function projectRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: doc({
         operationId: 'projects.regenerateKeys',
+        answeredWhenDiskFull: true,
         summary: 'New API keys (the old ones stop working)',
         params: projectIdParams,
         responses: { 200: projectSchema },
@@ -98,6 +99,7 @@ export function projectRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: doc({
         operationId: 'projects.regenerateWebhookSecret',
+        answeredWhenDiskFull: true,
         summary: 'New signing secret for workflow webhooks',
         params: projectIdParams,
         responses: { 200: projectSchema },

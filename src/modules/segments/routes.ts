@@ -81,6 +81,7 @@ export function segmentRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: doc({
         operationId: 'segments.count',
+        answeredWhenDiskFull: true,
         summary: 'Count the contacts a condition matches now, without saving a segment',
         body: countBody,
         bodyExample: { condition: { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] } },

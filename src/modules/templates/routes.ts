@@ -60,6 +60,7 @@ export function templateRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: doc({
         operationId: 'templates.preview',
+        answeredWhenDiskFull: true,
         summary: 'Render a template with sample data',
         description: `At most ${PREVIEWS_PER_PROJECT} previews of a project render at once (${PREVIEWS_PER_PROCESS} of all projects, per process); another is a 429 at once, with \`details.retryAfter\` and Retry-After.`,
         body: previewTemplateBody,

@@ -34,6 +34,7 @@ export function verifyRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: describe({
         operationId: 'emails.verify',
+        answeredWhenDiskFull: true,
         summary: 'Check an email address (syntax, domain, MX, disposable, typo)',
         tag: 'Verify',
         access: 'secretKey',

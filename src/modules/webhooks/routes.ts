@@ -20,6 +20,7 @@ export function webhookRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: describe({
         operationId: 'webhooks.sesNotification',
+        answeredWhenDiskFull: true,
         summary: 'Amazon SES notifications via SNS (bounces, complaints, deliveries)',
         description: 'Authenticated by the SNS message signature, not by a key. SNS posts JSON with Content-Type text/plain.',
         tag: 'Webhooks',

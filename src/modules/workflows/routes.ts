@@ -280,6 +280,7 @@ export function workflowRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: doc({
         operationId: 'workflows.cancelAllExecutions',
+        answeredWhenDiskFull: true,
         summary: 'Cancel every running or waiting execution',
         params: workflowIdParams,
         responses: { 200: z.object({ cancelled: z.number().int() }) },

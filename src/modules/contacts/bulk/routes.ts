@@ -47,6 +47,8 @@ export function bulkRoutes(app: FastifyInstance, ctx: AppContext): void {
       body: bulkBody,
       responses: { 202: queuedSchema },
       errors: [400],
+      // Deleting frees space, and an unsubscribe must never wait; subscribing again writes events.
+      ...(type === 'bulk-subscribe' ? {} : { answeredWhenDiskFull: true as const }),
     });
     app.post(`/contacts/${type}`, { onRequest, schema }, async (req, reply) => {
       const { contactIds } = parse(bulkBody, req.body);
