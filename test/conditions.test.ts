@@ -288,6 +288,14 @@ describe('bad condition trees: 400 BAD_REQUEST naming the place, field and opera
     assert.match((await refused(one({ field: 'data.plan', operator: 'in', value: 'pro' }))).message, /needs an array of 1 to 1000 values/);
     assert.match((await refused(one({ field: 'data.plan', operator: 'equals' }))).message, /needs a string value, got null/);
     assert.match((await refused(one({ field: 'data.vip', operator: 'equals', value: 'yes' }))).message, /needs true or false value/);
+    assert.equal(
+      (await refused(one({ field: 'data.plan', operator: 'equals', value: 'p'.repeat(1001) }))).message,
+      "The value of operator 'equals' on string field 'data.plan' is 1,001 characters long; at most 1,000 are compared",
+    );
+    assert.equal(
+      (await refused(one({ field: 'data.plan', operator: 'in', value: ['pro', 'p'.repeat(2000)] }))).message,
+      "value[1] of operator 'in' on string field 'data.plan' is 2,000 characters long; at most 1,000 are compared",
+    );
   });
 
   test("logic: 'XOR'", async () => {

@@ -8,6 +8,8 @@ import { CONDITION_STATEMENT_MS } from '../src/conditions/time-bound.ts';
 import { HEAVY_READS_PER_PROJECT, HEAVY_READ_TIME, HEAVY_READ_WAIT_MS, heavyReads, heavyReadsPerProcess } from '../src/http/heavy-reads.ts';
 import { CONTACTS_READ_STATEMENT_MS } from '../src/modules/contacts/heavy-read.ts';
 import { EMAILS_LISTED_AT_ONCE } from '../src/modules/emails/service.ts';
+import { NUMBERED_LISTED_AT_ONCE } from '../src/db/page-budget.ts';
+import { SEGMENTS_LISTED_AT_ONCE } from '../src/modules/segments/service.ts';
 import { EVENTS_COUNTED_AT_ONCE } from '../src/modules/events/day-counts.ts';
 import { CONTACT_EVENTS_AT_ONCE } from '../src/modules/events/list.ts';
 import { EVENT_STATS_STATEMENT_MS } from '../src/modules/events/list.ts';
@@ -53,7 +55,7 @@ const counted = (res: Res) => {
   return [res.body.total, res.body.events];
 };
 
-const PROJECT_FULL = `This project already has ${HEAVY_READS_PER_PROJECT} counts, searches or long lists over its contacts, events or emails under way`;
+const PROJECT_FULL = `This project already has ${HEAVY_READS_PER_PROJECT} counts, searches or long lists over its stored data under way`;
 
 /**
  * Runs `check` while the project's two slots are taken: by counts of its events (held by a lock on
@@ -196,7 +198,7 @@ test("a project's counts take at most their share of the time: past the burst a 
       assert.deepEqual(res.body.error.details, { retryAfter, limit: 1 });
       assert.equal(
         res.body.error.message,
-        `This project's counts, searches and long lists over its contacts, events or emails have taken more than 1 s lately; past that, their share is 15 s a minute; try again in ${retryAfter} seconds`,
+        `This project's counts, searches and long lists over its stored data have taken more than 1 s lately; past that, their share is 15 s a minute; try again in ${retryAfter} seconds`,
       );
     }
     // B has its own time.
@@ -373,6 +375,55 @@ test('a contact’s events past 10,000 are a heavy read to list and count; a con
     const res = await p.sk.get(path);
     assert.deepEqual([path, res.status, res.body.total], [path, 200, 10_002]);
   }
+});
+
+test('a project’s templates or campaigns past 10,000 are a heavy read to list; 10,000 are not', async () => {
+  assert.equal(NUMBERED_LISTED_AT_ONCE, 10_000);
+  const p = await bootstrap(server.api, 'many templates');
+  // 10,001 templates (one past), 10,000 campaigns (at the bound).
+  const rows = (table: string, n: number) =>
+    server.sql(
+      `INSERT INTO ${table} (id, project_id, name, subject, body, from_email, created_at, updated_at)
+       SELECT gen_random_uuid(), $1, 'Row ' || g, 's', 'b', 'a@example.net', now() - g * interval '1 second', now() - g * interval '1 second'
+         FROM generate_series(1, $2::int) g`,
+      [p.project.id, n],
+    );
+  await rows('templates', 10_001);
+  await rows('campaigns', 10_000);
+  const held = [await server.ctx.heavyReads.slots.take(p.project.id), await server.ctx.heavyReads.slots.take(p.project.id)];
+  try {
+    for (const path of ['/templates', '/templates?search=Row 9&page=2', '/templates?page=100&pageSize=100']) assertBusy(await p.sk.get(path), PROJECT_FULL);
+    const campaigns = await p.sk.get('/campaigns?page=100&pageSize=100&sort=name&dir=asc');
+    assert.deepEqual([campaigns.status, campaigns.body.total, campaigns.body.data.length], [200, 10_000, 100]);
+  } finally {
+    for (const release of held) release();
+  }
+  const last = await p.sk.get('/templates?page=101&pageSize=100');
+  assert.deepEqual([last.status, last.body.total, last.body.data.map((t: { name: string }) => t.name)], [200, 10_001, ['Row 10001']]);
+  const found = await p.sk.get('/templates?search=Row 1000');
+  assert.deepEqual([found.body.total, found.body.data.map((t: { name: string }) => t.name).sort()], [3, ['Row 1000', 'Row 10000', 'Row 10001']]);
+});
+
+test('GET /segments of more than 100 segments is a heavy read; of 100, it is not', async () => {
+  assert.equal(SEGMENTS_LISTED_AT_ONCE, 100);
+  const p = await bootstrap(server.api, 'many segments');
+  const add = (from: number, to: number) =>
+    server.sql(
+      `INSERT INTO segments (id, project_id, name, type, created_at, updated_at)
+       SELECT gen_random_uuid(), $1, 'List ' || g, 'STATIC', now(), now() FROM generate_series($2::int, $3::int) g`,
+      [p.project.id, from, to],
+    );
+  await add(1, 100);
+  const held = [await server.ctx.heavyReads.slots.take(p.project.id), await server.ctx.heavyReads.slots.take(p.project.id)];
+  try {
+    const listed = await p.sk.get('/segments');
+    assert.deepEqual([listed.status, listed.body.length], [200, 100]);
+    await add(101, 101);
+    assertBusy(await p.sk.get('/segments'), PROJECT_FULL);
+  } finally {
+    for (const release of held) release();
+  }
+  assert.equal((await p.sk.get('/segments')).body.length, 101);
 });
 
 test("when the process's slots are taken, a count waits in line, one per project, in the order they came, for a bounded time", async () => {

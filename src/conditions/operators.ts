@@ -230,6 +230,13 @@ function amount(v: unknown, unit: Unit, what: string, place: Place): number {
   return ms;
 }
 
+/** A string value too long to compare is named as such, not as a value of the wrong type. */
+function assertTextFits(v: unknown, where: string, place: Place): void {
+  if (typeof v === 'string' && v.length > MAX_TEXT) {
+    throw conditionError(`${where} is ${v.length.toLocaleString('en-US')} characters long; at most ${MAX_TEXT.toLocaleString('en-US')} are compared`, place);
+  }
+}
+
 /**
  * Checks and converts a filter's value for a field of `kind` (and `type` for value fields); 400
  * naming the field, operator and what was expected.
@@ -241,6 +248,7 @@ export function convertOperand(def: OperatorDef, f: Filter, kind: FieldKind, pla
       return { shape: 'none' };
     case 'scalar': {
       if (kind === 'activity' || kind === 'segment') throw new Error('operator table: scalar operand on a non-value field');
+      if (kind === 'string') assertTextFits(f.value, `The value of ${what[0].toLowerCase()}${what.slice(1)}`, place);
       const converted = f.value === undefined || f.value === null ? null : scalarFor(kind, f.value);
       if (converted === null) throw conditionError(`${what} needs ${TYPE_NEEDS[kind]} value, got ${quote(f.value ?? null)}`, place);
       return typeof converted === 'object' ? { shape: 'instant', ...converted } : { shape: 'scalar', value: converted };
@@ -252,6 +260,7 @@ export function convertOperand(def: OperatorDef, f: Filter, kind: FieldKind, pla
       if (!Array.isArray(f.value) || f.value.length === 0 || f.value.length > MAX_LIST) {
         throw conditionError(`${what} needs an array of 1 to ${MAX_LIST} values`, place);
       }
+      if (kind === 'string') f.value.forEach((v: unknown, i: number) => assertTextFits(v, `value[${i}] of ${what[0].toLowerCase()}${what.slice(1)}`, place));
       const values = f.value.map((v) => (v === null ? null : scalarFor(kind, v)));
       const bad = values.findIndex((v) => v === null);
       if (bad >= 0) throw conditionError(`${what} needs ${TYPE_NEEDS[kind]} at value[${bad}], got ${quote(f.value[bad])}`, place);

@@ -1,7 +1,9 @@
 import { type SQL, count, sql } from 'drizzle-orm';
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
-import type { Db } from './client.ts';
+import type { Database, Db } from './client.ts';
+import { hasMoreThan } from './more-than.ts';
 import { ApiError } from '../http/errors.ts';
+import { type HeavyReads, boundedHeavyRead, heavyReadNote } from '../http/heavy-reads.ts';
 
 /**
  * A page of a cursor list carries at most about this many bytes of `data` (a contact's is up to
@@ -67,12 +69,37 @@ export function assertPageWithinBudget(bytes: number[], what: string): void {
   });
 }
 
+/** A project's templates or campaigns past this many are listed as heavy reads: each page counts them all and walks to its offset. */
+export const NUMBERED_LISTED_AT_ONCE = 10_000;
+
+/** How long one statement of a heavy numbered list may run: past it, a 503. */
+export const NUMBERED_LIST_STATEMENT_MS = 10_000;
+
+/** The API description's sentence for the templates' and campaigns' lists. */
+export const heavyNumberedList = (what: string) =>
+  heavyReadNote(`When the project has more than ${NUMBERED_LISTED_AT_ONCE.toLocaleString('en-US')} ${what}`, NUMBERED_LIST_STATEMENT_MS);
+
 /**
- * A page of a page-numbered list of `table`'s rows that match `where`, in `sort` order: the page's
- * sizes (`bytes`, a text's length read without its TOAST) and the matches' total first, then the
- * rows, only when they fit NUMBERED_PAGE_BUDGET (assertPageWithinBudget names `what`).
+ * A page of a page-numbered list of a project's rows in `table` (`project` its project column)
+ * that match `where`, in `sort` order: the page's sizes (`bytes`, a text's length read without its
+ * TOAST) and the matches' total first, then the rows, only when they fit NUMBERED_PAGE_BUDGET
+ * (assertPageWithinBudget names `what`). The total and the offset grow with the project's rows:
+ * past NUMBERED_LISTED_AT_ONCE of them (read from at most that many entries of its index) the page
+ * is a heavy read (http/heavy-reads.ts). A million templates: a last page 1.5 s, a search 4.3 s.
  */
 export async function numberedPage<T extends PgTable>(
+  ctx: { database: Database; heavyReads: HeavyReads },
+  projectId: string,
+  table: T,
+  q: { project: PgColumn; where: SQL | undefined; sort: (SQL | PgColumn)[]; bytes: SQL<number>; page: number; pageSize: number; what: string },
+): Promise<{ rows: T['$inferSelect'][]; total: number }> {
+  const read = (db: Db) => readNumberedPage(db, table, q);
+  const many = await hasMoreThan(ctx.database.db, sql`SELECT 1 FROM ${table} WHERE ${q.project} = ${projectId}`, NUMBERED_LISTED_AT_ONCE);
+  if (!many) return read(ctx.database.db);
+  return boundedHeavyRead(ctx, projectId, { ms: NUMBERED_LIST_STATEMENT_MS, what: `Listing this project's ${q.what}` }, read);
+}
+
+async function readNumberedPage<T extends PgTable>(
   db: Db,
   table: T,
   q: { where: SQL | undefined; sort: (SQL | PgColumn)[]; bytes: SQL<number>; page: number; pageSize: number; what: string },

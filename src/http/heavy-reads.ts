@@ -160,12 +160,12 @@ export const heavyReads = (databasePoolSize: number, time = HEAVY_READ_TIME, wai
     perProject: HEAVY_READS_PER_PROJECT,
     perProcess: heavyReadsPerProcess(databasePoolSize),
     waitMs,
-    projectBusy: `This project already has ${HEAVY_READS_PER_PROJECT} counts, searches or long lists over its contacts, events or emails under way`,
+    projectBusy: `This project already has ${HEAVY_READS_PER_PROJECT} counts, searches or long lists over its stored data under way`,
     processBusy: 'The server is busy counting and searching for other requests',
   }),
   time: timeBudget({
     ...time,
-    busy: `This project's counts, searches and long lists over its contacts, events or emails have taken more than ${time.burstMs / 1000} s lately; past that, their share is ${(time.sustainedShare * 60).toFixed(0)} s a minute`,
+    busy: `This project's counts, searches and long lists over its stored data have taken more than ${time.burstMs / 1000} s lately; past that, their share is ${(time.sustainedShare * 60).toFixed(0)} s a minute`,
   }),
 });
 

@@ -2,7 +2,7 @@ import { isApiError } from './api.ts';
 
 /**
  * When the dashboard's reads ask again. A 429 means the server is busy with the project's other
- * work of that kind (previews, counts, searches and long lists over its contacts, events or emails: at most two at once, and a share of the time): it is
+ * work of that kind (previews, counts, searches and long lists over its stored data: at most two at once, and a share of the time): it is
  * asked again after the wait the answer names. Any other 4xx will not get better by asking again;
  * a 5xx or a lost connection is asked twice more.
  */

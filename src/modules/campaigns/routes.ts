@@ -1,3 +1,4 @@
+import { heavyNumberedList } from '../../db/page-budget.ts';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { projectOf, requireProject } from '../../http/auth.ts';
@@ -28,7 +29,14 @@ export function campaignRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get(
     '/campaigns',
     {
-      schema: doc({ operationId: 'campaigns.list', summary: 'List campaigns', query: listCampaignsQuery, responses: { 200: pageListOf(campaignSchema) } }),
+      schema: doc({
+        operationId: 'campaigns.list',
+        summary: 'List campaigns',
+        description: heavyNumberedList('campaigns'),
+        query: listCampaignsQuery,
+        responses: { 200: pageListOf(campaignSchema) },
+        errors: [503],
+      }),
       onRequest,
     },
     async (req) => listCampaigns(ctx, projectOf(req).projectId, parse(listCampaignsQuery, req.query)),

@@ -135,7 +135,8 @@ export async function listCampaigns(ctx: AppContext, projectId: string, q: ListC
   const order = q.dir === 'asc' ? asc : desc;
   const sort = [order(SORT_COLUMNS[q.sort]), order(campaigns.id)];
   const db = ctx.database.db;
-  const { rows, total } = await numberedPage(db, campaigns, { where, sort, bytes: CAMPAIGN_BYTES, page: q.page, pageSize: q.pageSize, what: 'campaigns' });
+  const page = { project: campaigns.projectId, where, sort, bytes: CAMPAIGN_BYTES, page: q.page, pageSize: q.pageSize, what: 'campaigns' };
+  const { rows, total } = await numberedPage(ctx, projectId, campaigns, page);
   return pageList(await withCounts(db, rows), total, q.page, q.pageSize);
 }
 

@@ -3,7 +3,6 @@ import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { projectOf, requireProject } from '../../http/auth.ts';
 import { asHeavyRead } from '../../http/heavy-reads.ts';
-import { jsonArrayStream } from '../../http/json-stream.ts';
 import { describer, simpleOrErrorSchema } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { addMembers, removeMembers } from './members.ts';
@@ -24,13 +23,14 @@ import {
   updateSegmentBody,
 } from './schemas.ts';
 import {
+  HEAVY_SEGMENTS_LIST,
   SEGMENT_DELETE_BATCH,
   countCondition,
   createSegment,
   deleteSegment,
   getSegment,
   listSegmentContacts,
-  segmentBatches,
+  listSegments,
   refreshSegment,
   updateSegment,
 } from './service.ts';
@@ -45,10 +45,16 @@ export function segmentRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get(
     '/segments',
     {
-      schema: doc({ operationId: 'segments.list', summary: 'Every segment, newest first (not paginated)', responses: { 200: z.array(segmentSchema) } }),
+      schema: doc({
+        operationId: 'segments.list',
+        summary: 'Every segment, newest first (not paginated)',
+        description: HEAVY_SEGMENTS_LIST,
+        responses: { 200: z.array(segmentSchema) },
+        errors: [503],
+      }),
       onRequest,
     },
-    async (req, reply) => reply.type('application/json; charset=utf-8').send(jsonArrayStream(segmentBatches(db, projectOf(req).projectId))),
+    async (req, reply) => reply.type('application/json; charset=utf-8').send(await listSegments(ctx, projectOf(req).projectId)),
   );
 
   app.post(

@@ -9,11 +9,12 @@ import { NUMBERED_PAGE_BUDGET, assertPageWithinBudget, budgetedPage, dataWithinB
 import { UUID, uuidv7 } from '../../db/ids.ts';
 import { type SegmentType, segments } from '../../db/schema/segments.ts';
 import { ApiError, badRequest, conflict, notFound } from '../../http/errors.ts';
-import { asHeavyRead } from '../../http/heavy-reads.ts';
+import { asHeavyRead, boundedHeavyRead, heavyReadNote } from '../../http/heavy-reads.ts';
 import type { ContactRecord } from '../contacts/service.ts';
 import { type ContactRow, contactColumns, isoUs, toContactRecord } from '../contacts/sql.ts';
 import { usage } from '../usage/service.ts';
 import { forgetTrackedSegments } from './membership.ts';
+import { assertRoomForSegment, lockProjectSegments } from './caps.ts';
 import type { CreateSegmentInput, SegmentRecord, UpdateSegmentInput } from './schemas.ts';
 import { customFieldTypes } from '../contacts/fields.ts';
 
@@ -90,11 +91,10 @@ const CONDITION_SLOT_JSON = JSON.stringify(CONDITION_SLOT);
 
 /**
  * GET /segments, newest first and unpaginated (the spec), read in batches of at most LIST_BATCH
- * segments and about PAGE_DATA_BUDGET bytes of conditions, on keyset (created_at, id): a project
- * may hold any number of segments of up to 1 MB each. Each segment's JSON takes its condition as
- * PostgreSQL prints it, never parsed and written again; sent as they come (http/json-stream.ts).
+ * segments and about PAGE_DATA_BUDGET bytes of conditions, on keyset (created_at, id). Each
+ * segment's JSON takes its condition as PostgreSQL prints it, never parsed and written again.
  */
-export async function* segmentBatches(db: Db, projectId: string): AsyncGenerator<string[]> {
+async function* segmentBatches(db: Db, projectId: string): AsyncGenerator<string[]> {
   const order = sql`created_at DESC, id DESC`;
   let after: { at: string; id: string } | null = null;
   for (;;) {
@@ -114,6 +114,39 @@ export async function* segmentBatches(db: Db, projectId: string): AsyncGenerator
     if (!hasMore || !last) return;
     after = { at: last.sort_value, id: last.id };
   }
+}
+
+/** GET /segments of more segments than this, or of more bytes of conditions, is a heavy read. */
+export const SEGMENTS_LISTED_AT_ONCE = LIST_BATCH;
+export const SEGMENT_CONDITIONS_LISTED_AT_ONCE = 1024 * 1024;
+
+/** How long one statement of a heavy segments list may run: past it, a 503. */
+export const SEGMENTS_LIST_STATEMENT_MS = 10_000;
+
+export const HEAVY_SEGMENTS_LIST = heavyReadNote(
+  `When the project has more than ${SEGMENTS_LISTED_AT_ONCE} segments, or their conditions more than 1 MB`,
+  SEGMENTS_LIST_STATEMENT_MS,
+);
+
+/**
+ * GET /segments' answer, a JSON array of every segment, read in batches (segmentBatches). A list
+ * of more than one batch of segments, or of conditions past 1 MB, is a heavy read
+ * (http/heavy-reads.ts): the project's slot and time while it is read. The caps (caps.ts: 1,000
+ * segments, 8 MB of conditions) bound it; at the caps, 20 clients asking for it in a loop had held
+ * another project's list of 10 contacts for 0.9 s (median), every request.
+ */
+export async function listSegments(ctx: AppContext, projectId: string): Promise<string> {
+  const db = ctx.database.db;
+  const read = async (db: Db) => {
+    const items: string[] = [];
+    for await (const batch of segmentBatches(db, projectId)) items.push(...batch);
+    return `[${items.join(',')}]`;
+  };
+  const { rows } = await db.execute<{ long: boolean }>(sql`
+    SELECT count(*) > ${SEGMENTS_LISTED_AT_ONCE} OR coalesce(sum(bytes), 0) > ${SEGMENT_CONDITIONS_LISTED_AT_ONCE} AS long
+      FROM (SELECT coalesce(condition_bytes, 0) AS bytes FROM segments WHERE project_id = ${projectId} LIMIT ${SEGMENTS_LISTED_AT_ONCE + 1}) AS s`);
+  if (!rows[0].long) return read(db);
+  return boundedHeavyRead(ctx, projectId, { ms: SEGMENTS_LIST_STATEMENT_MS, what: "Listing this project's segments" }, read);
 }
 
 /** The stored condition of a DYNAMIC segment (validated when it was saved). */
@@ -177,6 +210,8 @@ export async function countCondition(ctx: AppContext, projectId: string, raw: un
 export async function createSegment(ctx: AppContext, projectId: string, input: CreateSegmentInput): Promise<SegmentRecord> {
   const db = ctx.database.db;
   const condition = input.type === 'DYNAMIC' ? await checkedCondition(db, projectId, input.condition) : null;
+  // Checked before the count (a heavy read), and again under the lock as the row is written.
+  await assertRoomForSegment(db, projectId, { adding: true, condition });
   const now = ctx.clock.now();
   const values: SegmentRow = {
     id: uuidv7(now.getTime()),
@@ -194,10 +229,15 @@ export async function createSegment(ctx: AppContext, projectId: string, input: C
     updatedAt: now,
   };
   values.memberCount = await countWithin(ctx, values, now);
-  const [row] = await db
-    .insert(segments)
-    .values({ ...values, conditionBytes: conditionBytes(condition) })
-    .returning();
+  const row = await withTransaction(ctx.database, async ({ tx }) => {
+    await lockProjectSegments(tx, projectId);
+    await assertRoomForSegment(tx, projectId, { adding: true, condition });
+    const [inserted] = await tx
+      .insert(segments)
+      .values({ ...values, conditionBytes: conditionBytes(condition) })
+      .returning();
+    return inserted;
+  });
   if (row.trackMembership) await forgetTrackedSegments(ctx, projectId);
   return toSegmentRecord(row);
 }
@@ -213,6 +253,8 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
     throw badRequest('Only DYNAMIC segments have a condition', { segmentId: id, type: current.type });
   }
   const condition = input.condition !== undefined ? await checkedCondition(ctx.database.db, projectId, input.condition, current.id) : undefined;
+  // Without the lock: concurrent PATCHes can pass the bytes together, by at most one body each.
+  if (condition !== undefined) await assertRoomForSegment(ctx.database.db, projectId, { adding: false, condition, replacing: id });
   const now = ctx.clock.now();
   // The recount is a heavy read: the project's slot is taken before the segment's row is locked. It
   // alone is bounded as a condition's read: waiting for the row (a compute's page holds it) or

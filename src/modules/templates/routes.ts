@@ -1,3 +1,4 @@
+import { heavyNumberedList } from '../../db/page-budget.ts';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { projectOf, requireProject } from '../../http/auth.ts';
@@ -23,7 +24,14 @@ export function templateRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get(
     '/templates',
     {
-      schema: doc({ operationId: 'templates.list', summary: 'List templates', query: listTemplatesQuery, responses: { 200: pageListOf(templateSchema) } }),
+      schema: doc({
+        operationId: 'templates.list',
+        summary: 'List templates',
+        description: heavyNumberedList('templates'),
+        query: listTemplatesQuery,
+        responses: { 200: pageListOf(templateSchema) },
+        errors: [503],
+      }),
       onRequest,
     },
     async (req) => listTemplates(ctx, projectOf(req).projectId, parse(listTemplatesQuery, req.query)),

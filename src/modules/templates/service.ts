@@ -81,8 +81,8 @@ export async function listTemplates(ctx: AppContext, projectId: string, q: ListT
   const where = and(...conditions);
   const order = q.dir === 'asc' ? asc : desc;
   const sort = [order(SORT_COLUMNS[q.sort]), order(templates.id)];
-  const db = ctx.database.db;
-  const { rows, total } = await numberedPage(db, templates, { where, sort, bytes: TEMPLATE_BYTES, page: q.page, pageSize: q.pageSize, what: 'templates' });
+  const page = { project: templates.projectId, where, sort, bytes: TEMPLATE_BYTES, page: q.page, pageSize: q.pageSize, what: 'templates' };
+  const { rows, total } = await numberedPage(ctx, projectId, templates, page);
   return pageList(rows.map(toTemplateRecord), total, q.page, q.pageSize);
 }
 
