@@ -73,11 +73,15 @@ export async function admit(ctx: AppContext, keys: Throttled[]): Promise<void> {
   if (randomInt(100) === 0) await forgetOldCounters(ctx);
 }
 
-/** How long the most locked of the keys stays locked, in seconds (0: none is). */
+/**
+ * How long the most locked of the keys stays locked, in seconds (0: none is). Timed by
+ * clock_timestamp(), not now(): a lock committed between this statement's start and its snapshot
+ * was set from a later now(), and its Retry-After came out a second past the lock's length.
+ */
 async function secondsLocked(ctx: AppContext, keys: Throttled[]): Promise<number> {
   const { rows } = await ctx.database.db.execute<{ retry: number | null }>(sql`
-    SELECT MAX(CEIL(EXTRACT(EPOCH FROM locked_until - now())))::int AS retry
-      FROM auth_throttle WHERE key = ANY(${sql.param(keys.map((k) => k.key))}::text[]) AND locked_until > now()`);
+    SELECT MAX(CEIL(EXTRACT(EPOCH FROM locked_until - clock_timestamp())))::int AS retry
+      FROM auth_throttle WHERE key = ANY(${sql.param(keys.map((k) => k.key))}::text[]) AND locked_until > clock_timestamp()`);
   return rows[0]?.retry ?? 0;
 }
 
