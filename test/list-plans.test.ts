@@ -6,6 +6,8 @@ import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { buildWorkflow } from './helpers/workflows.ts';
 import { encodeCursor } from '../src/http/cursor.ts';
+import { PgDialect } from 'drizzle-orm/pg-core';
+import { sentCampaignsQuery } from '../src/modules/analytics/service.ts';
 
 /**
  * How the lists read their pages, from the plans of their own statements (EXPLAIN).
@@ -117,4 +119,27 @@ test('a page after a cursor starts its index scan at the cursor, however deep (h
     page.body.data.map((e: { id: string }) => e.id),
     expected.map((e) => e.id),
   );
+});
+
+test('the top campaigns read the newest sent campaigns of the range from their own index entries, at most 1,000', async () => {
+  // Campaigns have no cap: without campaigns_project_sent_idx every sent campaign of the range was read and sorted.
+  const p = await bootstrap(server.api, 'sent campaigns');
+  await server.sql(
+    `INSERT INTO campaigns (id, project_id, name, subject, body, from_email, status, sent_at, completed_at)
+     SELECT gen_random_uuid(), $1, 'Campaign ' || g, 's', 'b', 'a@example.com', 'SENT', now() - g * interval '1 minute', now() - g * interval '1 minute'
+       FROM generate_series(1, 5000) g`,
+    [p.project.id],
+  );
+  await server.sql('ANALYZE campaigns');
+  const range = { from: new Date(Date.now() - 30 * 86_400_000), to: new Date(), toDay: false };
+  const { sql, params } = new PgDialect().sqlToQuery(sentCampaignsQuery(p.project.id, range));
+  const [row] = await server.sql<{ 'QUERY PLAN': [{ Plan: Record<string, unknown> }] }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, params);
+  const scans = (node: Record<string, unknown>): { index: unknown; rows: unknown }[] => [
+    ...(String(node['Node Type']).includes('Scan') ? [{ index: node['Index Name'], rows: node['Actual Rows'] }] : []),
+    ...((node.Plans as Record<string, unknown>[] | undefined) ?? []).flatMap(scans),
+  ];
+  assert.deepEqual(scans(row['QUERY PLAN'][0].Plan), [{ index: 'campaigns_project_sent_idx', rows: 1000 }]);
+  const top = await p.sk.get('/analytics/top-campaigns?limit=2&metric=sent');
+  assert.equal(top.status, 200, top.text);
+  assert.equal(top.body.data.length, 2);
 });

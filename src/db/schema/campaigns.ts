@@ -55,6 +55,10 @@ export const campaigns = pgTable(
     index('campaigns_project_updated_idx').on(t.projectId, t.updatedAt, t.id),
     index('campaigns_project_lower_name_idx').on(t.projectId, sql`lower(${t.name})`, t.id),
     index('campaigns_project_status_idx').on(t.projectId, t.status),
+    // GET /analytics/top-campaigns reads the newest sent campaigns of a range, at most 1,000.
+    index('campaigns_project_sent_idx')
+      .on(t.projectId, t.sentAt)
+      .where(sql`${t.sentAt} IS NOT NULL`),
     // The watchdog and GET /activity/upcoming look only at campaigns in flight.
     index('campaigns_active_idx')
       .on(t.status, t.scheduledFor)

@@ -142,18 +142,25 @@ const ORDER: Record<'opens' | 'clicks' | 'sent' | 'openRate' | 'clickRate', (c: 
   clickRate: (c) => c.clickRate,
 };
 
+/**
+ * The newest 1,000 campaigns that started sending in the range, read from their own index entries
+ * (migration 0024): without them, every sent campaign of the project in the range was read and
+ * sorted, and campaigns have no cap.
+ */
+export const sentCampaignsQuery = (projectId: string, range: TimeRange): SQL => sql`
+    SELECT c.id, c.name, c.status, to_char(c.sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS sent_at
+      FROM campaigns AS c
+     WHERE c.project_id = ${projectId} AND c.sent_at IS NOT NULL AND ${inRange(sql`c.sent_at`, range)}
+     ORDER BY c.sent_at DESC
+     LIMIT 1000`;
+
 /** Campaigns that started sending in the range, ranked by `metric`; counts as in GET /campaigns/:id/stats. */
 export async function topCampaigns(
   db: Db,
   projectId: string,
   q: { range: TimeRange; metric: keyof typeof ORDER; limit: number },
 ): Promise<{ from: string; to: string; metric: string; data: TopCampaign[] }> {
-  const { rows } = await db.execute<{ id: string; name: string; status: string; sent_at: string | null }>(sql`
-    SELECT c.id, c.name, c.status, to_char(c.sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS sent_at
-      FROM campaigns AS c
-     WHERE c.project_id = ${projectId} AND c.sent_at IS NOT NULL AND ${inRange(sql`c.sent_at`, q.range)}
-     ORDER BY c.sent_at DESC
-     LIMIT 1000`);
+  const { rows } = await db.execute<{ id: string; name: string; status: string; sent_at: string | null }>(sentCampaignsQuery(projectId, q.range));
   const counts = await campaignOutcomeTotals(
     db,
     rows.map((r) => r.id),
