@@ -93,6 +93,10 @@ test('below the floor, writes that add data answer 507 and write nothing; reads,
   assert.equal(paths['/contacts/{id}'].delete.responses['507'], undefined);
   assert.equal(paths['/contacts'].get.responses['507'], undefined);
 
+  // Monitoring sees it: the floor's server is degraded, the other's disk is not watched (an external DATABASE_URL, no DATABASE_DISK_PATH).
+  assert.deepEqual((await full.api.get('/health')).body, { status: 'degraded', checks: { database: 'ok', secrets: 'ok', disk: 'low' } });
+  assert.deepEqual((await env.server.api.get('/health')).body, { status: 'ok', checks: { database: 'ok', secrets: 'ok', disk: 'unwatched' } });
+
   // The server with room accepts the same write.
   assert.equal((await p.sk.post('/contacts', { email: 'new@floor.test' })).status, 201);
 });
@@ -111,14 +115,16 @@ test('a sending campaign writes no emails while the disk is below the floor, and
 
   const real = server.ctx.diskRoom;
   let room = false;
-  server.ctx.diskRoom = { hasRoom: () => room };
+  server.ctx.diskRoom = { watched: true, hasRoom: () => room };
   try {
+    assert.equal((await server.api.get('/health')).body.checks.disk, 'low');
     await waitFor('the campaign to start', async () => (await p.sk.get(`/campaigns/${id}`)).body.status === 'SENDING');
     await sleep(2_500); // two more ticks of its engine
     const waiting = await p.sk.get(`/emails?campaignId=${id}`);
     assert.deepEqual([waiting.body.total, (await p.sk.get(`/campaigns/${id}`)).body.status], [0, 'SENDING']);
     assert.equal(env.sink.messages.filter((m) => m.parsed.subject === 'Floor news').length, 0);
     room = true;
+    assert.deepEqual((await server.api.get('/health')).body, { status: 'ok', checks: { database: 'ok', secrets: 'ok', disk: 'ok' } });
     await waitFor('the campaign to be sent', async () => (await p.sk.get(`/campaigns/${id}`)).body.status === 'SENT', 20_000);
   } finally {
     server.ctx.diskRoom = real;

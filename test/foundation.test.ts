@@ -19,7 +19,7 @@ describe('health and config', () => {
   test('GET /health answers ok when the database is reachable', async () => {
     const res = await server.api.get('/health');
     assert.equal(res.status, 200);
-    assert.deepEqual(res.body, { status: 'ok', checks: { database: 'ok', secrets: 'ok' } });
+    assert.deepEqual(res.body, { status: 'ok', checks: { database: 'ok', secrets: 'ok', disk: 'unwatched' } });
   });
 
   test('GET /config exposes the feature flags without authentication', async () => {

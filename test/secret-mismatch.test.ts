@@ -64,7 +64,7 @@ test('an API process with another JWT_SECRET refuses to start too (it would acce
     return true;
   });
   const ours = await server.api.get('/health');
-  assert.deepEqual(ours.body, { status: 'ok', checks: { database: 'ok', secrets: 'ok' } });
+  assert.deepEqual(ours.body, { status: 'ok', checks: { database: 'ok', secrets: 'ok', disk: 'unwatched' } });
 });
 
 test('before any domain exists, the database still knows the secret: a worker with another one refuses to start', async () => {
@@ -88,7 +88,7 @@ test('before any domain exists, the database still knows the secret: a worker wi
     try {
       const stale = await fresh.api.get('/health');
       assert.equal(stale.status, 200);
-      assert.deepEqual(stale.body, { status: 'degraded', checks: { database: 'ok', secrets: 'mismatch' } });
+      assert.deepEqual(stale.body, { status: 'degraded', checks: { database: 'ok', secrets: 'mismatch', disk: 'unwatched' } });
     } finally {
       await runtime.stop();
     }

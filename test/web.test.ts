@@ -70,5 +70,5 @@ test('API routes are never shadowed: they keep their JSON answers and JSON 404s'
 
   const health = await get('/health');
   assert.equal(health.status, 200);
-  assert.deepEqual(await health.json(), { status: 'ok', checks: { database: 'ok', secrets: 'ok' } });
+  assert.deepEqual(await health.json(), { status: 'ok', checks: { database: 'ok', secrets: 'ok', disk: 'unwatched' } });
 });

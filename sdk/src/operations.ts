@@ -1630,7 +1630,7 @@ export interface Operations {
     body: never;
     response: string;
   };
-  /** GET /health: Liveness, database reachability and whether this process shares the installation's JWT_SECRET */
+  /** GET /health: Liveness, database reachability, whether this process shares the installation's JWT_SECRET, and the database disk's room */
   "meta.health": {
     path: [];
     query: never;
@@ -1640,6 +1640,7 @@ export interface Operations {
       checks: {
         database: "ok" | "unavailable";
         secrets: "ok" | "mismatch" | "unknown";
+        disk: "ok" | "low" | "unwatched";
       };
     };
   };

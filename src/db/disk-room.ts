@@ -13,6 +13,8 @@ import { StartupError } from '../startup-error.ts';
  * the space the floor kept.
  */
 export type DiskRoom = {
+  /** Whether a disk is watched at all (config.databaseDisk): without one there is always room. */
+  watched: boolean;
   /** As last read: a reading is used for a second, then the next call starts another (the answer never waits for it). */
   hasRoom(): boolean;
 };
@@ -20,7 +22,7 @@ export type DiskRoom = {
 /** How long one reading of the free space is used. */
 const READING_MS = 1000;
 
-const UNWATCHED: DiskRoom = { hasRoom: () => true };
+const UNWATCHED: DiskRoom = { watched: false, hasRoom: () => true };
 
 const freeBytes = (s: { bavail: number; bsize: number }) => s.bavail * s.bsize;
 const inMb = (bytes: number) => Math.floor(bytes / (1024 * 1024));
@@ -58,6 +60,7 @@ export function watchDiskRoom(disk: Config['databaseDisk'], log: Logger): DiskRo
     }
   };
   return {
+    watched: true,
     hasRoom() {
       if (!reading && Date.now() - readAt >= READING_MS) {
         reading = true;

@@ -4,17 +4,23 @@ import type { AppContext } from '../../context.ts';
 import { type SecretCheck, currentSecretCheck } from './secret-check.ts';
 import { describe } from '../../http/openapi.ts';
 
-const checks = z.object({ database: z.enum(['ok', 'unavailable']), secrets: z.enum(['ok', 'mismatch', 'unknown']) });
+const checks = z.object({
+  database: z.enum(['ok', 'unavailable']),
+  secrets: z.enum(['ok', 'mismatch', 'unknown']),
+  /** The database's disk against DATABASE_MIN_FREE_MB (db/disk-room.ts): `low` while writes that add data are refused. */
+  disk: z.enum(['ok', 'low', 'unwatched']),
+});
 
 export function systemRoutes(app: FastifyInstance, ctx: AppContext): void {
   // 200 when the database answers (as the spec says): `ok`, or `degraded` when this process's
-  // JWT_SECRET is not the installation's (secret-check.ts); 503 `unavailable` without a database.
+  // JWT_SECRET is not the installation's (secret-check.ts) or the database's disk is below its
+  // floor (db/disk-room.ts); 503 `unavailable` without a database.
   app.get(
     '/health',
     {
       schema: describe({
         operationId: 'meta.health',
-        summary: "Liveness, database reachability and whether this process shares the installation's JWT_SECRET",
+        summary: "Liveness, database reachability, whether this process shares the installation's JWT_SECRET, and the database disk's room",
         tag: 'Meta',
         access: 'none',
         responses: {
@@ -24,14 +30,15 @@ export function systemRoutes(app: FastifyInstance, ctx: AppContext): void {
       }),
     },
     async (_req, reply) => {
+      const disk = !ctx.diskRoom.watched ? 'unwatched' : ctx.diskRoom.hasRoom() ? 'ok' : 'low';
       let secrets: SecretCheck;
       try {
         secrets = await currentSecretCheck(ctx.database, ctx.config.jwtSecret);
       } catch {
-        return reply.status(503).send({ status: 'unavailable', checks: { database: 'unavailable', secrets: 'unknown' } });
+        return reply.status(503).send({ status: 'unavailable', checks: { database: 'unavailable', secrets: 'unknown', disk } });
       }
-      if (secrets === 'mismatch') return { status: 'degraded', checks: { database: 'ok', secrets } };
-      return { status: 'ok', checks: { database: 'ok', secrets } };
+      const status = secrets === 'mismatch' || disk === 'low' ? 'degraded' : 'ok';
+      return { status, checks: { database: 'ok', secrets, disk } };
     },
   );
 
