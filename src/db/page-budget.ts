@@ -3,7 +3,7 @@ import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
 import type { Database, Db } from './client.ts';
 import { hasMoreThan } from './more-than.ts';
 import { ApiError } from '../http/errors.ts';
-import { type HeavyReads, boundedHeavyRead, heavyReadNote } from '../http/heavy-reads.ts';
+import { type HeavyReads, boundedHeavyReadWhen, heavyReadNote } from '../http/heavy-reads.ts';
 
 /**
  * A page of a cursor list carries at most about this many bytes of `data` (a contact's is up to
@@ -95,8 +95,7 @@ export async function numberedPage<T extends PgTable>(
 ): Promise<{ rows: T['$inferSelect'][]; total: number }> {
   const read = (db: Db) => readNumberedPage(db, table, q);
   const many = await hasMoreThan(ctx.database.db, sql`SELECT 1 FROM ${table} WHERE ${q.project} = ${projectId}`, NUMBERED_LISTED_AT_ONCE);
-  if (!many) return read(ctx.database.db);
-  return boundedHeavyRead(ctx, projectId, { ms: NUMBERED_LIST_STATEMENT_MS, what: `Listing this project's ${q.what}` }, read);
+  return boundedHeavyReadWhen(many, ctx, projectId, { ms: NUMBERED_LIST_STATEMENT_MS, what: `Listing this project's ${q.what}` }, read);
 }
 
 async function readNumberedPage<T extends PgTable>(

@@ -208,3 +208,15 @@ export const boundedHeavyRead = <T>(
       () => new ApiError(503, 'QUERY_TIMEOUT', `${bound.what} took longer than ${bound.ms / 1000} s`),
     ),
   );
+
+/**
+ * boundedHeavyRead when `heavy`, else `work` at once on the pool: for a read whose cost was looked
+ * at first (a bounded count of what it would walk), cheap below its threshold.
+ */
+export const boundedHeavyReadWhen = <T>(
+  heavy: boolean,
+  ctx: { database: Database; heavyReads: HeavyReads },
+  projectId: string,
+  bound: { ms: number; what: string },
+  work: (db: Db) => Promise<T>,
+): Promise<T> => (heavy ? boundedHeavyRead(ctx, projectId, bound, work) : work(ctx.database.db));

@@ -2,7 +2,7 @@ import { and, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import type { Db } from '../../db/client.ts';
 import { hasMoreThan } from '../../db/more-than.ts';
-import { boundedHeavyRead } from '../../http/heavy-reads.ts';
+import { boundedHeavyReadWhen } from '../../http/heavy-reads.ts';
 import { UUID } from '../../db/ids.ts';
 import { emails } from '../../db/schema/emails.ts';
 import { afterCursor, cursorPage } from '../../http/keyset.ts';
@@ -182,6 +182,5 @@ export async function listEmails(ctx: AppContext, projectId: string, q: EmailLis
     return { ...cursorPage(rows, q.limit, (e) => [e.createdAt, e.id], toEmailRecord), total };
   };
   const heavy = narrowed ? await narrowedToMany(db, projectId, q) : counted !== undefined && walkedFor(q, counted) > EMAILS_LISTED_AT_ONCE;
-  if (!heavy) return read(db);
-  return boundedHeavyRead(ctx, projectId, { ms: EMAILS_READ_STATEMENT_MS, what: "Listing this project's emails" }, read);
+  return boundedHeavyReadWhen(heavy, ctx, projectId, { ms: EMAILS_READ_STATEMENT_MS, what: "Listing this project's emails" }, read);
 }

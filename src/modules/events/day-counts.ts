@@ -1,7 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Database, Db } from '../../db/client.ts';
 import { sumCounter } from '../../db/counter-rows.ts';
-import { type HeavyReads, boundedHeavyRead, heavyReadNote } from '../../http/heavy-reads.ts';
+import { type HeavyReads, boundedHeavyReadWhen, heavyReadNote } from '../../http/heavy-reads.ts';
 import { DAY_MS, type Span, spanSql, splitSpan, utcDate } from './range.ts';
 
 /**
@@ -91,7 +91,6 @@ export async function countingEvents<T>(
   span: Span,
   work: (db: Db) => Promise<T>,
 ): Promise<T> {
-  const db = ctx.database.db;
-  if ((await partialDayEvents(db, projectId, span)) <= EVENTS_COUNTED_AT_ONCE) return work(db);
-  return boundedHeavyRead(ctx, projectId, { ms: EVENTS_COUNT_STATEMENT_MS, what: "Counting this project's events" }, work);
+  const heavy = (await partialDayEvents(ctx.database.db, projectId, span)) > EVENTS_COUNTED_AT_ONCE;
+  return boundedHeavyReadWhen(heavy, ctx, projectId, { ms: EVENTS_COUNT_STATEMENT_MS, what: "Counting this project's events" }, work);
 }

@@ -6,7 +6,7 @@ import { decodeCursor, encodeCursor } from '../../http/cursor.ts';
 import { answerTimeout, withStatementTimeout } from '../../db/statement-timeout.ts';
 import { badRequest, validationError } from '../../http/errors.ts';
 import { hasMoreThan } from '../../db/more-than.ts';
-import { type HeavyReads, boundedHeavyRead, heavyReadNote } from '../../http/heavy-reads.ts';
+import { type HeavyReads, boundedHeavyReadWhen, heavyReadNote } from '../../http/heavy-reads.ts';
 import { getContact } from '../contacts/service.ts';
 import { countEvents } from './counts.ts';
 import { isoMs, isoUs } from '../contacts/sql.ts';
@@ -234,6 +234,5 @@ export async function readingContactEvents<T>(
       sql`SELECT 1 FROM events AS e WHERE e.contact_id = ${contactId} AND e.project_id = ${projectId} ORDER BY e.created_at DESC, e.id DESC`,
       CONTACT_EVENTS_AT_ONCE,
     ));
-  if (!many) return work(db);
-  return boundedHeavyRead(ctx, projectId, { ms: EVENT_STATS_STATEMENT_MS, what: "Listing this contact's events" }, work);
+  return boundedHeavyReadWhen(many, ctx, projectId, { ms: EVENT_STATS_STATEMENT_MS, what: "Listing this contact's events" }, work);
 }

@@ -9,7 +9,7 @@ import { NUMBERED_PAGE_BUDGET, assertPageWithinBudget, budgetedPage, dataWithinB
 import { UUID, uuidv7 } from '../../db/ids.ts';
 import { type SegmentType, segments } from '../../db/schema/segments.ts';
 import { ApiError, badRequest, conflict, notFound } from '../../http/errors.ts';
-import { asHeavyRead, boundedHeavyRead, heavyReadNote } from '../../http/heavy-reads.ts';
+import { asHeavyRead, boundedHeavyReadWhen, heavyReadNote } from '../../http/heavy-reads.ts';
 import type { ContactRecord } from '../contacts/service.ts';
 import { type ContactRow, contactColumns, isoUs, toContactRecord } from '../contacts/sql.ts';
 import { usage } from '../usage/service.ts';
@@ -145,8 +145,7 @@ export async function listSegments(ctx: AppContext, projectId: string): Promise<
   const { rows } = await db.execute<{ long: boolean }>(sql`
     SELECT count(*) > ${SEGMENTS_LISTED_AT_ONCE} OR coalesce(sum(bytes), 0) > ${SEGMENT_CONDITIONS_LISTED_AT_ONCE} AS long
       FROM (SELECT coalesce(condition_bytes, 0) AS bytes FROM segments WHERE project_id = ${projectId} LIMIT ${SEGMENTS_LISTED_AT_ONCE + 1}) AS s`);
-  if (!rows[0].long) return read(db);
-  return boundedHeavyRead(ctx, projectId, { ms: SEGMENTS_LIST_STATEMENT_MS, what: "Listing this project's segments" }, read);
+  return boundedHeavyReadWhen(rows[0].long, ctx, projectId, { ms: SEGMENTS_LIST_STATEMENT_MS, what: "Listing this project's segments" }, read);
 }
 
 /** The stored condition of a DYNAMIC segment (validated when it was saved). */
