@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
-import { applyMigrations, migrationsSplitAt, seedTwoProjects } from './helpers/migrations.ts';
+import { EVENTS_WITHOUT_FOREIGN_KEYS, applyMigrations, migrationsSplitAt, seedTwoProjects } from './helpers/migrations.ts';
 import { createTestDatabase } from './helpers/server.ts';
 
 /**
@@ -92,7 +92,7 @@ test('the event counters keep their sums through the migration, and from it on t
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    const { before, from } = await migrationsSplitAt('"event_counts", "event_day_counts" IN ACCESS EXCLUSIVE MODE');
+    const { before, from } = await migrationsSplitAt('"event_counts", "event_day_counts" IN ACCESS EXCLUSIVE MODE', { until: EVENTS_WITHOUT_FOREIGN_KEYS });
     await applyMigrations(client, before);
     await seedTwoProjects(client);
     await client.query(

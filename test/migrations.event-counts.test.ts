@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
-import { applyMigrations, migrationsSplitAt, seedTwoProjects } from './helpers/migrations.ts';
+import { EVENTS_WITHOUT_FOREIGN_KEYS, applyMigrations, migrationsSplitAt, seedTwoProjects } from './helpers/migrations.ts';
 import { createTestDatabase } from './helpers/server.ts';
 
 /**
@@ -21,7 +21,7 @@ test('events stored before the counters existed are counted, and later writes ke
   const client = new pg.Client({ connectionString: await createTestDatabase() });
   await client.connect();
   try {
-    const { before, from } = await migrationsSplitAt('CREATE TABLE "event_counts"');
+    const { before, from } = await migrationsSplitAt('CREATE TABLE "event_counts"', { until: EVENTS_WITHOUT_FOREIGN_KEYS });
     await applyMigrations(client, before);
 
     await seedTwoProjects(client);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
-import { applyMigrations, migrationsSplitAt } from './helpers/migrations.ts';
+import { EVENTS_WITHOUT_FOREIGN_KEYS, applyMigrations, migrationsSplitAt } from './helpers/migrations.ts';
 import { createTestDatabase } from './helpers/server.ts';
 
 /**
@@ -13,7 +13,7 @@ test('events stored before partitioning keep every row, each in its month, and s
   const client = new pg.Client({ connectionString: await createTestDatabase() });
   await client.connect();
   try {
-    const { before, from } = await migrationsSplitAt('PARTITION BY RANGE ("created_at")');
+    const { before, from } = await migrationsSplitAt('PARTITION BY RANGE ("created_at")', { until: EVENTS_WITHOUT_FOREIGN_KEYS });
     await applyMigrations(client, before);
 
     await client.query(`INSERT INTO projects (id, name, public_key, webhook_secret) VALUES ('prj_m', 'M', 'pk_m', 'whsec')`);

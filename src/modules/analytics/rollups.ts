@@ -33,33 +33,18 @@ export function eventRollupCtes(inserted: string): string {
 }
 
 /**
- * A CTE for the statement that deletes contacts (their events go by cascade): their tracked events
- * leave the day counts, in the same statement (`WITH forgotten AS (<this>) DELETE FROM contacts …`).
- * Their first/last-seen rows are deleted by the cascade.
- */
-export function forgetContactsEvents(projectId: string, contactIds: SQL): SQL {
-  return sql`
-    INSERT INTO event_name_days AS d (project_id, name, day, shard, count)
-    SELECT ${projectId}, e.name, (e.created_at AT TIME ZONE 'UTC')::date, pg_backend_pid(), -count(*)::int
-      FROM events AS e
-     WHERE e.project_id = ${projectId} AND e.contact_id = ANY(${contactIds}) AND ${CUSTOM_EVENT}
-     GROUP BY 2, 3
-    ON CONFLICT (project_id, name, day, shard) DO UPDATE SET count = d.count + excluded.count`;
-}
-
-/**
  * A CTE for a statement that deletes events with `WITH deleted AS (DELETE FROM events AS e … RETURNING
- * e.name, e.created_at), forgotten AS (<this>) …`: the tracked events it deleted leave the day counts,
- * in the same statement. Read from what the DELETE returned, so an event another statement deleted
- * first (a contact's cascade) is subtracted once.
+ * e.project_id, e.name, e.created_at), forgotten AS (<this>) …`: the tracked events it deleted leave
+ * the day counts, in the same statement. Read from what the DELETE returned, so an event another
+ * statement deleted first is subtracted once. A project that is gone has no counts to keep.
  */
-export function forgetDeletedEvents(projectId: string, deleted: string): SQL {
+export function forgetDeletedEvents(deleted: string): SQL {
   return sql`
     INSERT INTO event_name_days AS d (project_id, name, day, shard, count)
-    SELECT ${projectId}, e.name, (e.created_at AT TIME ZONE 'UTC')::date, pg_backend_pid(), -count(*)::int
+    SELECT e.project_id, e.name, (e.created_at AT TIME ZONE 'UTC')::date, pg_backend_pid(), -count(*)::int
       FROM ${sql.identifier(deleted)} AS e
-     WHERE ${CUSTOM_EVENT}
-     GROUP BY 2, 3 ORDER BY 2, 3
+     WHERE ${CUSTOM_EVENT} AND EXISTS (SELECT 1 FROM projects AS p WHERE p.id = e.project_id)
+     GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
     ON CONFLICT (project_id, name, day, shard) DO UPDATE SET count = d.count + excluded.count`;
 }
 

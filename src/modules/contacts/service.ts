@@ -12,7 +12,7 @@ import { upsertContactQuery } from './upsert-sql.ts';
 import { pgErrorCode } from '../../db/pg-error.ts';
 import { checkFieldCapacity } from './field-cap.ts';
 import { contactDataTooBig, dataBoundCte, mergedData, recordFieldTypesOf } from './data-sql.ts';
-import { forgetContactsEvents } from '../analytics/rollups.ts';
+import { deleteEventsOfDeletedContacts } from '../events/of-deleted-contacts.ts';
 import { deleteContactEvents, hasManyEvents } from '../events/usage.ts';
 
 export { upsertContactQuery } from './upsert-sql.ts';
@@ -235,20 +235,21 @@ export async function updateContactsData(
 }
 
 /**
- * Permanent; the contact's events go with it (and out of the analytics rollups, same statement; out
- * of the event counters by the trigger on `events`, events/counts.ts). A contact with more than a
- * batch of events (a bot's millions: 500,000 went in one 1.1 s statement, and grew with them) has
- * them deleted in short batches first (events/usage.ts; 429 while the project has another delete
- * of many events under way, 409 if a batch is held past its bound); then its row, as one statement.
+ * Permanent; the contact's events go with it, in the same transaction (events/of-deleted-contacts.ts:
+ * out of the analytics rollups too, and out of the event counters by the trigger on `events`,
+ * events/counts.ts). A contact with more than a batch of events (a bot's millions: 500,000 went in
+ * one 1.1 s statement, and grew with them) has them deleted in short batches first
+ * (events/usage.ts; 429 while the project has another delete of many events under way, 409 if a
+ * batch is held past its bound); then its row and what is left.
  */
 export async function deleteContact(ctx: AppContext, projectId: string, contactId: string): Promise<void> {
   if (!CONTACT_ID.test(contactId)) throw notFound('contact', contactId);
-  const db = ctx.database.db;
-  if (await hasManyEvents(db, projectId, contactId)) await deleteContactEvents(ctx, projectId, contactId);
-  const { rowCount } = await db.execute(sql`
-    WITH forgotten AS (${forgetContactsEvents(projectId, sql`ARRAY[${contactId}]::text[]`)})
-    DELETE FROM contacts WHERE id = ${contactId} AND project_id = ${projectId}`);
-  if (!rowCount) throw notFound('contact', contactId);
+  if (await hasManyEvents(ctx.database.db, projectId, contactId)) await deleteContactEvents(ctx, projectId, contactId);
+  await withTransaction(ctx.database, async ({ tx }) => {
+    const { rowCount } = await tx.execute(sql`DELETE FROM contacts WHERE id = ${contactId} AND project_id = ${projectId}`);
+    if (!rowCount) throw notFound('contact', contactId);
+    await deleteEventsOfDeletedContacts(tx, projectId, [contactId], ctx.clock.now());
+  });
 }
 
 /** Bulk existence check: each distinct (normalised) email once, in input order. */

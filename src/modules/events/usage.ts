@@ -113,7 +113,7 @@ export const BULK_DELETE_EVENTS_IN_JOB = 100;
  * more than BULK_DELETE_EVENTS_IN_JOB, contact by contact in the batches above, at most `budget`
  * of them a run. True when none is left over that, so the job's one statement deletes at most
  * 1,000 × 100 events with the contacts. The contacts stay meanwhile (events tracked for them go
- * with their rows).
+ * with their rows, events/of-deleted-contacts.ts).
  */
 export async function deleteEventsOfBulkContacts(database: Database, projectId: string, contactIds: string[], budget: number): Promise<boolean> {
   const { rows } = await database.db.execute<{ id: string }>(sql`
@@ -145,8 +145,8 @@ async function deleteBatchOf(db: Db, projectId: string, of: EventsOf, after: str
       DELETE FROM events AS e
        WHERE ${which} AND e.created_at > ${from}
          AND e.created_at <= coalesce((SELECT b.created_at FROM bound AS b), 'infinity')
-      RETURNING e.name, e.created_at
-    ), forgotten AS (${forgetDeletedEvents(projectId, 'deleted')})
+      RETURNING e.project_id, e.name, e.created_at
+    ), forgotten AS (${forgetDeletedEvents('deleted')})
     SELECT (SELECT count(*) FROM deleted)::int AS deleted, (SELECT b.created_at::text FROM bound AS b) AS up_to`);
   return { deleted: rows[0].deleted, upTo: rows[0].up_to };
 }
@@ -159,8 +159,8 @@ export async function hasManyEvents(db: Db, projectId: string, contactId: string
 }
 
 /**
- * Before a contact with many events is deleted (a bot's millions: its row's cascade would delete
- * them in one statement): its events, batch by batch, under the project's slot of
+ * Before a contact with many events is deleted (a bot's millions: one statement would delete them
+ * with its row, contacts/service.ts): its events, batch by batch, under the project's slot of
  * EVENT_DELETES_PER_PROJECT (429 before any work past it). The contact stays, so events tracked for
  * it meanwhile go with its row. A batch held past its bound is a 409 saying how many events went.
  */

@@ -11,6 +11,7 @@ import { loggableError } from '../../loggable-error.ts';
 import { randomBase62 } from '../../db/ids.ts';
 import type { QueueDef } from '../../jobs/boss.ts';
 import { carryUsageOfRemoved } from '../billing/usage.ts';
+import { deleteEventsOfDeletedContacts } from '../events/of-deleted-contacts.ts';
 
 /**
  * Removing a project's rows, for a reset (in the request) and a delete (in a job), in short batches.
@@ -118,6 +119,22 @@ const events: Step = {
   },
 };
 
+/**
+ * The contacts, and the events written for them since the events' step (a reset's project takes
+ * tracks meanwhile): events have no foreign key to cascade along (events/of-deleted-contacts.ts).
+ */
+const contactsStep: Step = {
+  table: 'contacts',
+  batch: async (db, projectId, size, now) => {
+    const { rows } = await db.execute<{ picked: number; ids: string[] }>(sql`
+      WITH picked AS MATERIALIZED (SELECT id FROM contacts WHERE project_id = ${projectId} LIMIT ${size}),
+           removed AS (DELETE FROM contacts AS x USING picked WHERE x.id = picked.id RETURNING x.id)
+      SELECT (SELECT count(*) FROM picked)::int AS picked, coalesce((SELECT array_agg(id) FROM removed), '{}') AS ids`);
+    await deleteEventsOfDeletedContacts(db, projectId, rows[0].ids, now);
+    return { removed: rows[0].ids.length, done: rows[0].picked < size };
+  },
+};
+
 const ofProjectWorkflows = (p: string) => sql`workflow_id IN (SELECT id FROM workflows WHERE project_id = ${p})`;
 const ofProjectSegments = (p: string) => sql`segment_id IN (SELECT id FROM segments WHERE project_id = ${p})`;
 
@@ -174,7 +191,7 @@ function purgeSteps(emails: Step): Step[] {
     byKeys('import_jobs', ['id']),
     byKeys('bulk_jobs', ['id']),
     byKeys('idempotency_keys', ['project_id', 'key']),
-    byKeys('contacts', ['id']),
+    contactsStep,
     byKeys('contact_fields', ['project_id', 'key']),
   ];
 }
@@ -339,7 +356,13 @@ export async function purgeDeletedProject(
     ctx.log.info({ projectId, deleted, ms: Date.now() - started }, 'deleted project: its purge continues in a job');
     return;
   }
-  await runBatch(ctx.database, (db) => db.execute(sql`DELETE FROM projects WHERE id = ${projectId} AND disabled_reason = ${DELETED_REASON}`));
+  await runBatch(ctx.database, async (db) => {
+    await db.execute(sql`DELETE FROM projects WHERE id = ${projectId} AND disabled_reason = ${DELETED_REASON}`);
+    // The contacts its cascade took (any added during the purge) leave their events behind: events
+    // have no foreign keys (events/of-deleted-contacts.ts). A statement of its own, after the one
+    // that waited for their writers.
+    await db.execute(sql`DELETE FROM events WHERE project_id = ${projectId}`);
+  });
   ctx.log.info({ projectId, deleted, ms: Date.now() - started }, 'deleted project purged');
 }
 

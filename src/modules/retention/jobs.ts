@@ -3,11 +3,13 @@ import type { QueueDef } from '../../jobs/boss.ts';
 import { clearExpiredEmailContents } from '../emails/retention.ts';
 import { maintainEventPartitions } from '../events/partitions.ts';
 import { foldExitedWriters } from '../../db/counter-rows.ts';
+import { sweepDeletedContacts } from '../events/of-deleted-contacts.ts';
 
 /**
  * Keeps the growing tables in shape, hourly: the events partitions of the months ahead exist,
- * what EVENT_RETENTION_DAYS and EMAIL_CONTENT_RETENTION_DAYS expire is removed, and the counter
- * rows of database backends that have exited are folded together (db/counter-rows.ts).
+ * what EVENT_RETENTION_DAYS and EMAIL_CONTENT_RETENTION_DAYS expire is removed, the counter
+ * rows of database backends that have exited are folded together (db/counter-rows.ts), and the
+ * events of contacts deleted lately are deleted once more (events/of-deleted-contacts.ts).
  */
 const empty = z.object({}).passthrough();
 
@@ -21,8 +23,9 @@ export const storageMaintenanceQueue: QueueDef<z.infer<typeof empty>> = {
     const events = await maintainEventPartitions(ctx);
     const contents = await clearExpiredEmailContents(ctx);
     const counterRowsFolded = await foldExitedWriters(ctx.database);
-    if (events.created.length || events.dropped.length || events.deleted || contents || counterRowsFolded) {
-      ctx.log.info({ ...events, emailContentsCleared: contents, counterRowsFolded }, 'storage maintenance');
+    const deletedContacts = await sweepDeletedContacts(ctx.database, ctx.clock.now());
+    if (events.created.length || events.dropped.length || events.deleted || contents || counterRowsFolded || deletedContacts.events) {
+      ctx.log.info({ ...events, emailContentsCleared: contents, counterRowsFolded, deletedContacts }, 'storage maintenance');
     }
   },
 };

@@ -62,7 +62,7 @@ async function applyJob(ctx: AppContext, tx: Db, jobId: string): Promise<void> {
   let succeeded: Set<string>;
   let found: Set<string>;
   if (job.type === 'bulk-delete') {
-    succeeded = new Set(await deleteContactsMany(tx, job.project_id, ids));
+    succeeded = new Set(await deleteContactsMany(tx, job.project_id, ids, now));
     found = succeeded;
   } else {
     const result = await setSubscribedMany(tx, job.project_id, ids, job.type === 'bulk-subscribe', now);

@@ -8,7 +8,7 @@ import type { BulkError, BulkType, JobStatus } from '../../../db/schema/jobs.ts'
 import { notFound } from '../../../http/errors.ts';
 import { isoMs, textArray } from '../sql.ts';
 import { BULK_JOB_ID, type BulkJobRecord } from './schemas.ts';
-import { forgetContactsEvents } from '../../analytics/rollups.ts';
+import { deleteEventsOfDeletedContacts } from '../../events/of-deleted-contacts.ts';
 
 export const BULK_QUEUE = 'contacts-bulk';
 
@@ -64,15 +64,17 @@ export async function setSubscribedMany(
 }
 
 /**
- * Deletes many contacts of the project (their events go with them, out of the rollups in this
- * statement and out of the event counters by trigger, events/counts.ts); returns the ids deleted.
+ * Deletes many contacts of the project, then their events (events/of-deleted-contacts.ts: out of the
+ * rollups in its statement and out of the event counters by trigger, events/counts.ts), in the
+ * caller's transaction; returns the ids deleted.
  */
-export async function deleteContactsMany(db: Db, projectId: string, contactIds: string[]): Promise<string[]> {
+export async function deleteContactsMany(db: Db, projectId: string, contactIds: string[], now: Date): Promise<string[]> {
   const { rows } = await db.execute<{ id: string }>(
-    sql`WITH forgotten AS (${forgetContactsEvents(projectId, textArray(contactIds))})
-        DELETE FROM contacts WHERE project_id = ${projectId} AND id = ANY(${textArray(contactIds)}) RETURNING id`,
+    sql`DELETE FROM contacts WHERE project_id = ${projectId} AND id = ANY(${textArray(contactIds)}) RETURNING id`,
   );
-  return rows.map((r) => r.id);
+  const deleted = rows.map((r) => r.id);
+  await deleteEventsOfDeletedContacts(db, projectId, deleted, now);
+  return deleted;
 }
 
 type JobRow = {
