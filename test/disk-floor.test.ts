@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { bootstrap } from './helpers/bootstrap.ts';
 import { verifyDomain } from './helpers/domains.ts';
-import { createApi } from './helpers/http.ts';
+import { type Res, createApi } from './helpers/http.ts';
 import { type MailEnv, startMailEnv } from './helpers/mail.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { waitFor } from './helpers/workflows.ts';
@@ -101,7 +101,7 @@ test('below the floor, writes that add data answer 507 and write nothing; reads,
   assert.equal((await p.sk.post('/contacts', { email: 'new@floor.test' })).status, 201);
 });
 
-test('a sending campaign writes no emails while the disk is below the floor, and delivers them all once there is room', async () => {
+test('a sending campaign writes no emails while the disk is below twice its floor, and delivers them all once there is room', async () => {
   const server = env.server;
   const p = await bootstrap(server.api, 'floor campaign');
   await verifyDomain(p.sk, env.dns, DOMAIN);
@@ -115,9 +115,10 @@ test('a sending campaign writes no emails while the disk is below the floor, and
 
   const real = server.ctx.diskRoom;
   let room = false;
-  server.ctx.diskRoom = { watched: true, hasRoom: () => room };
+  // Below twice the floor already, campaigns wait.
+  server.ctx.diskRoom = { watched: true, level: () => (room ? 'ok' : 'filling') };
   try {
-    assert.equal((await server.api.get('/health')).body.checks.disk, 'low');
+    assert.deepEqual((await server.api.get('/health')).body, { status: 'degraded', checks: { database: 'ok', secrets: 'ok', disk: 'filling' } });
     await waitFor('the campaign to start', async () => (await p.sk.get(`/campaigns/${id}`)).body.status === 'SENDING');
     await sleep(2_500); // two more ticks of its engine
     const waiting = await p.sk.get(`/emails?campaignId=${id}`);
@@ -132,6 +133,63 @@ test('a sending campaign writes no emails while the disk is below the floor, and
   await waitFor('every message at the relay', async () => env.sink.messages.filter((m) => m.parsed.subject === 'Floor news').length === 5);
   const delivered = env.sink.messages.filter((m) => m.parsed.subject === 'Floor news').flatMap((m) => m.envelope.to);
   assert.deepEqual(delivered.sort(), recipients);
+});
+
+test('below twice the floor, a project that wrote more than 10 MB lately is refused (507, nothing written) while the others write, and reads and deletes go on', async () => {
+  const heavy = await bootstrap(env.server.api, 'floor heavy');
+  const light = await bootstrap(env.server.api, 'floor light');
+  const real = full.ctx.diskRoom;
+  let level: 'ok' | 'filling' = 'ok';
+  full.ctx.diskRoom = { watched: true, level: () => level };
+  try {
+    const hk = createApi(full.url, { key: heavy.project.secretKey });
+    const lk = createApi(full.url, { key: light.project.secretKey });
+    const blob = 'x'.repeat(250_000); // about the most a request may set in a contact's data (256 KB)
+    // With room, the heavy writer is accepted: what it writes counts only once the disk fills.
+    for (let i = 0; i < 3; i++) assert.equal((await hk.post('/contacts', { email: `early${i}@heavy.test`, data: { blob } })).status, 201);
+    level = 'filling';
+    assert.deepEqual((await full.api.get('/health')).body, { status: 'degraded', checks: { database: 'ok', secrets: 'ok', disk: 'filling' } });
+    let accepted = 0;
+    let refused: Res | undefined;
+    for (let i = 0; i < 60 && !refused; i++) {
+      const res = await hk.post('/contacts', { email: `big${i}@heavy.test`, data: { blob } });
+      if (res.status === 201) accepted++;
+      else refused = res;
+    }
+    // 10 MB of bodies (the 3 written with room count too), less what drained meanwhile (1 MB a
+    // minute): about the 43rd write of 250 KB is the first refused.
+    assert.ok(refused, 'a heavy writer was refused');
+    assert.ok(3 + accepted >= 41 && 3 + accepted <= 44, `${3 + accepted} accepted`);
+    assert.equal(refused.status, 507, refused.text);
+    assert.equal(refused.body.error.code, 'INSUFFICIENT_STORAGE');
+    assert.match(
+      refused.body.error.message,
+      /^The server's database disk is filling up, and this project wrote about 1[01] MB lately, more than the 10 MB a project may while it fills/,
+    );
+    assert.equal(refused.body.error.details.limitMb, 10);
+    assert.ok(refused.body.error.details.retryAfter >= 1 && refused.body.error.details.retryAfter <= 120, refused.text);
+    assert.equal(refused.headers.get('retry-after'), String(refused.body.error.details.retryAfter));
+    // A small write of the same project is refused too, and nothing of either is stored.
+    const small = await hk.post('/contacts', { email: 'small@heavy.test' });
+    assert.equal(small.status, 507, small.text);
+    const lookup = await hk.post('/contacts/lookup', { emails: [`big${accepted}@heavy.test`, 'small@heavy.test'] });
+    assert.deepEqual(lookup.body.notFound ?? lookup.body.data?.notFound, [`big${accepted}@heavy.test`, 'small@heavy.test'], lookup.text);
+    // Its reads and deletes go on.
+    const listed = await hk.get('/contacts?limit=1');
+    assert.equal(listed.status, 200, listed.text);
+    assert.equal(listed.body.total, 3 + accepted);
+    assert.equal((await hk.delete(`/contacts/${listed.body.data[0].id}`)).status, 204);
+
+    // Another project writes, and its track and send are accepted.
+    assert.equal((await lk.post('/contacts', { email: 'light@light.test', data: { plan: 'pro' } })).status, 201);
+    assert.equal((await createApi(full.url, { key: light.project.publicKey }).post('/v1/track', { email: 'light@light.test', event: 'visit' })).status, 200);
+
+    // With room again, the heavy writer is accepted.
+    level = 'ok';
+    assert.equal((await hk.post('/contacts', { email: 'after@heavy.test' })).status, 201);
+  } finally {
+    full.ctx.diskRoom = real;
+  }
 });
 
 test('a DATABASE_DISK_PATH that cannot be read stops start-up and says what to set', async () => {

@@ -1640,7 +1640,7 @@ export interface Operations {
       checks: {
         database: "ok" | "unavailable";
         secrets: "ok" | "mismatch" | "unknown";
-        disk: "ok" | "low" | "unwatched";
+        disk: "ok" | "filling" | "low" | "unwatched";
       };
     };
   };

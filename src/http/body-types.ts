@@ -9,6 +9,10 @@ declare module 'fastify' {
     /** Media types this route takes besides JSON (e.g. multipart/form-data). Every other route takes JSON only. */
     accepts?: string[];
   }
+  interface FastifyRequest {
+    /** The JSON body's size in bytes, as received (the disk floor counts a project's recent writes by it: disk-floor.ts). */
+    bodyBytes?: number;
+  }
 }
 
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json$/;
@@ -67,6 +71,7 @@ export function registerBodyTypes(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body: Buffer, done) => {
     if (body.length === 0) return done(new ApiError(400, 'INVALID_JSON', 'Request body is empty: send a JSON object'), undefined);
+    req.bodyBytes = body.length;
     try {
       if (countedWhole(req)) assertJsonShape(body);
     } catch (err) {

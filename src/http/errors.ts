@@ -191,8 +191,9 @@ export function registerErrorHandling(app: FastifyInstance, allowedMethods: (pat
   app.setErrorHandler((err: unknown, req: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof SimpleError) return reply.status(400).send({ error: err.message });
     const apiError = toApiError(err);
-    if (apiError.statusCode >= 500) req.log.error({ error: loggableError(err), requestId: req.id }, 'request failed');
-    if (apiError.statusCode === 429 && apiError.details?.retryAfter !== undefined) {
+    // A 507 is the disk floor refusing a write as it should (http/disk-floor.ts logs its crossing once), not a failure.
+    if (apiError.statusCode >= 500 && apiError.statusCode !== 507) req.log.error({ error: loggableError(err), requestId: req.id }, 'request failed');
+    if ((apiError.statusCode === 429 || apiError.statusCode === 507) && apiError.details?.retryAfter !== undefined) {
       reply.header('retry-after', String(apiError.details.retryAfter));
     }
     return reply.status(apiError.statusCode).send(errorBody(req, apiError));

@@ -1,6 +1,7 @@
 import type { Database, Db } from '../db/client.ts';
 import { answerTimeout, withStatementTimeout } from '../db/statement-timeout.ts';
 import { busySlots } from './busy-slots.ts';
+import { leakyBuckets } from './leaky-buckets.ts';
 import { ApiError, busyAtLimit } from './errors.ts';
 
 /**
@@ -33,13 +34,6 @@ export const heavyReadsPerProcess = (databasePoolSize: number): number => Math.m
 export const heavyReadTime = (secondsPerMinute: number) => ({ burstMs: 60_000, sustainedShare: secondsPerMinute / 60 });
 export const HEAVY_READ_TIME = heavyReadTime(15);
 
-/**
- * Projects a budget remembers at most (each a few dozen bytes): those drained to nothing are
- * forgotten once a minute, and past this many, the least recently charged.
- */
-const MAX_PROJECTS = 100_000;
-const SWEEP_MS = 60_000;
-
 /** A leaky bucket of milliseconds per project: what its heavy reads took, draining at `sustainedShare` of the clock. */
 export type TimeBudget = {
   /** Throws a 429 while the project's spent time is past the burst, saying when it is back under. */
@@ -51,37 +45,15 @@ export type TimeBudget = {
 };
 
 export function timeBudget(opts: { burstMs: number; sustainedShare: number; busy: string }): TimeBudget {
-  const now = () => performance.now();
-  const spentAt = new Map<string, { ms: number; at: number }>();
-  let sweptAt = now();
-  const spentNow = (projectId: string, t: number): number => {
-    const entry = spentAt.get(projectId);
-    return entry ? Math.max(0, entry.ms - (t - entry.at) * opts.sustainedShare) : 0;
-  };
-  const forgetDrained = (t: number) => {
-    for (const [projectId, entry] of spentAt) if (entry.ms - (t - entry.at) * opts.sustainedShare <= 0) spentAt.delete(projectId);
-  };
+  const spent = leakyBuckets(opts.sustainedShare);
   return {
     check(projectId) {
-      const over = spentNow(projectId, now()) - opts.burstMs;
+      const over = spent.level(projectId) - opts.burstMs;
       if (over <= 0) return;
       throw busyAtLimit(opts.busy, opts.burstMs / 1000, Math.ceil(over / opts.sustainedShare / 1000));
     },
-    charge(projectId, ms) {
-      const t = now();
-      const ms0 = spentNow(projectId, t);
-      spentAt.delete(projectId); // re-inserted last: the map's order is by last charge
-      spentAt.set(projectId, { ms: ms0 + ms, at: t });
-      if (t - sweptAt > SWEEP_MS || spentAt.size > MAX_PROJECTS) {
-        sweptAt = t;
-        forgetDrained(t);
-        for (const projectId of spentAt.keys()) {
-          if (spentAt.size <= MAX_PROJECTS) break;
-          spentAt.delete(projectId); // the least recently charged
-        }
-      }
-    },
-    spent: (projectId) => spentNow(projectId, now()),
+    charge: spent.add,
+    spent: spent.level,
   };
 }
 

@@ -52,7 +52,8 @@ export type RouteDoc = {
   /**
    * A write answered even when the database's disk is below DATABASE_MIN_FREE_MB (http/disk-floor.ts):
    * it frees space or stops work, writes a few bytes that must not wait (a sign-in, an unsubscribe,
-   * a relay's feedback), or only reads. Every other POST, PUT and PATCH is refused there with a 507.
+   * a relay's feedback), or only reads. Every other POST, PUT and PATCH is refused there with a 507,
+   * and below twice the floor when its project wrote the most lately.
    */
   answeredWhenDiskFull?: true;
 };
@@ -151,7 +152,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   500: 'Unexpected error',
   502: 'Upstream failure',
   503: 'Unavailable',
-  507: 'Insufficient storage',
+  507: 'Insufficient storage: the database disk is below its floor, or below twice it and this project wrote the most lately (then with Retry-After)',
 };
 
 function errorSchemaFor(status: number): ZodTypeAny {
@@ -322,7 +323,7 @@ const RATE_LIMIT_HEADERS = {
 /** An error status's response, written once under `components.responses` (`Error404`...). */
 function errorResponse(status: number, seen: Map<string, ZodTypeAny>): Record<string, unknown> {
   const headers: Record<string, unknown> = { 'X-Request-ID': REQUEST_ID };
-  if (status === 429) headers['Retry-After'] = headerRef('Retry-After');
+  if (status === 429 || status === 507) headers['Retry-After'] = headerRef('Retry-After');
   return {
     description: ERROR_DESCRIPTIONS[status] ?? 'Error',
     headers,

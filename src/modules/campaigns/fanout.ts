@@ -79,8 +79,8 @@ export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: st
   const seen = await campaignForFanout(ctx.database.db, campaignId, { lock: false });
   const early = stepOf(seen, jobId);
   if (early || !seen) return early ?? 'stale';
-  // A campaign of a million contacts writes about a gigabyte of emails: below the floor it waits, SENDING.
-  if (!ctx.diskRoom.hasRoom()) return 'full';
+  // A campaign of a million contacts writes about a gigabyte of emails: below twice the disk's floor it waits, SENDING.
+  if (ctx.diskRoom.level() !== 'ok') return 'full';
 
   const window = windowSize(ctx.config);
   const pending = await pendingEmails(ctx.database.db, campaignId, window);

@@ -8,7 +8,7 @@ const checks = z.object({
   database: z.enum(['ok', 'unavailable']),
   secrets: z.enum(['ok', 'mismatch', 'unknown']),
   /** The database's disk against DATABASE_MIN_FREE_MB (db/disk-room.ts): `low` while writes that add data are refused. */
-  disk: z.enum(['ok', 'low', 'unwatched']),
+  disk: z.enum(['ok', 'filling', 'low', 'unwatched']),
 });
 
 export function systemRoutes(app: FastifyInstance, ctx: AppContext): void {
@@ -30,14 +30,14 @@ export function systemRoutes(app: FastifyInstance, ctx: AppContext): void {
       }),
     },
     async (_req, reply) => {
-      const disk = !ctx.diskRoom.watched ? 'unwatched' : ctx.diskRoom.hasRoom() ? 'ok' : 'low';
+      const disk = ctx.diskRoom.watched ? ctx.diskRoom.level() : 'unwatched';
       let secrets: SecretCheck;
       try {
         secrets = await currentSecretCheck(ctx.database, ctx.config.jwtSecret);
       } catch {
         return reply.status(503).send({ status: 'unavailable', checks: { database: 'unavailable', secrets: 'unknown', disk } });
       }
-      const status = secrets === 'mismatch' || disk === 'low' ? 'degraded' : 'ok';
+      const status = secrets === 'mismatch' || disk === 'low' || disk === 'filling' ? 'degraded' : 'ok';
       return { status, checks: { database: 'ok', secrets, disk } };
     },
   );
