@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
 import { recordEvents } from '../src/modules/events/record.ts';
 import { storageMaintenanceQueue } from '../src/modules/retention/jobs.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { waitForStatus } from './helpers/mail.ts';
+import { waitForJob } from './helpers/bulk.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 import { testClock } from './helpers/workflows.ts';
 
@@ -72,12 +72,7 @@ describe('deleting contacts without the events’ foreign keys', () => {
     // Bulk: the other contact, with its event.
     const bulk = await b.sk.post('/contacts/bulk-delete', { contactIds: [stays] });
     assert.equal(bulk.status, 202, bulk.text);
-    for (let i = 0; ; i++) {
-      const job = await b.sk.get(`/contacts/bulk/${bulk.body.jobId}`);
-      if (job.body.status === 'completed') break;
-      assert.ok(i < 500 && job.body.status !== 'failed', job.text);
-      await sleep(20);
-    }
+    assert.equal((await waitForJob(b.sk, bulk.body.jobId)).status, 'completed');
     assert.deepEqual(await listed(b), { events: [], total: 0 });
     const remembered = await server.sql<{ contact_id: string }>('SELECT contact_id FROM deleted_contacts WHERE project_id = $1 ORDER BY contact_id', [
       b.project.id,

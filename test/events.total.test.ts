@@ -5,6 +5,7 @@ import { maintainEventPartitions } from '../src/modules/events/partitions.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import type { Api } from './helpers/http.ts';
 import { waitForStatus } from './helpers/mail.ts';
+import { waitForJob } from './helpers/bulk.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 /**
@@ -121,12 +122,7 @@ describe('GET /events total', () => {
 
     const bulk = await b.sk.post('/contacts/bulk-delete', { contactIds: contacts.slice(1) });
     assert.equal(bulk.status, 202, bulk.text);
-    for (let i = 0; ; i++) {
-      const job = await b.sk.get(`/contacts/bulk/${bulk.body.jobId}`);
-      if (job.body.status === 'completed') break;
-      assert.ok(i < 500 && job.body.status !== 'failed', job.text);
-      await sleep(20);
-    }
+    assert.equal((await waitForJob(b.sk, bulk.body.jobId)).status, 'completed');
     assert.deepEqual(await assertExactTotals(b.sk, ['visit']), { '*': 1, visit: 1 });
   });
 
