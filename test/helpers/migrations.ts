@@ -23,7 +23,7 @@ export async function migrationsSplitAt(marker: string, opts: { until?: string }
 
 /**
  * Migration 0025, after which a contact's DELETE no longer takes its events by cascade (the service
- * deletes them: events/of-deleted-contacts.ts). The migration tests whose checks delete contacts in
+ * deletes them: contacts/deleted.ts). The migration tests whose checks delete contacts in
  * SQL stop before it: what they check is the counters' migration, under the cascade of its time.
  */
 export const EVENTS_WITHOUT_FOREIGN_KEYS = 'ALTER TABLE "events" DROP CONSTRAINT "events_contact_id_contacts_id_fk"';

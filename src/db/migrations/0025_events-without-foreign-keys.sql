@@ -1,7 +1,7 @@
 -- Events keep no foreign keys: their checks were about 40 % of an event insert's time, and the one to
 -- contacts locked the contact's row (a WAL record, a dirtied page) for every email.* event. A
 -- contact's delete deletes its events itself, and remembers the contact here for a minute's
--- second pass (events/of-deleted-contacts.ts); a project's purge deletes its events
+-- second pass (contacts/deleted.ts); a project's purge deletes its events
 -- (projects/purge.ts). docs/decisions.md § Events without foreign keys.
 CREATE TABLE "deleted_contacts" (
 	"contact_id" text PRIMARY KEY NOT NULL,

@@ -1,6 +1,5 @@
 import { sql } from 'drizzle-orm';
 import { bigint, customType, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
-import { contacts } from './contacts.ts';
 import { projects } from './users.ts';
 
 const bytea = customType<{ data: Buffer }>({ dataType: () => 'bytea' });
@@ -65,7 +64,8 @@ export const emails = pgTable(
     projectId: text('project_id')
       .notNull()
       .references(() => projects.id, { onDelete: 'cascade' }),
-    contactId: text('contact_id').references(() => contacts.id, { onDelete: 'set null' }),
+    // No foreign key (migration 0026): a contact's delete leaves its emails without one itself (contacts/deleted.ts).
+    contactId: text('contact_id'),
     toEmail: text('to_email').notNull(),
     toName: text('to_name'),
     fromEmail: text('from_email').notNull(),

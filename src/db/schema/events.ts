@@ -12,7 +12,7 @@ import { projects } from './users.ts';
  *
  * No foreign keys (migration 0025): their checks were about 40 % of an event insert's time in
  * PostgreSQL, and the contact's locked its row for every event. What they did is done where rows
- * go: a contact's delete deletes its events (events/of-deleted-contacts.ts, which also keeps a
+ * go: a contact's delete deletes its events (contacts/deleted.ts, which also keeps a
  * tombstone for an event written at the same moment), a project's purge its events
  * (projects/purge.ts).
  */
@@ -130,9 +130,10 @@ export const eventDayCounts = pgTable(
 );
 
 /**
- * Contacts deleted lately (events/of-deleted-contacts.ts): their events are deleted with them, and
- * again by storage maintenance once they are a minute old, for an event a transaction wrote for the
- * contact as it was deleted (nothing locks a contact for its events since migration 0025).
+ * Contacts deleted lately (contacts/deleted.ts): their events are deleted and their emails left
+ * without a contact with them, and again by storage maintenance once they are a minute old, for a
+ * row a transaction wrote for the contact as it was deleted (nothing locks a contact for its events
+ * or emails since migrations 0025 and 0026).
  */
 export const deletedContacts = pgTable(
   'deleted_contacts',

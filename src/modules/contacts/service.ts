@@ -12,7 +12,7 @@ import { upsertContactQuery } from './upsert-sql.ts';
 import { pgErrorCode } from '../../db/pg-error.ts';
 import { checkFieldCapacity } from './field-cap.ts';
 import { contactDataTooBig, dataBoundCte, mergedData, recordFieldTypesOf } from './data-sql.ts';
-import { deleteEventsOfDeletedContacts } from '../events/of-deleted-contacts.ts';
+import { afterContactsDeleted } from './deleted.ts';
 import { deleteContactEvents, hasManyEvents } from '../events/usage.ts';
 
 export { upsertContactQuery } from './upsert-sql.ts';
@@ -235,7 +235,7 @@ export async function updateContactsData(
 }
 
 /**
- * Permanent; the contact's events go with it, in the same transaction (events/of-deleted-contacts.ts:
+ * Permanent; the contact's events go with it, in the same transaction (./deleted.ts:
  * out of the analytics rollups too, and out of the event counters by the trigger on `events`,
  * events/counts.ts). A contact with more than a batch of events (a bot's millions: 500,000 went in
  * one 1.1 s statement, and grew with them) has them deleted in short batches first
@@ -248,7 +248,7 @@ export async function deleteContact(ctx: AppContext, projectId: string, contactI
   await withTransaction(ctx.database, async ({ tx }) => {
     const { rowCount } = await tx.execute(sql`DELETE FROM contacts WHERE id = ${contactId} AND project_id = ${projectId}`);
     if (!rowCount) throw notFound('contact', contactId);
-    await deleteEventsOfDeletedContacts(tx, projectId, [contactId], ctx.clock.now());
+    await afterContactsDeleted(tx, projectId, [contactId], ctx.clock.now());
   });
 }
 

@@ -113,7 +113,7 @@ export const BULK_DELETE_EVENTS_IN_JOB = 100;
  * more than BULK_DELETE_EVENTS_IN_JOB, contact by contact in the batches above, at most `budget`
  * of them a run. True when none is left over that, so the job's one statement deletes at most
  * 1,000 × 100 events with the contacts. The contacts stay meanwhile (events tracked for them go
- * with their rows, events/of-deleted-contacts.ts).
+ * with their rows, contacts/deleted.ts).
  */
 export async function deleteEventsOfBulkContacts(database: Database, projectId: string, contactIds: string[], budget: number): Promise<boolean> {
   const { rows } = await database.db.execute<{ id: string }>(sql`

@@ -11,7 +11,7 @@ import { loggableError } from '../../loggable-error.ts';
 import { randomBase62 } from '../../db/ids.ts';
 import type { QueueDef } from '../../jobs/boss.ts';
 import { carryUsageOfRemoved } from '../billing/usage.ts';
-import { deleteEventsOfDeletedContacts } from '../events/of-deleted-contacts.ts';
+import { afterContactsDeleted } from '../contacts/deleted.ts';
 
 /**
  * Removing a project's rows, for a reset (in the request) and a delete (in a job), in short batches.
@@ -121,7 +121,7 @@ const events: Step = {
 
 /**
  * The contacts, and the events written for them since the events' step (a reset's project takes
- * tracks meanwhile): events have no foreign key to cascade along (events/of-deleted-contacts.ts).
+ * tracks meanwhile): events have no foreign key to cascade along (contacts/deleted.ts).
  */
 const contactsStep: Step = {
   table: 'contacts',
@@ -130,7 +130,7 @@ const contactsStep: Step = {
       WITH picked AS MATERIALIZED (SELECT id FROM contacts WHERE project_id = ${projectId} LIMIT ${size}),
            removed AS (DELETE FROM contacts AS x USING picked WHERE x.id = picked.id RETURNING x.id)
       SELECT (SELECT count(*) FROM picked)::int AS picked, coalesce((SELECT array_agg(id) FROM removed), '{}') AS ids`);
-    await deleteEventsOfDeletedContacts(db, projectId, rows[0].ids, now);
+    await afterContactsDeleted(db, projectId, rows[0].ids, now);
     return { removed: rows[0].ids.length, done: rows[0].picked < size };
   },
 };
@@ -359,7 +359,7 @@ export async function purgeDeletedProject(
   await runBatch(ctx.database, async (db) => {
     await db.execute(sql`DELETE FROM projects WHERE id = ${projectId} AND disabled_reason = ${DELETED_REASON}`);
     // The contacts its cascade took (any added during the purge) leave their events behind: events
-    // have no foreign keys (events/of-deleted-contacts.ts). A statement of its own, after the one
+    // have no foreign keys (contacts/deleted.ts). A statement of its own, after the one
     // that waited for their writers.
     await db.execute(sql`DELETE FROM events WHERE project_id = ${projectId}`);
   });

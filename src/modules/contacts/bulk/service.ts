@@ -8,7 +8,7 @@ import type { BulkError, BulkType, JobStatus } from '../../../db/schema/jobs.ts'
 import { notFound } from '../../../http/errors.ts';
 import { isoMs, textArray } from '../sql.ts';
 import { BULK_JOB_ID, type BulkJobRecord } from './schemas.ts';
-import { deleteEventsOfDeletedContacts } from '../../events/of-deleted-contacts.ts';
+import { afterContactsDeleted } from '../deleted.ts';
 
 export const BULK_QUEUE = 'contacts-bulk';
 
@@ -64,7 +64,7 @@ export async function setSubscribedMany(
 }
 
 /**
- * Deletes many contacts of the project, then their events (events/of-deleted-contacts.ts: out of the
+ * Deletes many contacts of the project, then their events (./deleted.ts: out of the
  * rollups in its statement and out of the event counters by trigger, events/counts.ts), in the
  * caller's transaction; returns the ids deleted.
  */
@@ -73,7 +73,7 @@ export async function deleteContactsMany(db: Db, projectId: string, contactIds: 
     sql`DELETE FROM contacts WHERE project_id = ${projectId} AND id = ANY(${textArray(contactIds)}) RETURNING id`,
   );
   const deleted = rows.map((r) => r.id);
-  await deleteEventsOfDeletedContacts(db, projectId, deleted, now);
+  await afterContactsDeleted(db, projectId, deleted, now);
   return deleted;
 }
 
