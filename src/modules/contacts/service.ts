@@ -235,9 +235,8 @@ export async function updateContactsData(
 }
 
 /**
- * Permanent; the contact's events go with it, in the same transaction (./deleted.ts:
- * out of the analytics rollups too, and out of the event counters by the trigger on `events`,
- * events/counts.ts). A contact with more than a batch of events (a bot's millions: 500,000 went in
+ * Permanent; the contact's events go with it and its emails stay without it, in the same
+ * transaction (./deleted.ts). A contact with more than a batch of events (a bot's millions: 500,000 went in
  * one 1.1 s statement, and grew with them) has them deleted in short batches first
  * (events/usage.ts; 429 while the project has another delete of many events under way, 409 if a
  * batch is held past its bound); then its row and what is left.

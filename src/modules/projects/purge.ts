@@ -120,8 +120,9 @@ const events: Step = {
 };
 
 /**
- * The contacts, and the events written for them since the events' step (a reset's project takes
- * tracks meanwhile): events have no foreign key to cascade along (contacts/deleted.ts).
+ * The contacts, and what was written for them since the earlier steps (a reset's project takes
+ * tracks and sends meanwhile): events and emails have no foreign key to a contact to cascade along
+ * (contacts/deleted.ts).
  */
 const contactsStep: Step = {
   table: 'contacts',

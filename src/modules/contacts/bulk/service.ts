@@ -64,9 +64,8 @@ export async function setSubscribedMany(
 }
 
 /**
- * Deletes many contacts of the project, then their events (./deleted.ts: out of the
- * rollups in its statement and out of the event counters by trigger, events/counts.ts), in the
- * caller's transaction; returns the ids deleted.
+ * Deletes many contacts of the project, then what names them (./deleted.ts: their emails are left
+ * without them, their events deleted), in the caller's transaction; returns the ids deleted.
  */
 export async function deleteContactsMany(db: Db, projectId: string, contactIds: string[], now: Date): Promise<string[]> {
   const { rows } = await db.execute<{ id: string }>(
