@@ -42,8 +42,7 @@ const writerOf = (req: FastifyRequest): string => req.auth?.projectId ?? (req.us
  * project that wrote more than HEAVY_WRITER_BYTES lately. Nothing of a refused request is written.
  */
 export function registerDiskFloor(app: FastifyInstance, ctx: AppContext): void {
-  const drainPerMs = RECENT_WRITES_DRAIN_BYTES_PER_MINUTE / 60_000;
-  const recentWrites = leakyBuckets(drainPerMs);
+  const recentWrites = leakyBuckets(RECENT_WRITES_DRAIN_BYTES_PER_MINUTE / 60_000);
   const logged = new Set<string>();
   app.addHook('preHandler', async (req) => {
     if (!refusedWhenDiskFull(req.method, routeDocOf(req.routeOptions.schema))) return;
@@ -52,13 +51,14 @@ export function registerDiskFloor(app: FastifyInstance, ctx: AppContext): void {
     const writer = writerOf(req);
     if (level === 'ok') logged.clear();
     else {
-      const wrote = recentWrites.level(writer);
-      if (wrote > HEAVY_WRITER_BYTES) {
+      const wait = recentWrites.secondsAbove(writer, HEAVY_WRITER_BYTES);
+      if (wait > 0) {
+        const wrote = recentWrites.level(writer);
         if (logged.size < MAX_LOGGED_WRITERS && !logged.has(writer)) {
           logged.add(writer);
           ctx.log.warn({ writer, recentWritesMb: inMb(wrote) }, "the database's disk is filling: this writer's writes are refused (507)");
         }
-        throw heavyWriter(wrote, Math.ceil((wrote - HEAVY_WRITER_BYTES) / drainPerMs / 1000));
+        throw heavyWriter(wrote, wait);
       }
     }
     recentWrites.add(writer, req.bodyBytes ?? (Number(req.headers['content-length']) || 0));

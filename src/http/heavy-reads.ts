@@ -48,9 +48,8 @@ export function timeBudget(opts: { burstMs: number; sustainedShare: number; busy
   const spent = leakyBuckets(opts.sustainedShare);
   return {
     check(projectId) {
-      const over = spent.level(projectId) - opts.burstMs;
-      if (over <= 0) return;
-      throw busyAtLimit(opts.busy, opts.burstMs / 1000, Math.ceil(over / opts.sustainedShare / 1000));
+      const wait = spent.secondsAbove(projectId, opts.burstMs);
+      if (wait > 0) throw busyAtLimit(opts.busy, opts.burstMs / 1000, wait);
     },
     charge: spent.add,
     spent: spent.level,

@@ -13,6 +13,8 @@ const SWEEP_MS = 60_000;
 export type LeakyBuckets = {
   /** What the key's bucket holds now. */
   level(key: string): number;
+  /** Whole seconds until the key's bucket has drained to `limit`: 0 when it holds no more than that now. */
+  secondsAbove(key: string, limit: number): number;
   /** Adds `amount` to the key's bucket. */
   add(key: string, amount: number): void;
 };
@@ -29,6 +31,7 @@ export function leakyBuckets(leakPerMs: number, now: () => number = () => perfor
   };
   return {
     level: (key) => levelAt(key, now()),
+    secondsAbove: (key, limit) => Math.max(0, Math.ceil((levelAt(key, now()) - limit) / leakPerMs / 1000)),
     add(key, amount) {
       const t = now();
       const level = levelAt(key, t);

@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import type { Database, Db } from '../../db/client.ts';
 import { runBatch } from '../../db/batches.ts';
 import { textArray } from './sql.ts';
@@ -25,17 +25,29 @@ import { forgetDeletedEvents } from '../analytics/rollups.ts';
 export async function afterContactsDeleted(tx: Db, projectId: string, contactIds: string[], now: Date): Promise<void> {
   if (contactIds.length === 0) return;
   const ids = textArray(contactIds);
-  await tx.execute(sql`UPDATE emails SET contact_id = NULL WHERE project_id = ${projectId} AND contact_id = ANY(${ids})`);
-  await tx.execute(sql`
-    WITH remembered AS (
-      INSERT INTO deleted_contacts (contact_id, project_id, deleted_at)
-      SELECT id, ${projectId}, ${now.toISOString()}::timestamptz FROM unnest(${ids}) AS id
-      ON CONFLICT (contact_id) DO UPDATE SET deleted_at = excluded.deleted_at
-    ), deleted AS (
-      DELETE FROM events AS e WHERE e.project_id = ${projectId} AND e.contact_id = ANY(${ids})
+  await detachRowsOf(
+    tx,
+    ids,
+    sql`INSERT INTO deleted_contacts (contact_id, project_id, deleted_at)
+        SELECT id, ${projectId}, ${now.toISOString()}::timestamptz FROM unnest(${ids}) AS id
+        ON CONFLICT (contact_id) DO UPDATE SET deleted_at = excluded.deleted_at`,
+  );
+}
+
+/**
+ * The rows that name the contacts `ids` (contact ids are unique across projects): their emails are
+ * left without a contact, then, in a statement of its own, their events are deleted with their
+ * part of the day counts, and `remembering` (a write to `deleted_contacts`) is made.
+ */
+async function detachRowsOf(db: Db, ids: SQL, remembering: SQL): Promise<{ emails: number; events: number }> {
+  const emails = await db.execute(sql`UPDATE emails SET contact_id = NULL WHERE contact_id = ANY(${ids})`);
+  const { rows } = await db.execute<{ deleted: number }>(sql`
+    WITH remembering AS (${remembering}), deleted AS (
+      DELETE FROM events AS e WHERE e.contact_id = ANY(${ids})
       RETURNING e.project_id, e.name, e.created_at
     ), forgotten AS (${forgetDeletedEvents('deleted')})
-    SELECT 1`);
+    SELECT count(*)::int AS deleted FROM deleted`);
+  return { emails: emails.rowCount ?? 0, events: rows[0].deleted };
 }
 
 /** How old a remembered contact is when storage maintenance goes over it once more. */
@@ -63,15 +75,8 @@ export async function sweepDeletedContacts(database: Database, now: Date): Promi
            ORDER BY deleted_at LIMIT ${SWEEP_BATCH} FOR UPDATE SKIP LOCKED
         ) AS picked`);
       const ids = textArray(rows[0].ids);
-      const emails = await db.execute(sql`UPDATE emails SET contact_id = NULL WHERE contact_id = ANY(${ids})`);
-      const { rows: events } = await db.execute<{ deleted: number }>(sql`
-        WITH deleted AS (
-          DELETE FROM events AS e WHERE e.contact_id = ANY(${ids})
-          RETURNING e.project_id, e.name, e.created_at
-        ), forgotten AS (${forgetDeletedEvents('deleted')}),
-        forgot AS (DELETE FROM deleted_contacts WHERE contact_id = ANY(${ids}))
-        SELECT count(*)::int AS deleted FROM deleted`);
-      return { picked: rows[0].ids.length, emails: emails.rowCount ?? 0, events: events[0].deleted };
+      const detached = await detachRowsOf(db, ids, sql`DELETE FROM deleted_contacts WHERE contact_id = ANY(${ids})`);
+      return { picked: rows[0].ids.length, ...detached };
     });
     swept.contacts += batch.picked;
     swept.emails += batch.emails;

@@ -7,13 +7,13 @@ import { describe } from '../../http/openapi.ts';
 const checks = z.object({
   database: z.enum(['ok', 'unavailable']),
   secrets: z.enum(['ok', 'mismatch', 'unknown']),
-  /** The database's disk against DATABASE_MIN_FREE_MB (db/disk-room.ts): `low` while writes that add data are refused. */
+  /** The database's disk against DATABASE_MIN_FREE_MB (db/disk-room.ts): `low` while writes that add data are refused, `filling` while the heaviest writers' are. */
   disk: z.enum(['ok', 'filling', 'low', 'unwatched']),
 });
 
 export function systemRoutes(app: FastifyInstance, ctx: AppContext): void {
   // 200 when the database answers (as the spec says): `ok`, or `degraded` when this process's
-  // JWT_SECRET is not the installation's (secret-check.ts) or the database's disk is below its
+  // JWT_SECRET is not the installation's (secret-check.ts) or the database's disk is below twice its
   // floor (db/disk-room.ts); 503 `unavailable` without a database.
   app.get(
     '/health',
