@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { recomputeAllSegments } from '../src/modules/segments/membership.ts';
 import { bootstrap } from './helpers/bootstrap.ts';
 import { verifyDomain } from './helpers/domains.ts';
 import { type Res, createApi } from './helpers/http.ts';
@@ -190,6 +191,38 @@ test('below twice the floor, a project that wrote more than 10 MB lately is refu
   } finally {
     full.ctx.diskRoom = real;
   }
+});
+
+test("below twice the floor, a segment's compute and the 5-minute job's change no membership; with room they go on", async () => {
+  const server = env.server;
+  const p = await bootstrap(server.api, 'floor segment');
+  for (const email of ['ann@floor-segment.test', 'bob@floor-segment.test']) {
+    assert.equal((await p.sk.post('/contacts', { email, data: { plan: 'pro' } })).status, 201);
+  }
+  const condition = { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] };
+  const made = await p.sk.post('/segments', { name: 'Floor pros', condition, trackMembership: true });
+  assert.equal(made.status, 201, made.text);
+  const id = made.body.id;
+  const members = async () =>
+    (await server.sql<{ n: number }>('SELECT count(*)::int AS n FROM segment_members WHERE segment_id = $1', [id]))[0].n;
+  const entries = async () => (await p.sk.get('/events?name=segment.floor-pros.entry&limit=10')).body.total;
+
+  const real = server.ctx.diskRoom;
+  server.ctx.diskRoom = { watched: true, level: () => 'filling' };
+  try {
+    const refused = await p.sk.post(`/segments/${id}/compute`);
+    assert.equal(refused.status, 507, refused.text);
+    assert.equal(refused.body.error.code, 'INSUFFICIENT_STORAGE');
+    assert.match(refused.body.error.message, /^The server's database disk is filling up: membership computes, .* wait until it has room again/);
+    assert.deepEqual(refused.body.error.details, { added: 0, removed: 0 });
+    await recomputeAllSegments(server.ctx, { runMs: 60_000, projectMs: 60_000 });
+    assert.deepEqual([await members(), await entries()], [0, 0]);
+  } finally {
+    server.ctx.diskRoom = real;
+  }
+  await recomputeAllSegments(server.ctx, { runMs: 60_000, projectMs: 60_000 });
+  assert.deepEqual([await members(), await entries()], [2, 2]);
+  assert.deepEqual((await p.sk.post(`/segments/${id}/compute`)).body, { added: 0, removed: 0, total: 2 });
 });
 
 test('a DATABASE_DISK_PATH that cannot be read stops start-up and says what to set', async () => {

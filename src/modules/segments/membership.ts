@@ -180,6 +180,10 @@ export async function computeSegment(
     throw isStatementTimeout(err) ? computeBusy(done) : err;
   };
   for (;;) {
+    // Each change writes a membership row and an event (about 2 KB of WAL): a compute of a million
+    // contacts writes gigabytes from a request of a few bytes, which the disk floor's buckets do not
+    // see. Below twice the floor it waits, as a campaign's fan-out does; its cursor keeps its place.
+    if (ctx.diskRoom.level() !== 'ok') throw computeWaitsForRoom(done);
     const page = await computePage(ctx, projectId, id, now).catch(busy);
     done.added += page.entered.length;
     done.removed += page.exited.length;
@@ -242,6 +246,14 @@ const computeBusy = (done: { added: number; removed: number }) =>
     503,
     'QUERY_TIMEOUT',
     `Writing this segment's membership changes took longer than ${BESIDE_CONDITION_STATEMENT_MS / 1000} s (the database is busy, or a change waited for a lock): the ${done.added} additions and ${done.removed} removals made before are kept, and the next compute (every 5 minutes) goes on`,
+    { details: done },
+  );
+
+export const computeWaitsForRoom = (done: { added: number; removed: number }) =>
+  new ApiError(
+    507,
+    'INSUFFICIENT_STORAGE',
+    `The server's database disk is filling up: membership computes, which write a row and an event for every change, wait until it has room again (DATABASE_MIN_FREE_MB). The ${done.added} additions and ${done.removed} removals made before are kept, and the segment's members are as last computed`,
     { details: done },
   );
 
@@ -403,6 +415,7 @@ export async function recomputeAllSegments(ctx: AppContext, budget: RecomputeBud
 async function recomputeOne(ctx: AppContext, s: { id: string; project_id: string; tracked: boolean }): Promise<void> {
   try {
     if (s.tracked) {
+      if (ctx.diskRoom.level() !== 'ok') return; // computeSegment's wait: /health says why
       await computeSegment(ctx, s.project_id, s.id, COMPUTE_JOB_BUDGET_MS);
     } else {
       const row = await findSegmentRow(ctx.database.db, s.project_id, s.id);
