@@ -147,6 +147,7 @@ describe('sending a campaign', () => {
 
     const list = await q.sk.get(`/emails?campaignId=${c.id}&limit=100`);
     assert.equal(list.body.total, 12, 'ineligible contacts get no email row at all');
+    assert.equal(list.body.data.length, 12, "the list's window holds every email of the campaign");
     assert.ok(list.body.data.every((e: { status: string; type: string }) => e.status === 'SENT' && e.type === 'MARKETING'));
     assert.equal((await q.sk.delete(`/segments/${segment.body.id}`)).status, 204, 'a SENT campaign no longer holds the segment');
   });

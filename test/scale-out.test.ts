@@ -176,6 +176,17 @@ describe('two API and two worker processes on one database', () => {
     );
     assert.equal(delivered().length, EVERYONE.length + twice.length);
     assert.equal(done.sentCount, CAMPAIGN.length);
+    // Its emails list, read within the window its batches wrote (whichever worker wrote each), has each recipient once.
+    const listed: string[] = [];
+    for (let cursor = ''; ; ) {
+      const page = await p.sk.get(`/emails?campaignId=${campaign.id}&limit=100${cursor && `&cursor=${encodeURIComponent(cursor)}`}`);
+      assert.equal(page.status, 200, page.text);
+      if (!cursor) assert.equal(page.body.total, CAMPAIGN.length);
+      listed.push(...page.body.data.map((e: { to: string }) => e.to));
+      if (!page.body.hasMore) break;
+      cursor = page.body.cursor;
+    }
+    assert.deepEqual(listed.sort(), [...CAMPAIGN].sort());
 
     const [runs] = await server.sql<{ completed: number; other: number; repeated: number }>(
       `SELECT count(*) FILTER (WHERE status = 'COMPLETED')::int AS completed, count(*) FILTER (WHERE status <> 'COMPLETED')::int AS other,

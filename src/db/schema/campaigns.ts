@@ -42,6 +42,14 @@ export const campaigns = pgTable(
     fanoutCursorAt: timestamp('fanout_cursor_at', { withTimezone: true, mode: 'date' }),
     fanoutCursorId: text('fanout_cursor_id'),
     fanoutDone: boolean('fanout_done').notNull().default(false),
+    /**
+     * The `created_at` of the campaign's first and last batch of emails, written with each batch:
+     * every email of the campaign lies between them, so its emails list reads the project's
+     * emails of that window only (emails/service.ts listEmails). NULL before the first batch, and for
+     * campaigns sent before migration 0027.
+     */
+    emailsFrom: timestamp('emails_from', { withTimezone: true, mode: 'date' }),
+    emailsUntil: timestamp('emails_until', { withTimezone: true, mode: 'date' }),
     /** Emails still QUEUED/SENDING at the last check, and when that number last moved (stall detection). */
     pendingCount: integer('pending_count').notNull().default(0),
     progressAt: timestamp('progress_at', { withTimezone: true, mode: 'date' }),

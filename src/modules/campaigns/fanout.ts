@@ -115,6 +115,7 @@ export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: st
     const from = { email: c.fromEmail, name: c.fromName };
     // The batch's emails share one stored content (the campaign body).
     const content = { bodySource: c.body };
+    const createdAt = ctx.clock.now();
     await queueEmails(
       ctx,
       t,
@@ -130,6 +131,7 @@ export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: st
         campaignId: c.id,
         status: 'QUEUED',
       })),
+      createdAt,
     );
     queued = batch.recipients.length > 0;
     const done = batch.recipients.length < limit;
@@ -139,6 +141,14 @@ export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: st
         fanoutCursorAt: batch.cursor ? sql`${batch.cursor.at}::timestamptz` : null,
         fanoutCursorId: batch.cursor?.id ?? null,
         fanoutDone: done,
+        // Every email of the campaign lies in this window (its emails list reads only the window);
+        // least/greatest, as batches may come from workers whose clocks differ a little.
+        ...(queued
+          ? {
+              emailsFrom: sql`least(${campaigns.emailsFrom}, ${createdAt.toISOString()}::timestamptz)`,
+              emailsUntil: sql`greatest(${campaigns.emailsUntil}, ${createdAt.toISOString()}::timestamptz)`,
+            }
+          : {}),
         heartbeatAt: sql`now()`,
       })
       .where(eq(campaigns.id, campaignId));

@@ -79,18 +79,24 @@ const QUEUE_EMAILS_SQL = {
  * send, campaigns and workflows all queue mail through here, so an email exists exactly when its
  * job does, and a content is stored once however many emails of the batch carry it.
  */
-export async function queueEmails(ctx: AppContext, t: { tx: Db; client: pg.PoolClient }, batch: NewEmail[]): Promise<string[]> {
-  return (await queueEmailsWithStatus(ctx, t, batch)).map((e) => e.id);
+export async function queueEmails(ctx: AppContext, t: { tx: Db; client: pg.PoolClient }, batch: NewEmail[], at?: Date): Promise<string[]> {
+  return (await queueEmailsWithStatus(ctx, t, batch, at)).map((e) => e.id);
 }
 
 /**
  * As queueEmails, with each email's final status (SUPPRESSED where `checkSuppression` found the address).
+ * Their `created_at` is `at` (a campaign's fan-out keeps the window of its batches).
  * One statement writes the contents and the emails (rows passed as JSON: a batch of hundreds costs
  * one parse and plan, not one sub-plan per row), a second the delivery jobs (one a hundred emails).
  */
-export async function queueEmailsWithStatus(ctx: AppContext, t: { tx: Db; client: pg.PoolClient }, batch: NewEmail[]): Promise<QueuedEmail[]> {
+export async function queueEmailsWithStatus(
+  ctx: AppContext,
+  t: { tx: Db; client: pg.PoolClient },
+  batch: NewEmail[],
+  at: Date = ctx.clock.now(),
+): Promise<QueuedEmail[]> {
   if (batch.length === 0) return [];
-  const now = ctx.clock.now();
+  const now = at;
   const iso = now.toISOString();
   const contentIds = new Map<EmailContent, string>();
   const contentRows: Record<string, unknown>[] = [];
