@@ -203,8 +203,7 @@ test("below twice the floor, a segment's compute and the 5-minute job's change n
   const made = await p.sk.post('/segments', { name: 'Floor pros', condition, trackMembership: true });
   assert.equal(made.status, 201, made.text);
   const id = made.body.id;
-  const members = async () =>
-    (await server.sql<{ n: number }>('SELECT count(*)::int AS n FROM segment_members WHERE segment_id = $1', [id]))[0].n;
+  const members = async () => (await server.sql<{ n: number }>('SELECT count(*)::int AS n FROM segment_members WHERE segment_id = $1', [id]))[0].n;
   const entries = async () => (await p.sk.get('/events?name=segment.floor-pros.entry&limit=10')).body.total;
 
   const real = server.ctx.diskRoom;

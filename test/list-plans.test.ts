@@ -201,10 +201,7 @@ test("a page of an old campaign's emails reads its window of the project's email
   const firstPage = await p.sk.get(`/emails?campaignId=${campaign.id}&limit=50`);
   assert.equal(firstPage.status, 200, firstPage.text);
   const newest = await server.sql<{ id: string }>('SELECT id FROM emails WHERE campaign_id = $1 ORDER BY created_at DESC, id DESC LIMIT 50', [campaign.id]);
-  assert.deepEqual(
-    [firstPage.body.total, firstPage.body.data.map((e: { id: string }) => e.id)],
-    [CAMPAIGN, newest.map((e) => e.id)],
-  );
+  assert.deepEqual([firstPage.body.total, firstPage.body.data.map((e: { id: string }) => e.id)], [CAMPAIGN, newest.map((e) => e.id)]);
   const lastPage = await p.sk.get(`/emails?campaignId=${campaign.id}&limit=50&cursor=${encodeURIComponent(last)}`);
   assert.deepEqual([lastPage.body.data.length, lastPage.body.hasMore], [30, false]);
   assert.ok(lastPage.body.data.every((e: { campaignId: string }) => e.campaignId === campaign.id));

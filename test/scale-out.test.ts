@@ -178,7 +178,7 @@ describe('two API and two worker processes on one database', () => {
     assert.equal(done.sentCount, CAMPAIGN.length);
     // Its emails list, read within the window its batches wrote (whichever worker wrote each), has each recipient once.
     const listed: string[] = [];
-    for (let cursor = ''; ; ) {
+    for (let cursor = ''; ;) {
       const page = await p.sk.get(`/emails?campaignId=${campaign.id}&limit=100${cursor && `&cursor=${encodeURIComponent(cursor)}`}`);
       assert.equal(page.status, 200, page.text);
       if (!cursor) assert.equal(page.body.total, CAMPAIGN.length);

@@ -198,7 +198,7 @@ export function segmentRoutes(app: FastifyInstance, ctx: AppContext): void {
         operationId: 'segments.compute',
         summary: 'Recompute membership now',
         description:
-          'Fires `segment.<slug>.entry` and `.exit` for the changes. Works through the contacts 10,000 at a time; one that takes longer than 25 s answers 503 `QUERY_TIMEOUT` with `details: { added, removed }`: those changes are kept, and the next compute (the 5-minute job, or another call) goes on after the last contact this one reached. A write that waits longer than 30 s (a busy database, a lock) answers the same 503; 400 means the condition alone took longer than 10 s to read. While the database\'s disk is below twice its floor (`DATABASE_MIN_FREE_MB`; `/health` says `filling`), computes wait: 507 `INSUFFICIENT_STORAGE`, with the same details.',
+          "Fires `segment.<slug>.entry` and `.exit` for the changes. Works through the contacts 10,000 at a time; one that takes longer than 25 s answers 503 `QUERY_TIMEOUT` with `details: { added, removed }`: those changes are kept, and the next compute (the 5-minute job, or another call) goes on after the last contact this one reached. A write that waits longer than 30 s (a busy database, a lock) answers the same 503; 400 means the condition alone took longer than 10 s to read. While the database's disk is below twice its floor (`DATABASE_MIN_FREE_MB`; `/health` says `filling`), computes wait: 507 `INSUFFICIENT_STORAGE`, with the same details.",
         params: segmentIdParams,
         responses: { 200: computedSchema },
         errors: [400, 404, 503],
