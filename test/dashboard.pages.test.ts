@@ -6,6 +6,7 @@ import { BROWSER_SETUP_TIMEOUT_MS, journey, openPage } from './helpers/browser.t
 import { waitForStatus } from './helpers/mail.ts';
 import { openDashboard } from './helpers/dashboard.ts';
 import { acceptInvitationAs, joinWithInvitation } from './helpers/invitations.ts';
+import { waitFor } from './helpers/workflows.ts';
 import type { TestServer } from './helpers/server.ts';
 
 /**
@@ -199,6 +200,69 @@ test('an email page: status, what happened when, and the captured source', { tim
     assert.match(raw, /Subject: Detail page/);
   });
 });
+
+test(
+  "a campaign report lists its recipients' emails with their status; a status narrows the list, and an address opens its email",
+  { timeout: 180_000 },
+  async () => {
+    await journey(page, 'campaign-recipients', async () => {
+      const readers = ['ann@recipients.test', 'bob@recipients.test', 'cy@recipients.test'];
+      for (const email of readers) assert.equal((await owner.sk.post('/contacts', { email, subscribed: true })).status, 201);
+      const created = await owner.sk.post('/campaigns', {
+        name: 'Recipients',
+        subject: 'Our news',
+        body: '<p>News</p>',
+        from: 'hi@sandbox.herald.test',
+        audienceType: 'FILTERED',
+        audienceCondition: { logic: 'AND', groups: [{ filters: [{ field: 'email', operator: 'endsWith', value: '@recipients.test' }] }] },
+      });
+      assert.equal(created.status, 201, created.text);
+      const id: string = created.body.data.id;
+      assert.equal((await owner.sk.post(`/campaigns/${id}/send`, {})).status, 200);
+      await waitFor('the campaign to be sent', async () => (await owner.sk.get(`/campaigns/${id}`)).body.status === 'SENT');
+      // Bob's bounced since, as the relay's report would mark it.
+      const [bounced] = await server.sql<{ id: string }>(
+        `UPDATE emails SET status = 'BOUNCED', error = '550 5.1.1 No such user', bounced_at = now() WHERE campaign_id = $1 AND to_email = $2 RETURNING id`,
+        [id, 'bob@recipients.test'],
+      );
+
+      await page.goto(`${base()}/campaigns/${id}/report`);
+      const table = page.getByTestId('campaign-recipients');
+      await table.waitFor();
+      await page.getByTestId('recipients-total').filter({ hasText: /^3$/ }).waitFor();
+      /** Each row's recipient, status (with its error) and opens, as the page shows them. */
+      const rows = async () =>
+        Promise.all(
+          (await table.locator('tbody tr').all()).map(async (row) =>
+            (await row.getByRole('cell').allInnerTexts())
+              .slice(0, 3)
+              .map((cell) => cell.replace(/\s+/g, ' ').trim())
+              .join(' | '),
+          ),
+        );
+      assert.deepEqual((await rows()).sort(), [
+        'ann@recipients.test | DELIVERED | 0',
+        'bob@recipients.test | BOUNCED 550 5.1.1 No such user | 0',
+        'cy@recipients.test | DELIVERED | 0',
+      ]);
+
+      await page.getByRole('combobox', { name: 'Recipient status' }).click();
+      await page.getByRole('option', { name: 'BOUNCED' }).click();
+      await page.waitForURL(/recipients=BOUNCED/);
+      await page.getByTestId('recipients-total').filter({ hasText: /^1$/ }).waitFor();
+      assert.deepEqual(await rows(), ['bob@recipients.test | BOUNCED 550 5.1.1 No such user | 0']);
+      await page.getByRole('combobox', { name: 'Recipient status' }).click();
+      await page.getByRole('option', { name: 'FAILED' }).click();
+      await page.getByText('No failed emails').waitFor();
+
+      await page.getByRole('combobox', { name: 'Recipient status' }).click();
+      await page.getByRole('option', { name: 'BOUNCED' }).click();
+      await table.getByRole('link', { name: 'bob@recipients.test' }).click();
+      await page.waitForURL(new RegExp(`/emails/${bounced.id}$`));
+      await page.getByTestId('email-status').filter({ hasText: 'BOUNCED' }).waitFor();
+    });
+  },
+);
 
 test('settings: monthly sending caps with usage bars; a MEMBER sees them but cannot change caps, keys or members', { timeout: 180_000 }, async () => {
   await journey(page, 'caps', async () => {

@@ -27,6 +27,7 @@ import { fieldErrors, herald, isApiError } from '../api.ts';
 import { MessageFields, type MessageValues, messagePayload } from '../components/MessageFields.tsx';
 import type { Condition } from '../components/ConditionBuilder.tsx';
 import { LivePreview } from '../components/Preview.tsx';
+import { CampaignRecipients } from '../components/CampaignRecipients.tsx';
 import { useMe } from '../components/RequireUser.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
@@ -509,6 +510,7 @@ export function CampaignReportPage() {
               <CampaignActivity campaignId={c.id} sentAt={c.sentAt} statsVersion={JSON.stringify(s)} />
             </Suspense>
           )}
+          {c.status !== 'DRAFT' && c.status !== 'SCHEDULED' && <CampaignRecipients campaignId={c.id} />}
         </>
       ) : null}
     </Stack>

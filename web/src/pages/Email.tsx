@@ -4,18 +4,9 @@ import { Link, useParams } from 'react-router';
 import { herald, isApiError } from '../api.ts';
 import { Loading, PageError } from '../components/states.tsx';
 import { formatDate, useProjectId } from '../hooks.ts';
+import { EMAIL_STATUS_COLORS } from '../types.ts';
 
 /** One email: its status and what happened when (from GET /emails/:id), the SMTP answer of a failure, and the raw message when it was captured. */
-
-const STATUS_COLORS: Record<string, string> = {
-  SENT: 'blue',
-  DELIVERED: 'teal',
-  BOUNCED: 'red',
-  COMPLAINED: 'red',
-  FAILED: 'red',
-  QUEUED: 'gray',
-  SENDING: 'yellow',
-};
 
 export function EmailPage() {
   const projectId = useProjectId();
@@ -53,7 +44,7 @@ export function EmailPage() {
         </Anchor>
         <Group gap="sm">
           <Title order={2}>{e.subject || '(no subject)'}</Title>
-          <Badge color={STATUS_COLORS[e.status] ?? 'gray'} variant="light" data-testid="email-status">
+          <Badge color={EMAIL_STATUS_COLORS[e.status]} variant="light" data-testid="email-status">
             {e.status}
           </Badge>
         </Group>
