@@ -230,6 +230,9 @@ test(
       const table = page.getByTestId('campaign-recipients');
       await table.waitFor();
       await page.getByTestId('recipients-total').filter({ hasText: /^3$/ }).waitFor();
+      // The charts above load on their own and push the list down: a status menu opened before they did was left off screen.
+      await page.getByRole('heading', { name: 'Opens and clicks over time' }).waitFor();
+      await page.getByText('No clicks yet').waitFor();
       /** Each row's recipient, status (with its error) and opens, as the page shows them. */
       const rows = async () =>
         Promise.all(
@@ -263,6 +266,37 @@ test(
     });
   },
 );
+
+test("a contact's page: its events and emails, 25 at a time, each email opening its page", { timeout: 180_000 }, async () => {
+  await journey(page, 'contact-timeline', async () => {
+    const sent = await owner.sk.post('/v1/send', {
+      to: 'timeline@example.org',
+      from: 'hi@sandbox.herald.test',
+      subject: 'Your receipt',
+      body: '<p>Thanks</p>',
+    });
+    assert.equal(sent.status, 200, sent.text);
+    const emailId: string = sent.body.data.emails[0].email;
+    await waitForStatus(owner.sk, emailId, ['DELIVERED']);
+    for (let i = 0; i < 30; i++) assert.equal((await owner.pk.post('/v1/track', { email: 'timeline@example.org', event: 'visited' })).status, 200);
+    const all = await owner.sk.get(`/activity?contactId=${sent.body.data.emails[0].contact.id}&limit=100`);
+    assert.equal(all.status, 200, all.text);
+    const happenings = all.body.data.length;
+    assert.ok(happenings > 30, `${happenings} things happened`);
+
+    await page.goto(`${base()}/contacts/${sent.body.data.emails[0].contact.id}`);
+    const timeline = page.getByTestId('contact-timeline');
+    await timeline.waitFor();
+    const items = timeline.locator('.mantine-Timeline-item');
+    assert.equal(await items.count(), 25);
+    await page.getByRole('button', { name: 'Load more' }).click();
+    await page.waitForFunction((n) => document.querySelectorAll('[data-testid="contact-timeline"] .mantine-Timeline-item').length === n, happenings);
+    await page.getByRole('button', { name: 'Load more' }).waitFor({ state: 'detached' });
+    await timeline.getByRole('link', { name: 'Your receipt' }).first().click();
+    await page.waitForURL(new RegExp(`/emails/${emailId}$`));
+    await page.getByTestId('email-status').filter({ hasText: 'DELIVERED' }).waitFor();
+  });
+});
 
 test('settings: monthly sending caps with usage bars; a MEMBER sees them but cannot change caps, keys or members', { timeout: 180_000 }, async () => {
   await journey(page, 'caps', async () => {

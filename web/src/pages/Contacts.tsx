@@ -20,7 +20,7 @@ import {
 } from '@mantine/core';
 import { useForm } from '@mantine/form';
 import { useDebouncedValue, useDisclosure } from '@mantine/hooks';
-import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { keepPreviousData, useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useState } from 'react';
 import { Link, useNavigate, useParams, useSearchParams } from 'react-router';
 import { herald } from '../api.ts';
@@ -280,10 +280,13 @@ export function ContactPage() {
     queryKey: [projectId, 'contact', contactId],
     queryFn: () => herald.contacts.get(contactId),
   });
-  const timeline = useQuery({
+  const timeline = useInfiniteQuery({
     queryKey: [projectId, 'activity', { contactId }],
-    queryFn: () => herald.activity.list({ contactId, limit: 25 }),
+    queryFn: ({ pageParam }) => herald.activity.list({ contactId, limit: 25, cursor: pageParam }),
+    initialPageParam: undefined as string | undefined,
+    getNextPageParam: (last) => (last.hasMore && last.cursor ? last.cursor : undefined),
   });
+  const happenings = timeline.data?.pages.flatMap((p) => p.data) ?? [];
   const patch = useMutation({
     mutationFn: (body: { subscribed?: boolean; data?: Record<string, unknown> }) => herald.contacts.update(contactId, body),
     onSuccess: (updated) => {
@@ -406,21 +409,32 @@ export function ContactPage() {
           <Loading />
         ) : timeline.error ? (
           <PageError error={timeline.error} onRetry={() => void timeline.refetch()} />
-        ) : timeline.data.data.length === 0 ? (
+        ) : happenings.length === 0 ? (
           <Text c="dimmed" size="sm">
             Nothing has happened to this contact yet.
           </Text>
         ) : (
-          <Timeline bulletSize={14} lineWidth={2}>
-            {timeline.data.data.map((a) => (
+          <Timeline bulletSize={14} lineWidth={2} data-testid="contact-timeline">
+            {happenings.map((a) => (
               <Timeline.Item key={a.id} title={a.eventName ?? a.type}>
-                <Text size="sm">{a.subject ?? ''}</Text>
+                {a.emailId ? (
+                  <Anchor component={Link} to={`/p/${projectId}/emails/${a.emailId}`} size="sm">
+                    {a.subject || 'View email'}
+                  </Anchor>
+                ) : (
+                  <Text size="sm">{a.subject ?? ''}</Text>
+                )}
                 <Text size="xs" c="dimmed">
                   {formatDate(a.occurredAt)}
                 </Text>
               </Timeline.Item>
             ))}
           </Timeline>
+        )}
+        {timeline.hasNextPage && (
+          <Button mt="md" variant="default" loading={timeline.isFetchingNextPage} onClick={() => void timeline.fetchNextPage()}>
+            Load more
+          </Button>
         )}
       </Card>
 
