@@ -263,6 +263,10 @@ test(
       await table.getByRole('link', { name: 'bob@recipients.test' }).click();
       await page.waitForURL(new RegExp(`/emails/${bounced.id}$`));
       await page.getByTestId('email-status').filter({ hasText: 'BOUNCED' }).waitFor();
+      // Back goes to the report as it was left.
+      await page.getByRole('link', { name: '← Back' }).click();
+      await page.waitForURL(new RegExp(`/campaigns/${id}/report\\?recipients=BOUNCED$`));
+      await page.getByTestId('recipients-total').filter({ hasText: /^1$/ }).waitFor();
     });
   },
 );

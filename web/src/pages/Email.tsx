@@ -1,6 +1,6 @@
 import { Anchor, Badge, Card, Code, Group, ScrollArea, Stack, Table, Text, Title } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
-import { Link, useParams } from 'react-router';
+import { Link, useLocation, useNavigate, useParams } from 'react-router';
 import { herald, isApiError } from '../api.ts';
 import { Loading, PageError } from '../components/states.tsx';
 import { formatDate, useProjectId } from '../hooks.ts';
@@ -11,6 +11,9 @@ import { EMAIL_STATUS_COLORS } from '../types.ts';
 export function EmailPage() {
   const projectId = useProjectId();
   const { emailId = '' } = useParams();
+  // Opened from a campaign's recipients, a contact or the feed: back goes there; opened by its URL, to the feed.
+  const cameInApp = useLocation().key !== 'default';
+  const navigate = useNavigate();
   const email = useQuery({ queryKey: [projectId, 'email', emailId], queryFn: () => herald.emails.get(emailId) });
   // The stored source exists only for captured mail (no SMTP_URL): 404 otherwise, shown as "not stored".
   const raw = useQuery({
@@ -39,8 +42,17 @@ export function EmailPage() {
   return (
     <Stack>
       <div>
-        <Anchor component={Link} to={`/p/${projectId}/activity`} size="sm">
-          ← Activity
+        <Anchor
+          component={Link}
+          to={`/p/${projectId}/activity`}
+          size="sm"
+          onClick={(ev) => {
+            if (!cameInApp) return;
+            ev.preventDefault();
+            void navigate(-1);
+          }}
+        >
+          ← {cameInApp ? 'Back' : 'Activity'}
         </Anchor>
         <Group gap="sm">
           <Title order={2}>{e.subject || '(no subject)'}</Title>
