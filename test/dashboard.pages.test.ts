@@ -294,11 +294,44 @@ test("a contact's page: its events and emails, 25 at a time, each email opening 
     const items = timeline.locator('.mantine-Timeline-item');
     assert.equal(await items.count(), 25);
     await page.getByRole('button', { name: 'Load more' }).click();
-    await page.waitForFunction((n) => document.querySelectorAll('[data-testid="contact-timeline"] .mantine-Timeline-item').length === n, happenings);
+    await waitFor('every happening listed', async () => (await items.count()) === happenings, 20_000, 100);
     await page.getByRole('button', { name: 'Load more' }).waitFor({ state: 'detached' });
     await timeline.getByRole('link', { name: 'Your receipt' }).first().click();
     await page.waitForURL(new RegExp(`/emails/${emailId}$`));
     await page.getByTestId('email-status').filter({ hasText: 'DELIVERED' }).waitFor();
+  });
+});
+
+test("a tracked segment's page computes its membership now, and says why it waits while the disk is filling", { timeout: 180_000 }, async () => {
+  await journey(page, 'segment-compute', async () => {
+    for (const [email, plan] of [
+      ['pro1@compute.test', 'pro'],
+      ['pro2@compute.test', 'pro'],
+      ['free@compute.test', 'free'],
+    ]) {
+      assert.equal((await owner.sk.post('/contacts', { email, data: { plan } })).status, 201);
+    }
+    const condition = { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] };
+    const made = await owner.sk.post('/segments', { name: 'Pro computed', condition, trackMembership: true });
+    assert.equal(made.status, 201, made.text);
+
+    await page.goto(`${base()}/segments/${made.body.id}`);
+    const computeNow = page.getByRole('button', { name: 'Compute now' });
+    await computeNow.waitFor();
+    const real = server.ctx.diskRoom;
+    server.ctx.diskRoom = { watched: true, level: () => 'filling' };
+    try {
+      await computeNow.click();
+      await page.getByText(/^The server's database disk is filling up: membership computes, .* wait until it has room again/).waitFor();
+    } finally {
+      server.ctx.diskRoom = real;
+    }
+    assert.equal((await owner.sk.get('/events?name=segment.pro-computed.entry')).body.total, 0);
+
+    await computeNow.click();
+    await page.getByText('2 entered, 0 left: 2 members').waitFor();
+    await page.getByTestId('tracked-count').filter({ hasText: '2 members as last computed' }).waitFor();
+    assert.equal((await owner.sk.get('/events?name=segment.pro-computed.entry')).body.total, 2);
   });
 });
 

@@ -253,7 +253,11 @@ export const computeWaitsForRoom = (done: { added: number; removed: number }) =>
   new ApiError(
     507,
     'INSUFFICIENT_STORAGE',
-    `The server's database disk is filling up: membership computes, which write a row and an event for every change, wait until it has room again (DATABASE_MIN_FREE_MB). The ${done.added} additions and ${done.removed} removals made before are kept, and the segment's members are as last computed`,
+    `The server's database disk is filling up: membership computes, which write a row and an event for every change, wait until it has room again (DATABASE_MIN_FREE_MB). ${
+      done.added + done.removed > 0
+        ? `The ${done.added} additions and ${done.removed} removals made before are kept, and the next compute goes on after them`
+        : "The segment's members are as last computed"
+    }`,
     { details: done },
   );
 

@@ -172,6 +172,17 @@ function SegmentEditor({ segment }: { segment: Segment | null }) {
       else showApiError(err, form);
     },
   });
+  // A tracked segment's membership as saved, computed now rather than by the next 5-minute run.
+  const compute = useMutation({
+    mutationFn: () => herald.segments.compute(segment?.id ?? ''),
+    onSuccess: (r) => {
+      void queryClient.invalidateQueries({ queryKey: [projectId, 'segments'] });
+      void queryClient.invalidateQueries({ queryKey: [projectId, 'segment', segment?.id] });
+      void queryClient.invalidateQueries({ queryKey: [projectId, 'segment-members', segment?.id] });
+      notifySuccess(`${formatNumber(r.added)} entered, ${formatNumber(r.removed)} left: ${formatNumber(r.total)} members`);
+    },
+    onError: (err) => showApiError(err),
+  });
   const remove = useMutation({
     mutationFn: () => herald.segments.delete(segment?.id ?? ''),
     onSuccess: () => {
@@ -235,6 +246,16 @@ function SegmentEditor({ segment }: { segment: Segment | null }) {
                 <Text size="xs" c="red" data-testid="live-count-error">
                   {live.error.message}
                 </Text>
+              )}
+              {segment?.type === 'DYNAMIC' && segment.trackMembership && (
+                <Group gap="xs" mt="sm" justify="space-between">
+                  <Text size="xs" c="dimmed" data-testid="tracked-count">
+                    {formatNumber(segment.memberCount)} members as last computed
+                  </Text>
+                  <Button size="xs" variant="light" loading={compute.isPending} onClick={() => compute.mutate()}>
+                    Compute now
+                  </Button>
+                </Group>
               )}
             </Card>
           </Grid.Col>
