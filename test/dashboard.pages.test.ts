@@ -31,14 +31,21 @@ after(() => stop());
 
 const base = () => `${server.url}/app/p/${owner.project.id}`;
 
+/** One email sent from the sandbox sender and delivered (capture mode): its id and its contact's. */
+async function sendDelivered(to: string, subject: string): Promise<{ emailId: string; contactId: string }> {
+  const sent = await owner.sk.post('/v1/send', { to, from: 'hi@sandbox.herald.test', subject, body: `<p>${subject}</p>` });
+  assert.equal(sent.status, 200, sent.text);
+  const emailId: string = sent.body.data.emails[0].email;
+  await waitForStatus(owner.sk, emailId, ['DELIVERED']);
+  return { emailId, contactId: sent.body.data.emails[0].contact.id };
+}
+
 /** What a test reads of an <img> in the page (the tests' TypeScript has no DOM types). */
 type LoadedImage = { complete: boolean; naturalWidth: number; addEventListener: (type: 'load', listener: (e: unknown) => void) => void };
 
 test('analytics: totals, top campaigns and top events over the chosen range', { timeout: 180_000 }, async () => {
   await journey(page, 'analytics', async () => {
-    const sent = await owner.sk.post('/v1/send', { to: 'reader@example.org', from: 'hi@sandbox.herald.test', subject: 'Hello', body: '<p>Hi</p>' });
-    assert.equal(sent.status, 200, sent.text);
-    await waitForStatus(owner.sk, sent.body.data.emails[0].email, ['DELIVERED']);
+    await sendDelivered('reader@example.org', 'Hello');
     for (let i = 0; i < 3; i++) {
       const tracked = await owner.pk.post('/v1/track', { email: `buyer${i % 2}@example.org`, event: 'purchased' });
       assert.equal(tracked.status, 200, tracked.text);
@@ -176,15 +183,7 @@ test('members: an existing account is invited, accepts and is promoted, a new ad
 
 test('an email page: status, what happened when, and the captured source', { timeout: 180_000 }, async () => {
   await journey(page, 'email-page', async () => {
-    const sent = await owner.sk.post('/v1/send', {
-      to: 'detail@example.org',
-      from: 'hi@sandbox.herald.test',
-      subject: 'Detail page',
-      body: '<p>Body text</p>',
-    });
-    assert.equal(sent.status, 200, sent.text);
-    const id: string = sent.body.data.emails[0].email;
-    await waitForStatus(owner.sk, id, ['DELIVERED']);
+    const { emailId: id } = await sendDelivered('detail@example.org', 'Detail page');
 
     await page.goto(`${base()}/activity`);
     await page.getByRole('link', { name: 'Detail page' }).first().click();
@@ -273,22 +272,14 @@ test(
 
 test("a contact's page: its events and emails, 25 at a time, each email opening its page", { timeout: 180_000 }, async () => {
   await journey(page, 'contact-timeline', async () => {
-    const sent = await owner.sk.post('/v1/send', {
-      to: 'timeline@example.org',
-      from: 'hi@sandbox.herald.test',
-      subject: 'Your receipt',
-      body: '<p>Thanks</p>',
-    });
-    assert.equal(sent.status, 200, sent.text);
-    const emailId: string = sent.body.data.emails[0].email;
-    await waitForStatus(owner.sk, emailId, ['DELIVERED']);
+    const { emailId, contactId } = await sendDelivered('timeline@example.org', 'Your receipt');
     for (let i = 0; i < 30; i++) assert.equal((await owner.pk.post('/v1/track', { email: 'timeline@example.org', event: 'visited' })).status, 200);
-    const all = await owner.sk.get(`/activity?contactId=${sent.body.data.emails[0].contact.id}&limit=100`);
+    const all = await owner.sk.get(`/activity?contactId=${contactId}&limit=100`);
     assert.equal(all.status, 200, all.text);
     const happenings = all.body.data.length;
     assert.ok(happenings > 30, `${happenings} things happened`);
 
-    await page.goto(`${base()}/contacts/${sent.body.data.emails[0].contact.id}`);
+    await page.goto(`${base()}/contacts/${contactId}`);
     const timeline = page.getByTestId('contact-timeline');
     await timeline.waitFor();
     const items = timeline.locator('.mantine-Timeline-item');

@@ -1,10 +1,11 @@
-import { Anchor, Badge, Button, Card, Group, Select, Table, Text, Title } from '@mantine/core';
+import { Anchor, Badge, Button, Card, Group, Table, Text, Title } from '@mantine/core';
 import { useInfiniteQuery } from '@tanstack/react-query';
-import { Link, useSearchParams } from 'react-router';
+import { Link } from 'react-router';
 import { herald } from '../api.ts';
 import { formatDate, formatNumber, useProjectId } from '../hooks.ts';
 import { EMAIL_STATUS_COLORS, EMAIL_STATUSES } from '../types.ts';
 import { Empty, Loading, PageError } from './states.tsx';
+import { StatusSelect, useUrlChoice } from './StatusSelect.tsx';
 
 const PAGE_SIZE = 50;
 
@@ -15,8 +16,7 @@ const PAGE_SIZE = 50;
  */
 export function CampaignRecipients({ campaignId }: { campaignId: string }) {
   const projectId = useProjectId();
-  const [params, setParams] = useSearchParams();
-  const status = EMAIL_STATUSES.find((s) => s === params.get('recipients')) ?? null;
+  const [status, setStatus] = useUrlChoice('recipients', EMAIL_STATUSES);
   const emails = useInfiniteQuery({
     queryKey: [projectId, 'campaign-emails', campaignId, status],
     queryFn: ({ pageParam }) => herald.emails.list({ campaignId, status: status ?? undefined, limit: PAGE_SIZE, cursor: pageParam }),
@@ -37,21 +37,7 @@ export function CampaignRecipients({ campaignId }: { campaignId: string }) {
             </Text>
           )}
         </Title>
-        <Select
-          aria-label="Recipient status"
-          size="xs"
-          w={180}
-          placeholder="Any status"
-          clearable
-          value={status}
-          data={EMAIL_STATUSES}
-          onChange={(v) => {
-            const next = new URLSearchParams(params);
-            if (v) next.set('recipients', v);
-            else next.delete('recipients');
-            setParams(next, { replace: true });
-          }}
-        />
+        <StatusSelect label="Recipient status" value={status} choices={EMAIL_STATUSES} onChange={setStatus} />
       </Group>
       {emails.isPending ? (
         <Loading />

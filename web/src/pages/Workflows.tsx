@@ -1,9 +1,10 @@
-import { Anchor, Badge, Button, Card, Group, Pagination, Select, Stack, Switch, Table, Text, TextInput, Title } from '@mantine/core';
+import { Anchor, Badge, Button, Card, Group, Pagination, Stack, Switch, Table, Text, TextInput, Title } from '@mantine/core';
 import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { Link, useParams, useSearchParams } from 'react-router';
 import { herald } from '../api.ts';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
+import { StatusSelect, useUrlChoice } from '../components/StatusSelect.tsx';
 import { formatDate, formatNumber, useProjectId } from '../hooks.ts';
 import type { Answer } from '../types.ts';
 
@@ -174,8 +175,7 @@ function stepSummary(step: Step): string {
 export function WorkflowPage() {
   const projectId = useProjectId();
   const { workflowId = '' } = useParams();
-  const [params, setParams] = useSearchParams();
-  const status = EXECUTION_STATUSES.find((s) => s === params.get('status')) ?? null;
+  const [status, setStatus] = useUrlChoice('status', EXECUTION_STATUSES);
   const queryClient = useQueryClient();
   const workflow = useQuery({
     queryKey: [projectId, 'workflows', workflowId],
@@ -274,21 +274,7 @@ export function WorkflowPage() {
           <Title order={3} size="h4">
             Executions
           </Title>
-          <Select
-            aria-label="Execution status"
-            size="xs"
-            w={180}
-            placeholder="Any status"
-            clearable
-            value={status}
-            data={EXECUTION_STATUSES}
-            onChange={(v) => {
-              const next = new URLSearchParams(params);
-              if (v) next.set('status', v);
-              else next.delete('status');
-              setParams(next, { replace: true });
-            }}
-          />
+          <StatusSelect label="Execution status" value={status} choices={EXECUTION_STATUSES} onChange={setStatus} />
         </Group>
         {executions.isPending ? (
           <Loading />
