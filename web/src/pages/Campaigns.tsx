@@ -2,6 +2,7 @@ import {
   Alert,
   Anchor,
   Badge,
+  Box,
   Button,
   Card,
   Grid,
@@ -506,9 +507,12 @@ export function CampaignReportPage() {
             </Stack>
           </Card>
           {c.sentAt && (
-            <Suspense fallback={<Loading />}>
-              <CampaignActivity campaignId={c.id} sentAt={c.sentAt} statsVersion={JSON.stringify(s)} />
-            </Suspense>
+            // The charts' height held while they load, so the recipients below do not jump down under the pointer.
+            <Box mih={312}>
+              <Suspense fallback={<Loading />}>
+                <CampaignActivity campaignId={c.id} sentAt={c.sentAt} statsVersion={JSON.stringify(s)} />
+              </Suspense>
+            </Box>
           )}
           {c.status !== 'DRAFT' && c.status !== 'SCHEDULED' && <CampaignRecipients campaignId={c.id} />}
         </>
