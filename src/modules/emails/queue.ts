@@ -85,7 +85,7 @@ export async function queueEmails(ctx: AppContext, t: { tx: Db; client: pg.PoolC
 
 /**
  * As queueEmails, with each email's final status (SUPPRESSED where `checkSuppression` found the address).
- * Their `created_at` is `at` (a campaign's fan-out keeps the window of its batches).
+ * Their `created_at` is `now` (a campaign's fan-out keeps the window of its batches).
  * One statement writes the contents and the emails (rows passed as JSON: a batch of hundreds costs
  * one parse and plan, not one sub-plan per row), a second the delivery jobs (one a hundred emails).
  */
@@ -93,10 +93,9 @@ export async function queueEmailsWithStatus(
   ctx: AppContext,
   t: { tx: Db; client: pg.PoolClient },
   batch: NewEmail[],
-  at: Date = ctx.clock.now(),
+  now: Date = ctx.clock.now(),
 ): Promise<QueuedEmail[]> {
   if (batch.length === 0) return [];
-  const now = at;
   const iso = now.toISOString();
   const contentIds = new Map<EmailContent, string>();
   const contentRows: Record<string, unknown>[] = [];

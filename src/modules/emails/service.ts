@@ -207,10 +207,11 @@ export async function emailsPageQuery(db: Db, projectId: string, q: EmailListQue
 
 /**
  * Newest first, keyset-paginated on (created_at, id). The project's `total`, and a status's, come
- * from the counters (a first page of a status none of its emails has is answered from them alone); a SENT
- * campaign's from its row; a contact's, or another campaign's, from their index. A list that may read more than EMAILS_LISTED_AT_ONCE emails is a
- * heavy read (http/heavy-reads.ts: the project's slots and time, a 429 past either; its statements
- * bounded by EMAILS_READ_STATEMENT_MS).
+ * from the counters (a first page of a status none of its emails has is answered from them
+ * alone); a SENT campaign's from its row; a contact's, or another campaign's, from their index. A
+ * list that may read more than EMAILS_LISTED_AT_ONCE emails is a heavy read (http/heavy-reads.ts:
+ * the project's slots and time, a 429 past either; its statements bounded by
+ * EMAILS_READ_STATEMENT_MS).
  */
 export async function listEmails(ctx: AppContext, projectId: string, q: EmailListQuery) {
   const db = ctx.database.db;

@@ -249,7 +249,7 @@ const computeBusy = (done: { added: number; removed: number }) =>
     { details: done },
   );
 
-export const computeWaitsForRoom = (done: { added: number; removed: number }) =>
+const computeWaitsForRoom = (done: { added: number; removed: number }) =>
   new ApiError(
     507,
     'INSUFFICIENT_STORAGE',
