@@ -273,6 +273,8 @@ test(
 test("a contact's page: its events and emails, 25 at a time, each email opening its page", { timeout: 180_000 }, async () => {
   await journey(page, 'contact-timeline', async () => {
     const { emailId, contactId } = await sendDelivered('timeline@example.org', 'Your receipt');
+    const bought = await owner.pk.post('/v1/track', { email: 'timeline@example.org', event: 'purchased', data: { amount: 30, item: 'Pro plan' } });
+    assert.equal(bought.status, 200, bought.text);
     for (let i = 0; i < 30; i++) assert.equal((await owner.pk.post('/v1/track', { email: 'timeline@example.org', event: 'visited' })).status, 200);
     const all = await owner.sk.get(`/activity?contactId=${contactId}&limit=100`);
     assert.equal(all.status, 200, all.text);
@@ -287,6 +289,8 @@ test("a contact's page: its events and emails, 25 at a time, each email opening 
     await page.getByRole('button', { name: 'Load more' }).click();
     await waitFor('every happening listed', async () => (await items.count()) === happenings, 20_000, 100);
     await page.getByRole('button', { name: 'Load more' }).waitFor({ state: 'detached' });
+    // A tracked event shows its data.
+    await timeline.locator('.mantine-Timeline-item', { hasText: 'purchased' }).getByText('amount: 30 · item: Pro plan').waitFor();
     await timeline.getByRole('link', { name: 'Your receipt' }).first().click();
     await page.waitForURL(new RegExp(`/emails/${emailId}$`));
     await page.getByTestId('email-status').filter({ hasText: 'DELIVERED' }).waitFor();
