@@ -226,9 +226,9 @@ test(
       );
 
       await page.goto(`${base()}/campaigns/${id}/report`);
-      const table = page.getByTestId('campaign-recipients');
+      const table = page.getByTestId('email-list');
       await table.waitFor();
-      await page.getByTestId('recipients-total').filter({ hasText: /^3$/ }).waitFor();
+      await page.getByTestId('email-list-total').filter({ hasText: /^3$/ }).waitFor();
       // The charts above load on their own and push the list down: a status menu opened before they did was left off screen.
       await page.getByRole('heading', { name: 'Opens and clicks over time' }).waitFor();
       await page.getByText('No clicks yet').waitFor();
@@ -248,16 +248,16 @@ test(
         'cy@recipients.test | DELIVERED | 0',
       ]);
 
-      await page.getByRole('combobox', { name: 'Recipient status' }).click();
+      await page.getByRole('combobox', { name: 'Email status' }).click();
       await page.getByRole('option', { name: 'BOUNCED' }).click();
       await page.waitForURL(/recipients=BOUNCED/);
-      await page.getByTestId('recipients-total').filter({ hasText: /^1$/ }).waitFor();
+      await page.getByTestId('email-list-total').filter({ hasText: /^1$/ }).waitFor();
       assert.deepEqual(await rows(), ['bob@recipients.test | BOUNCED 550 5.1.1 No such user | 0']);
-      await page.getByRole('combobox', { name: 'Recipient status' }).click();
+      await page.getByRole('combobox', { name: 'Email status' }).click();
       await page.getByRole('option', { name: 'FAILED' }).click();
       await page.getByText('No failed emails').waitFor();
 
-      await page.getByRole('combobox', { name: 'Recipient status' }).click();
+      await page.getByRole('combobox', { name: 'Email status' }).click();
       await page.getByRole('option', { name: 'BOUNCED' }).click();
       await table.getByRole('link', { name: 'bob@recipients.test' }).click();
       await page.waitForURL(new RegExp(`/emails/${bounced.id}$`));
@@ -265,7 +265,17 @@ test(
       // Back goes to the report as it was left.
       await page.getByRole('link', { name: '← Back' }).click();
       await page.waitForURL(new RegExp(`/campaigns/${id}/report\\?recipients=BOUNCED$`));
-      await page.getByTestId('recipients-total').filter({ hasText: /^1$/ }).waitFor();
+      await page.getByTestId('email-list-total').filter({ hasText: /^1$/ }).waitFor();
+
+      // The Emails page lists every email of the project, with its subject; BOUNCED narrows it to Bob's.
+      await page.getByRole('link', { name: 'Emails', exact: true }).click();
+      await page.waitForURL(/\/emails$/);
+      await table.waitFor();
+      await page.getByRole('combobox', { name: 'Email status' }).click();
+      await page.getByRole('option', { name: 'BOUNCED' }).click();
+      await page.waitForURL(/\/emails\?status=BOUNCED$/);
+      await page.getByTestId('email-list-total').filter({ hasText: /^1$/ }).waitFor();
+      assert.deepEqual(await rows(), ['bob@recipients.test | Our news | BOUNCED 550 5.1.1 No such user']);
     });
   },
 );

@@ -10,6 +10,7 @@ import { CampaignPage, CampaignReportPage, CampaignsPage, NewCampaignPage } from
 import { ContactPage, ContactsPage } from './pages/Contacts.tsx';
 import { DomainsPage } from './pages/Domains.tsx';
 import { EmailPage } from './pages/Email.tsx';
+import { EmailsPage } from './pages/Emails.tsx';
 import { HomePage } from './pages/Home.tsx';
 import { ProjectRedirect, ProjectsPage } from './pages/Projects.tsx';
 import { SettingsPage } from './pages/Settings.tsx';
@@ -55,6 +56,7 @@ export function createRouter() {
               { path: 'campaigns/:campaignId', element: <CampaignPage /> },
               { path: 'campaigns/:campaignId/report', element: <CampaignReportPage /> },
               { path: 'activity', element: <ActivityPage /> },
+              { path: 'emails', element: <EmailsPage /> },
               { path: 'emails/:emailId', element: <EmailPage /> },
               { path: 'analytics', element: <AnalyticsPage /> },
               { path: 'workflows', element: <WorkflowsPage /> },

@@ -31,6 +31,7 @@ const NAV = [
   { to: 'workflows', label: 'Workflows' },
   { to: 'templates', label: 'Templates' },
   { to: 'domains', label: 'Domains' },
+  { to: 'emails', label: 'Emails' },
   { to: 'activity', label: 'Activity' },
   { to: 'analytics', label: 'Analytics' },
   { to: 'settings', label: 'Settings' },

@@ -28,7 +28,7 @@ import { fieldErrors, herald, isApiError } from '../api.ts';
 import { MessageFields, type MessageValues, messagePayload } from '../components/MessageFields.tsx';
 import type { Condition } from '../components/ConditionBuilder.tsx';
 import { LivePreview } from '../components/Preview.tsx';
-import { CampaignRecipients } from '../components/CampaignRecipients.tsx';
+import { EmailList } from '../components/EmailList.tsx';
 import { useMe } from '../components/RequireUser.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
@@ -514,7 +514,9 @@ export function CampaignReportPage() {
               </Suspense>
             </Box>
           )}
-          {c.status !== 'DRAFT' && c.status !== 'SCHEDULED' && <CampaignRecipients campaignId={c.id} />}
+          {c.status !== 'DRAFT' && c.status !== 'SCHEDULED' && (
+            <EmailList title="Recipients" param="recipients" campaignId={c.id} empty="Each recipient's email appears here as the campaign goes out." />
+          )}
         </>
       ) : null}
     </Stack>

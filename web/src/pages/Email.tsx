@@ -11,7 +11,7 @@ import { EMAIL_STATUS_COLORS } from '../types.ts';
 export function EmailPage() {
   const projectId = useProjectId();
   const { emailId = '' } = useParams();
-  // Opened from a campaign's recipients, a contact or the feed: back goes there; opened by its URL, to the feed.
+  // Opened from a list, a campaign's recipients, a contact or the feed: back goes there; opened by its URL, to the emails.
   const cameInApp = useLocation().key !== 'default';
   const navigate = useNavigate();
   const email = useQuery({ queryKey: [projectId, 'email', emailId], queryFn: () => herald.emails.get(emailId) });
@@ -44,7 +44,7 @@ export function EmailPage() {
       <div>
         <Anchor
           component={Link}
-          to={`/p/${projectId}/activity`}
+          to={`/p/${projectId}/emails`}
           size="sm"
           onClick={(ev) => {
             if (!cameInApp) return;
@@ -52,7 +52,7 @@ export function EmailPage() {
             void navigate(-1);
           }}
         >
-          ← {cameInApp ? 'Back' : 'Activity'}
+          ← {cameInApp ? 'Back' : 'Emails'}
         </Anchor>
         <Group gap="sm">
           <Title order={2}>{e.subject || '(no subject)'}</Title>

@@ -10,49 +10,49 @@ import { StatusSelect, useUrlChoice } from './StatusSelect.tsx';
 const PAGE_SIZE = 50;
 
 /**
- * A campaign report's recipients: each email of the campaign with its status (GET /emails?campaignId=),
- * newest first, 50 at a time, filtered by a status kept in the URL (`?recipients=BOUNCED`); each
- * address opens its email's page.
+ * Emails with their status (GET /emails), newest first, 50 at a time: a campaign's recipients on its
+ * report, or every email of the project on the Emails page (with their subjects). A status kept in
+ * the URL's `param` narrows them; each address opens its email's page.
  */
-export function CampaignRecipients({ campaignId }: { campaignId: string }) {
+export function EmailList({ title, param, campaignId, empty }: { title: string; param: string; campaignId?: string; empty: string }) {
   const projectId = useProjectId();
-  const [status, setStatus] = useUrlChoice('recipients', EMAIL_STATUSES);
+  const [status, setStatus] = useUrlChoice(param, EMAIL_STATUSES);
   const emails = useInfiniteQuery({
-    queryKey: [projectId, 'campaign-emails', campaignId, status],
+    queryKey: [projectId, 'emails-list', campaignId ?? null, status],
     queryFn: ({ pageParam }) => herald.emails.list({ campaignId, status: status ?? undefined, limit: PAGE_SIZE, cursor: pageParam }),
     initialPageParam: undefined as string | undefined,
     getNextPageParam: (last) => (last.hasMore && last.cursor ? last.cursor : undefined),
   });
   const items = emails.data?.pages.flatMap((p) => p.data) ?? [];
   const total = emails.data?.pages[0]?.total;
+  const withSubject = campaignId === undefined;
 
   return (
     <Card withBorder>
       <Group justify="space-between" mb="sm">
         <Title order={3} size="h4">
-          Recipients
+          {title}
           {total !== undefined && (
-            <Text span size="sm" c="dimmed" ml="xs" data-testid="recipients-total">
+            <Text span size="sm" c="dimmed" ml="xs" data-testid="email-list-total">
               {formatNumber(total)}
             </Text>
           )}
         </Title>
-        <StatusSelect label="Recipient status" value={status} choices={EMAIL_STATUSES} onChange={setStatus} />
+        <StatusSelect label="Email status" value={status} choices={EMAIL_STATUSES} onChange={setStatus} />
       </Group>
       {emails.isPending ? (
         <Loading />
       ) : emails.error ? (
         <PageError error={emails.error} onRetry={() => void emails.refetch()} />
       ) : items.length === 0 ? (
-        <Empty title={status ? `No ${status.toLowerCase()} emails` : 'No emails yet'}>
-          {status ? 'None of this campaign’s emails has this status now.' : 'Each recipient’s email appears here as the campaign goes out.'}
-        </Empty>
+        <Empty title={status ? `No ${status.toLowerCase()} emails` : 'No emails yet'}>{status ? 'No email has this status now.' : empty}</Empty>
       ) : (
         <Table.ScrollContainer minWidth={640}>
-          <Table data-testid="campaign-recipients">
+          <Table data-testid="email-list">
             <Table.Thead>
               <Table.Tr>
                 <Table.Th>Recipient</Table.Th>
+                {withSubject && <Table.Th>Subject</Table.Th>}
                 <Table.Th>Status</Table.Th>
                 <Table.Th ta="right">Opens</Table.Th>
                 <Table.Th ta="right">Clicks</Table.Th>
@@ -67,6 +67,13 @@ export function CampaignRecipients({ campaignId }: { campaignId: string }) {
                       {e.to}
                     </Anchor>
                   </Table.Td>
+                  {withSubject && (
+                    <Table.Td>
+                      <Text size="sm" lineClamp={1}>
+                        {e.subject}
+                      </Text>
+                    </Table.Td>
+                  )}
                   <Table.Td>
                     <Badge color={EMAIL_STATUS_COLORS[e.status]} variant="light">
                       {e.status}
