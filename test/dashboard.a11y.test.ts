@@ -77,6 +77,8 @@ test('accessibility: no serious or critical axe violation on the main pages, at 
   assert.equal(segment.status, 201, segment.text);
   const template = await owner.sk.post('/templates', { name: 'Welcome', subject: 'Hi', body: '<p>Hello</p>', from: 'hi@sandbox.herald.test' });
   assert.equal(template.status, 201, template.text);
+  const sent = await owner.sk.post('/v1/send', { to: 'reader@example.org', from: 'hi@sandbox.herald.test', subject: 'Hi', body: '<p>Hello</p>' });
+  assert.equal(sent.status, 200, sent.text);
 
   const base = `${server.url}/app/p/${owner.project.id}`;
   const pages: [string, string | RegExp][] = [
@@ -91,6 +93,8 @@ test('accessibility: no serious or critical axe violation on the main pages, at 
     [`${base}/campaigns`, 'Campaigns'],
     [`${base}/campaigns/new`, /./],
     [`${base}/domains`, 'Domains'],
+    [`${base}/emails`, 'Emails'],
+    [`${base}/emails/${sent.body.data.emails[0].email}`, 'Hi'],
     [`${base}/activity`, 'Activity'],
     [`${base}/analytics`, 'Analytics'],
     [`${base}/workflows`, 'Workflows'],

@@ -48,7 +48,20 @@ const theme = createTheme({
 
 const cssVariablesResolver: CSSVariablesResolver = () => ({
   variables: {},
-  light: { '--mantine-color-dimmed': 'var(--mantine-color-gray-7)', '--mantine-color-placeholder': 'var(--mantine-color-gray-6)' },
+  light: {
+    '--mantine-color-dimmed': 'var(--mantine-color-gray-7)',
+    '--mantine-color-placeholder': 'var(--mantine-color-gray-6)',
+    // The text of light badges (statuses) at 5:1 or more on their tinted background, striped rows
+    // included: each colour's shade 9, darkened where that is not enough. The primary (indigo) and
+    // gray already pass.
+    '--mantine-color-blue-light-color': '#1864ab',
+    '--mantine-color-grape-light-color': '#862e9c',
+    '--mantine-color-green-light-color': '#247434',
+    '--mantine-color-orange-light-color': '#b63c0d',
+    '--mantine-color-red-light-color': '#bd2727',
+    '--mantine-color-teal-light-color': '#077252',
+    '--mantine-color-yellow-light-color': '#a15300',
+  },
   dark: {},
 });
 

@@ -63,7 +63,7 @@ export function EmailPage() {
         <Text size="sm" c="dimmed">
           To{' '}
           {e.contactId ? (
-            <Anchor component={Link} to={`/p/${projectId}/contacts/${e.contactId}`}>
+            <Anchor component={Link} to={`/p/${projectId}/contacts/${e.contactId}`} underline="always">
               {e.to}
             </Anchor>
           ) : (
@@ -73,7 +73,7 @@ export function EmailPage() {
           {e.campaignId && (
             <>
               {' · '}
-              <Anchor component={Link} to={`/p/${projectId}/campaigns/${e.campaignId}/report`}>
+              <Anchor component={Link} to={`/p/${projectId}/campaigns/${e.campaignId}/report`} underline="always">
                 campaign
               </Anchor>
             </>
@@ -81,7 +81,7 @@ export function EmailPage() {
           {e.workflowId && (
             <>
               {' · '}
-              <Anchor component={Link} to={`/p/${projectId}/workflows/${e.workflowId}`}>
+              <Anchor component={Link} to={`/p/${projectId}/workflows/${e.workflowId}`} underline="always">
                 workflow
               </Anchor>
             </>
@@ -131,7 +131,7 @@ export function EmailPage() {
             Not stored: Herald keeps the source of captured mail only (when SMTP_URL is not set).
           </Text>
         ) : (
-          <ScrollArea.Autosize mah={480} type="auto">
+          <ScrollArea.Autosize mah={480} type="auto" viewportProps={{ tabIndex: 0, 'aria-label': 'Message source' }}>
             <Code block data-testid="email-raw">
               {raw.data}
             </Code>
