@@ -9,6 +9,12 @@ export function useProjectId(): string {
   return projectId;
 }
 
+/** A cursor list's paging for useInfiniteQuery: the first page has no cursor, the next one the last page's while it has more. */
+export const cursorPaging = {
+  initialPageParam: undefined as string | undefined,
+  getNextPageParam: (last: { hasMore: boolean; cursor?: string | null }) => (last.hasMore && last.cursor ? last.cursor : undefined),
+};
+
 export const formatDate = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : '—');
 export const formatNumber = (n: number) => n.toLocaleString();
 

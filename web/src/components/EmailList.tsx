@@ -1,10 +1,10 @@
-import { Anchor, Badge, Button, Card, Group, Table, Text, Title } from '@mantine/core';
+import { Anchor, Badge, Card, Group, Table, Text, Title } from '@mantine/core';
 import { useInfiniteQuery } from '@tanstack/react-query';
 import { Link } from 'react-router';
 import { herald } from '../api.ts';
-import { formatDate, formatNumber, useProjectId } from '../hooks.ts';
+import { cursorPaging, formatDate, formatNumber, useProjectId } from '../hooks.ts';
 import { EMAIL_STATUS_COLORS, EMAIL_STATUSES } from '../types.ts';
-import { Empty, Loading, PageError } from './states.tsx';
+import { Empty, LoadMore, Loading, PageError } from './states.tsx';
 import { StatusSelect, useUrlChoice } from './StatusSelect.tsx';
 
 const PAGE_SIZE = 50;
@@ -20,8 +20,7 @@ export function EmailList({ title, param, campaignId, empty }: { title: string; 
   const emails = useInfiniteQuery({
     queryKey: [projectId, 'emails-list', campaignId ?? null, status],
     queryFn: ({ pageParam }) => herald.emails.list({ campaignId, status: status ?? undefined, limit: PAGE_SIZE, cursor: pageParam }),
-    initialPageParam: undefined as string | undefined,
-    getNextPageParam: (last) => (last.hasMore && last.cursor ? last.cursor : undefined),
+    ...cursorPaging,
   });
   const items = emails.data?.pages.flatMap((p) => p.data) ?? [];
   const total = emails.data?.pages[0]?.total;
@@ -93,11 +92,7 @@ export function EmailList({ title, param, campaignId, empty }: { title: string; 
           </Table>
         </Table.ScrollContainer>
       )}
-      {emails.hasNextPage && (
-        <Button mt="md" variant="default" loading={emails.isFetchingNextPage} onClick={() => void emails.fetchNextPage()}>
-          Load more
-        </Button>
-      )}
+      <LoadMore list={emails} />
     </Card>
   );
 }

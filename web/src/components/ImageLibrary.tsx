@@ -2,7 +2,7 @@ import { Alert, Button, Card, FileButton, Group, Image, Modal, Progress, SimpleG
 import { useInfiniteQuery, useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { herald } from '../api.ts';
-import { formatNumber, useProjectId } from '../hooks.ts';
+import { cursorPaging, formatNumber, useProjectId } from '../hooks.ts';
 import { Copy } from './Copy.tsx';
 import { notifySuccess, showApiError } from './forms.ts';
 
@@ -31,8 +31,7 @@ export function ImageLibrary({ opened, onClose, onInsert }: Props) {
   const images = useInfiniteQuery({
     queryKey,
     queryFn: ({ pageParam }) => herald.uploads.list({ limit: PAGE, cursor: pageParam }),
-    initialPageParam: undefined as string | undefined,
-    getNextPageParam: (last) => (last.hasMore ? last.cursor : undefined),
+    ...cursorPaging,
     enabled: opened,
   });
   const refresh = () => queryClient.invalidateQueries({ queryKey });

@@ -2,6 +2,25 @@ import { Alert, Button, Center, Group, Loader, Stack, Text, Title } from '@manti
 import type { ReactNode } from 'react';
 import { Link } from 'react-router';
 
+/** The button under a cursor list (useInfiniteQuery) that fetches its next page; nothing once there is none. */
+export function LoadMore({
+  list,
+  label = 'Load more',
+  centered = false,
+}: {
+  list: { hasNextPage: boolean; isFetchingNextPage: boolean; fetchNextPage: () => Promise<unknown> };
+  label?: string;
+  centered?: boolean;
+}) {
+  if (!list.hasNextPage) return null;
+  const button = (
+    <Button mt={centered ? undefined : 'md'} variant="default" loading={list.isFetchingNextPage} onClick={() => void list.fetchNextPage()}>
+      {label}
+    </Button>
+  );
+  return centered ? <Center mt="md">{button}</Center> : button;
+}
+
 export function Loading({ label = 'Loading…' }: { label?: string }) {
   return (
     <Center py="xl" role="status" aria-live="polite" data-testid="loading">

@@ -1,9 +1,9 @@
-import { Anchor, Badge, Button, Center, MultiSelect, Table, Text } from '@mantine/core';
+import { Anchor, Badge, MultiSelect, Table, Text } from '@mantine/core';
 import { useInfiniteQuery, useQuery } from '@tanstack/react-query';
 import { Link, useSearchParams } from 'react-router';
 import { herald } from '../api.ts';
-import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
-import { formatDate, useProjectId } from '../hooks.ts';
+import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
+import { cursorPaging, formatDate, useProjectId } from '../hooks.ts';
 
 const COLORS: Record<string, string> = {
   'email.sent': 'blue',
@@ -24,8 +24,7 @@ export function ActivityPage() {
   const feed = useInfiniteQuery({
     queryKey: [projectId, 'activity', { types }],
     queryFn: ({ pageParam }) => herald.activity.list({ limit: 50, cursor: pageParam, types: types.join(',') || undefined }),
-    initialPageParam: undefined as string | undefined,
-    getNextPageParam: (last) => (last.hasMore && last.cursor ? last.cursor : undefined),
+    ...cursorPaging,
   });
   const items = feed.data?.pages.flatMap((p) => p.data) ?? [];
   return (
@@ -98,13 +97,7 @@ export function ActivityPage() {
               </Table.Tbody>
             </Table>
           </Table.ScrollContainer>
-          {feed.hasNextPage && (
-            <Center mt="md">
-              <Button variant="default" loading={feed.isFetchingNextPage} onClick={() => void feed.fetchNextPage()}>
-                Load older activity
-              </Button>
-            </Center>
-          )}
+          <LoadMore list={feed} label="Load older activity" centered />
         </>
       )}
     </>

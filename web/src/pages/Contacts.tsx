@@ -26,8 +26,8 @@ import { Link, useNavigate, useParams, useSearchParams } from 'react-router';
 import { herald } from '../api.ts';
 import { BulkBar, ImportModal, MAX_BULK } from '../components/ContactJobs.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
-import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
-import { formatDate, useProjectId } from '../hooks.ts';
+import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
+import { cursorPaging, formatDate, useProjectId } from '../hooks.ts';
 
 const PAGE_SIZE = 25;
 const SORTS = [
@@ -294,8 +294,7 @@ export function ContactPage() {
   const timeline = useInfiniteQuery({
     queryKey: [projectId, 'activity', { contactId }],
     queryFn: ({ pageParam }) => herald.activity.list({ contactId, limit: 25, cursor: pageParam }),
-    initialPageParam: undefined as string | undefined,
-    getNextPageParam: (last) => (last.hasMore && last.cursor ? last.cursor : undefined),
+    ...cursorPaging,
   });
   const happenings = timeline.data?.pages.flatMap((p) => p.data) ?? [];
   const patch = useMutation({
@@ -444,11 +443,7 @@ export function ContactPage() {
             ))}
           </Timeline>
         )}
-        {timeline.hasNextPage && (
-          <Button mt="md" variant="default" loading={timeline.isFetchingNextPage} onClick={() => void timeline.fetchNextPage()}>
-            Load more
-          </Button>
-        )}
+        <LoadMore list={timeline} />
       </Card>
 
       <Modal opened={confirmDelete} onClose={deleteModal.close} title="Delete this contact?">

@@ -3,9 +3,9 @@ import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tansta
 import { Link, useParams, useSearchParams } from 'react-router';
 import { herald } from '../api.ts';
 import { notifySuccess, showApiError } from '../components/forms.ts';
-import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
+import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { StatusSelect, useUrlChoice } from '../components/StatusSelect.tsx';
-import { formatDate, formatNumber, useProjectId } from '../hooks.ts';
+import { cursorPaging, formatDate, formatNumber, useProjectId } from '../hooks.ts';
 import type { Answer } from '../types.ts';
 
 /** Workflows, read-mostly: the list with enable/disable, one workflow's graph with per-step counts, its executions. Building graphs is the API's (and a later page's) job. */
@@ -184,8 +184,7 @@ export function WorkflowPage() {
   const executions = useInfiniteQuery({
     queryKey: [projectId, 'workflows', workflowId, 'executions', status],
     queryFn: ({ pageParam }) => herald.workflows.listExecutions(workflowId, { limit: 50, cursor: pageParam, status: status ?? undefined }),
-    initialPageParam: undefined as string | undefined,
-    getNextPageParam: (last) => (last.hasMore && last.cursor ? last.cursor : undefined),
+    ...cursorPaging,
   });
   const toggle = useToggleWorkflow(projectId);
   const cancel = useMutation({
@@ -344,11 +343,7 @@ export function WorkflowPage() {
             </Table>
           </Table.ScrollContainer>
         )}
-        {executions.hasNextPage && (
-          <Button mt="md" variant="default" loading={executions.isFetchingNextPage} onClick={() => void executions.fetchNextPage()}>
-            Load more
-          </Button>
-        )}
+        <LoadMore list={executions} />
       </Card>
     </Stack>
   );
