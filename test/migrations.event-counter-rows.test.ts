@@ -42,6 +42,8 @@ const insertEvent = (client: pg.Client, contact: string, name: string) =>
  */
 async function bounceWhileDeleting(url: string, doomed: string): Promise<{ bounce: string; deletion: string }> {
   const [bounce, deletion] = await sameShardPair(url);
+  const observer = new pg.Client({ connectionString: url });
+  await observer.connect();
   try {
     await bounce.client.query('BEGIN');
     await insertEvent(bounce.client, 'cnt_a', 'email.bounced');
@@ -51,12 +53,20 @@ async function bounceWhileDeleting(url: string, doomed: string): Promise<{ bounc
       (err: { code: string }) => err.code,
     );
     // The delete either finishes or waits for a lock the bounce holds; only then does the bounce go on.
-    for (let i = 0; i < 200; i++) {
-      const { rows } = await bounce.client.query(`SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`, [deletion.pid]);
-      if (rows[0]?.wait_event_type === 'Lock') break;
-      if (rows[0]?.wait_event_type === 'Client') break; // done, waiting for its COMMIT (or already committed)
-      await new Promise((r) => setTimeout(r, 10));
+    // Before the server has read the DELETE, the backend is idle in its transaction and waits on the
+    // client too, so "done" is a last statement past the BEGIN (the DELETE or its COMMIT), not running.
+    // Read from a connection of its own: inside the bounce's transaction pg_stat_activity is one snapshot.
+    let settled = false;
+    for (let i = 0; i < 1000 && !settled; i++) {
+      const { rows } = await observer.query<{ state: string; wait_event_type: string | null; query: string }>(
+        `SELECT state, wait_event_type, query FROM pg_stat_activity WHERE pid = $1`,
+        [deletion.pid],
+      );
+      const row = rows[0];
+      settled = !row || row.wait_event_type === 'Lock' || (row.query !== 'BEGIN' && row.state !== 'active');
+      if (!settled) await new Promise((r) => setTimeout(r, 10));
     }
+    assert.ok(settled, 'the delete neither finished nor waited for a lock within 10 s');
     const bounced = await insertEvent(bounce.client, 'cnt_a', 'contact.unsubscribed').then(
       () => bounce.client.query('COMMIT').then(() => 'committed'),
       (err: { code: string }) => err.code,
@@ -67,6 +77,7 @@ async function bounceWhileDeleting(url: string, doomed: string): Promise<{ bounc
   } finally {
     await bounce.client.end();
     await deletion.client.end();
+    await observer.end();
   }
 }
 
