@@ -123,12 +123,20 @@ describe('timeseries from the email-outcome summary', () => {
   const sendAt = (i: number) => new Date(base + 2 * DAY + i * 37 * 60_000 + i * 1_013); // every 37 minutes and a second
   const tracking = (raw: string, kind: 'o' | 'c') => new URL(new RegExp(`(https?://[^"\\s]+/t/${kind}/[^"\\s]+)"`).exec(raw)![1]).pathname;
 
-  /** What timeseries answered before the summaries: every outcome counted from the emails, zero-filled, per bucket. */
-  async function direct(from: string, to: string, toOp: '<' | '<=', interval: string, tz: string) {
+  let campaignId: string;
+  const campaignAt = new Date(sendAt(1).getTime() + 3 * 60_000 + 5_000);
+
+  /** What timeseries answered before the summaries: every outcome counted from the emails (of one campaign), zero-filled, per bucket. */
+  async function direct(from: string, to: string, toOp: '<' | '<=', interval: string, tz: string, campaign?: string) {
     const col = (c: string, extra = '') =>
-      `SELECT to_char(date_trunc($3, ${c} AT TIME ZONE $4), 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS b, count(*)::int AS n FROM emails WHERE project_id = $5 AND ${c} >= $1::timestamptz AND ${c} ${toOp} $2::timestamptz ${extra} GROUP BY 1`;
+      `SELECT to_char(date_trunc($3, ${c} AT TIME ZONE $4), 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS b, count(*)::int AS n FROM emails WHERE project_id = $5 AND ${c} >= $1::timestamptz AND ${c} ${toOp} $2::timestamptz ${extra} ${campaign ? 'AND campaign_id = $6' : ''} GROUP BY 1`;
     const series = async (sqlText: string) =>
-      new Map((await server.sql<{ b: string; n: number }>(sqlText, [from, to, interval, tz, o.project.id])).map((r) => [Date.parse(r.b), r.n]));
+      new Map(
+        (await server.sql<{ b: string; n: number }>(sqlText, [from, to, interval, tz, o.project.id, ...(campaign ? [campaign] : [])])).map((r) => [
+          Date.parse(r.b),
+          r.n,
+        ]),
+      );
     const parts = {
       sent: [await series(col('sent_at')), await series(col('bounced_at', 'AND sent_at IS NULL'))],
       delivered: [await series(col('delivered_at'))],
@@ -177,9 +185,45 @@ describe('timeseries from the email-outcome summary', () => {
       }
       fixed = null;
     }
+    // A campaign to three contacts, sent between the emails above, opened and clicked over the next hours.
+    fixed = new Date(campaignAt.getTime() - 60_000); // contacts created after a campaign starts are not its recipients
+    for (const email of ['c1@outcomes.test', 'c2@outcomes.test', 'c3@outcomes.test']) assert.equal((await o.sk.post('/contacts', { email })).status, 201);
+    const created = await o.sk.post('/campaigns', {
+      name: 'Slots',
+      subject: 'Slots',
+      body: '<p>Hi <a href="https://example.com/y">y</a></p>',
+      from: 'hi@sandbox.herald.test',
+    });
+    assert.equal(created.status, 201, created.text);
+    campaignId = created.body.data.id;
+    fixed = campaignAt;
+    assert.equal((await o.sk.post(`/campaigns/${campaignId}/send`, {})).status, 200);
+    await waitFor('the campaign', async () => (await o.sk.get(`/campaigns/${campaignId}`)).body.status === 'SENT', 20_000);
+    const emails = (await o.sk.get(`/emails?campaignId=${campaignId}`)).body.data as { id: string }[];
+    assert.equal(emails.length, 3);
+    for (const [i, e] of emails.entries()) {
+      const raw = String((await simpleParser((await o.sk.get(`/emails/${e.id}/raw`)).text)).html);
+      fixed = new Date(campaignAt.getTime() + (16 + i * 47) * 60_000);
+      assert.equal((await server.api.get(tracking(raw, 'o'))).status, 200);
+      if (i > 0) {
+        fixed = new Date(campaignAt.getTime() + (3 * 60 + i) * 60_000 + 7_000);
+        assert.equal((await server.api.get(tracking(raw, 'c'))).status, 302);
+      }
+    }
+    fixed = null;
   });
 
-  test('equal the direct count from the emails for ranges that cut quarter hours, in zones a quarter or half hour off UTC', async () => {
+  /** A series' points against direct()'s buckets (keyed by their local wall time read as UTC). */
+  function sameBuckets(points: Record<string, number | string>[], byBucket: Map<number, Record<string, number>>, tz: string, what: string) {
+    for (const p of points) {
+      const local = Date.parse(String(p.t)); // the bucket's start as an instant
+      const key = Date.parse(new Date(local).toLocaleString('sv-SE', { timeZone: tz }).replace(' ', 'T') + 'Z');
+      const want = byBucket.get(key) ?? {};
+      for (const m of ['sent', 'delivered', 'opened', 'clicked']) assert.equal(p[m], want[m] ?? 0, `${what} bucket ${p.t} ${m}`);
+    }
+  }
+
+  test('equal the direct count from the emails for ranges that cut quarter hours, in zones a quarter or half hour off UTC; a campaign’s too', async () => {
     const t0 = sendAt(0).getTime();
     const ranges: [string, string][] = [
       [new Date(t0 - DAY).toISOString(), new Date(t0 + DAY).toISOString()],
@@ -201,18 +245,28 @@ describe('timeseries from the email-outcome summary', () => {
             : await direct(f, t, '<=', interval, tz);
           const { unsubscribed: _, ...totals } = res.body.totals;
           assert.deepEqual(totals, expected.totals, `${tz} ${interval} ${f} .. ${t}`);
-          for (const p of res.body.points as Record<string, number | string>[]) {
-            const local = Date.parse(String(p.t)); // the bucket's start as an instant; direct() keys buckets by their local wall time read as UTC
-            const key = Date.parse(new Date(local).toLocaleString('sv-SE', { timeZone: tz }).replace(' ', 'T') + 'Z');
-            const want = expected.byBucket.get(key) ?? {};
-            for (const m of ['sent', 'delivered', 'opened', 'clicked']) assert.equal(p[m], want[m] ?? 0, `${tz} ${interval} ${f} .. ${t} bucket ${p.t} ${m}`);
-          }
+          sameBuckets(res.body.points, expected.byBucket, tz, `${tz} ${interval} ${f} .. ${t}`);
+          // The campaign's series: its own slots, and its emails for the partial ones.
+          const one = await o.sk.get(
+            `/analytics/campaign-stats?campaignId=${campaignId}&interval=${interval}&from=${encodeURIComponent(f)}&to=${encodeURIComponent(t)}`,
+          );
+          assert.equal(one.status, 200, one.text);
+          const ofCampaign = dayTo
+            ? await direct(`${f}T00:00:00Z`, new Date(Date.parse(`${t}T00:00:00Z`) + DAY).toISOString(), '<', interval, tz, campaignId)
+            : await direct(f, t, '<=', interval, tz, campaignId);
+          const { unsubscribed: __, ...campaignTotals } = one.body.series.totals;
+          assert.deepEqual(campaignTotals, ofCampaign.totals, `campaign ${tz} ${interval} ${f} .. ${t}`);
+          sameBuckets(one.body.series.points, ofCampaign.byBucket, tz, `campaign ${tz} ${interval} ${f} .. ${t}`);
         }
       }
     }
+    const whole = await o.sk.get(
+      `/analytics/campaign-stats?campaignId=${campaignId}&interval=day&from=${encodeURIComponent(new Date(t0 - DAY).toISOString())}&to=${encodeURIComponent(new Date(t0 + DAY).toISOString())}`,
+    );
+    assert.deepEqual(whole.body.series.totals, { sent: 3, delivered: 3, opened: 3, clicked: 2, bounced: 0, complained: 0, unsubscribed: 0 });
     const wide = await o.sk.get(
       `/analytics/timeseries?interval=day&from=${encodeURIComponent(new Date(t0 - DAY).toISOString())}&to=${encodeURIComponent(new Date(t0 + DAY).toISOString())}`,
     );
-    assert.deepEqual(wide.body.totals, { sent: 8, delivered: 8, opened: 5, clicked: 3, bounced: 0, complained: 0, unsubscribed: 0 });
+    assert.deepEqual(wide.body.totals, { sent: 11, delivered: 11, opened: 8, clicked: 5, bounced: 0, complained: 0, unsubscribed: 0 });
   });
 });

@@ -245,3 +245,17 @@ export const campaignOutcomes = pgTable('campaign_outcomes', {
     .references(() => projects.id, { onDelete: 'cascade' }),
   ...outcomeCounts(),
 });
+
+/** Email outcomes per campaign and quarter hour (UTC), as email_outcome_slots per project: a campaign's series (GET /analytics/campaign-stats). */
+export const campaignOutcomeSlots = pgTable(
+  'campaign_outcome_slots',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    campaignId: uuid('campaign_id').notNull(),
+    slot: timestamp('slot', { withTimezone: true, mode: 'date' }).notNull(),
+    ...outcomeCounts(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.campaignId, t.slot] })],
+);

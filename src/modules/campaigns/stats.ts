@@ -1,12 +1,12 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
-import { countedAs } from '../emails/lifecycle.ts';
+import { campaignOutcomeTotals } from '../analytics/outcome-rollups.ts';
 import type { CampaignStats } from './schemas.ts';
 
 /**
- * Campaign counters, computed from the campaign's emails (the delivery worker, the tracking
- * endpoints and bounce/complaint feedback all write there), so they are never out of step.
- * Each counts emails, so opens and clicks are unique per recipient.
+ * Campaign counters. Each counts emails, so opens and clicks are unique per recipient: an outcome
+ * is counted when the delivery worker, the tracking endpoints or bounce/complaint feedback set its
+ * time on an email from NULL, in the same statement (analytics/outcome-rollups.ts).
  *
  * - sent: handed to the relay (or captured), including those the relay then bounced;
  * - delivered: confirmed delivered (captured mail, or a delivery notification);
@@ -30,52 +30,43 @@ export const OUTCOME_TIME = {
 
 export const ZERO_COUNTS: DeliveryCounts = { sent: 0, delivered: 0, opened: 0, clicked: 0, bounced: 0, complained: 0 };
 
-const is = countedAs('e');
-const COUNTS = sql`
-  count(*) FILTER (WHERE ${is.sent})::int AS sent,
-  count(*) FILTER (WHERE ${is.delivered})::int AS delivered,
-  count(*) FILTER (WHERE ${is.opened})::int AS opened,
-  count(*) FILTER (WHERE ${is.clicked})::int AS clicked,
-  count(*) FILTER (WHERE ${is.bounced})::int AS bounced,
-  count(*) FILTER (WHERE ${is.complained})::int AS complained`;
-
-export async function deliveryCounts(db: Db, campaignIds: string[]): Promise<Map<string, DeliveryCounts>> {
-  const { rows } = await db.execute<DeliveryCounts & { campaign_id: string }>(sql`
-    SELECT e.campaign_id, ${COUNTS}
-      FROM emails AS e
-     WHERE e.campaign_id = ANY(${sql.param(campaignIds)}::uuid[])
-     GROUP BY e.campaign_id`);
-  return new Map(rows.map(({ campaign_id, ...counts }) => [campaign_id, counts]));
-}
-
 /**
  * Recipients who unsubscribed after receiving the campaign: a `contact.unsubscribed` event of the
  * recipient at or after their email was sent. An event that names the email it came from
  * (`data.emailId`, e.g. from the unsubscribe link) counts only for that email; unsubscribes caused by
  * a bounce or complaint (`data.reason`) are counted as bounces and complaints instead.
+ *
+ * Read from the project's unsubscribes since the campaign started sending (an hour earlier, for
+ * workers' clocks), each looked up in the campaign's (campaign_id, contact_id) key: walking the
+ * campaign's emails, a campaign of 1,000,000 took about 240 ms, on every refresh of its report.
+ * A contact has one email per campaign, so counting contacts counts emails.
  */
-async function unsubscribedCount(db: Db, campaignId: string): Promise<number> {
+async function unsubscribedCount(db: Db, campaign: { id: string; projectId: string; sentAt: Date | null }): Promise<number> {
+  if (!campaign.sentAt) return 0;
+  const since = new Date(campaign.sentAt.getTime() - 3_600_000).toISOString();
   const { rows } = await db.execute<{ n: number }>(sql`
-    SELECT count(*)::int AS n
-      FROM emails AS e
-     WHERE e.campaign_id = ${campaignId}
+    SELECT count(DISTINCT e.contact_id)::int AS n
+      FROM events AS ev
+      JOIN emails AS e ON e.campaign_id = ${campaign.id} AND e.contact_id = ev.contact_id
+     WHERE ev.project_id = ${campaign.projectId}
+       AND ev.name = 'contact.unsubscribed'
+       AND ev.created_at >= ${since}::timestamptz
        AND e.sent_at IS NOT NULL
-       AND e.contact_id IS NOT NULL
-       AND EXISTS (
-         SELECT 1 FROM events AS ev
-          WHERE ev.contact_id = e.contact_id
-            AND ev.name = 'contact.unsubscribed'
-            AND ev.created_at >= e.sent_at
-            AND (ev.data IS NULL OR ev.data->>'reason' IS NULL)
-            AND (ev.data IS NULL OR ev.data->>'emailId' IS NULL OR ev.data->>'emailId' = e.id::text)
-       )`);
+       AND ev.created_at >= e.sent_at
+       AND (ev.data IS NULL OR ev.data->>'reason' IS NULL)
+       AND (ev.data IS NULL OR ev.data->>'emailId' IS NULL OR ev.data->>'emailId' = e.id::text)`);
   return rows[0].n;
 }
 
 const percent = (part: number, whole: number) => (whole === 0 ? 0 : Math.round((part / whole) * 10_000) / 100);
 
-export async function campaignStats(db: Db, campaign: { id: string; totalRecipients: number }): Promise<CampaignStats> {
-  const [counts, unsubscribed] = await Promise.all([deliveryCounts(db, [campaign.id]), unsubscribedCount(db, campaign.id)]);
+/**
+ * The six counts from the campaign's outcome totals (campaign_outcomes: analytics/outcome-rollups.ts),
+ * as GET /campaigns/:id reads them, kept in the transaction that records each outcome. Counted from
+ * the emails, a campaign of 1,000,000 took about 270 ms, and the dashboard's report asks every 3 s.
+ */
+export async function campaignStats(db: Db, campaign: { id: string; projectId: string; sentAt: Date | null; totalRecipients: number }): Promise<CampaignStats> {
+  const [counts, unsubscribed] = await Promise.all([campaignOutcomeTotals(db, [campaign.id]), unsubscribedCount(db, campaign)]);
   const c = counts.get(campaign.id) ?? ZERO_COUNTS;
   return {
     totalRecipients: campaign.totalRecipients,

@@ -40,25 +40,6 @@ export function emailEventData(email: EmailRow, subject: string | null, extra: R
   return { ...data, ...extra };
 }
 
-// ── Counting: what campaign stats (campaigns/stats.ts) call sent, … (reputation reads the outcome rollups) ──
-
-const column = (alias: string | null, name: string) => sql.raw(alias ? `${alias}.${name}` : name);
-
-/** SQL predicates over an `emails` row (optionally aliased): handed to the relay, delivered, bounced, complained. */
-export function countedAs(alias: string | null = null) {
-  const c = (name: string) => column(alias, name);
-  return {
-    /** Handed to the relay (or captured), including those the relay then bounced or that drew a complaint. */
-    sent: sql`(${c('sent_at')} IS NOT NULL OR ${c('status')} IN ('SENT', 'DELIVERED', 'BOUNCED', 'COMPLAINED'))`,
-    delivered: sql`(${c('delivered_at')} IS NOT NULL OR ${c('status')} = 'DELIVERED')`,
-    opened: sql`${c('opened_at')} IS NOT NULL`,
-    clicked: sql`${c('clicked_at')} IS NOT NULL`,
-    /** Hard bounces (a transient bounce leaves the email as it was). */
-    bounced: sql`(${c('bounced_at')} IS NOT NULL OR ${c('status')} = 'BOUNCED')`,
-    complained: sql`(${c('complained_at')} IS NOT NULL OR ${c('status')} = 'COMPLAINED')`,
-  };
-}
-
 // ── Delivery ──
 
 /**
