@@ -280,6 +280,30 @@ test(
   },
 );
 
+test("a scheduled campaign's report reads the campaign again at its start, not every 2 s (each read recounts its audience)", { timeout: 180_000 }, async () => {
+  await journey(page, 'scheduled report', async () => {
+    assert.equal((await owner.sk.post('/contacts', { email: 'later@example.org' })).status, 201);
+    const created = await owner.sk.post('/campaigns', { name: 'Later', subject: 'Later', body: '<p>Later</p>', from: 'hi@sandbox.herald.test' });
+    assert.equal(created.status, 201, created.text);
+    const id: string = created.body.data.id;
+    const scheduled = await owner.sk.post(`/campaigns/${id}/send`, { scheduledFor: new Date(Date.now() + 3_600_000).toISOString() });
+    assert.equal(scheduled.status, 200, scheduled.text);
+    const reads: string[] = [];
+    const onRequest = (r: { url: () => string; method: () => string }) => {
+      if (r.method() === 'GET' && new URL(r.url()).pathname.endsWith(`/campaigns/${id}`)) reads.push(r.url());
+    };
+    page.on('request', onRequest);
+    try {
+      await page.goto(`${base()}/campaigns/${id}/report`);
+      await page.getByText(/scheduled for/).waitFor();
+      await new Promise((r) => setTimeout(r, 7_000));
+      assert.equal(reads.length, 1, `the campaign was read ${reads.length} times in 7 s`);
+    } finally {
+      page.off('request', onRequest);
+    }
+  });
+});
+
 test("a contact's page: its events and emails, 25 at a time, each email opening its page", { timeout: 180_000 }, async () => {
   await journey(page, 'contact-timeline', async () => {
     const { emailId, contactId } = await sendDelivered('timeline@example.org', 'Your receipt');

@@ -412,6 +412,19 @@ function Stat({ label, value, testId }: { label: string; value: string; testId?:
 
 const pct = (part: number, whole: number) => (whole > 0 ? Math.round((part / whole) * 1000) / 10 : 0);
 
+/**
+ * How often the report reads a campaign while it may still change by itself: every 2 s while
+ * sending. A scheduled one is read again at its start, and every 30 s until then (its read
+ * recounts the audience, a heavy read charged to the project: every 2 s, an open page spent the
+ * project's heavy-read time on a large audience).
+ */
+function watchInterval(c: { status: string; scheduledFor: string | null } | undefined): number | false {
+  if (c?.status === 'SENDING') return 2_000;
+  if (c?.status !== 'SCHEDULED') return false;
+  const untilStart = c.scheduledFor ? Date.parse(c.scheduledFor) - Date.now() : 0;
+  return Math.min(30_000, Math.max(2_000, untilStart));
+}
+
 export function CampaignReportPage() {
   const projectId = useProjectId();
   const { campaignId = '' } = useParams();
@@ -419,7 +432,7 @@ export function CampaignReportPage() {
   const campaign = useQuery({
     queryKey: [projectId, 'campaign', campaignId],
     queryFn: () => herald.campaigns.get(campaignId),
-    refetchInterval: (q) => (q.state.data && ['SENDING', 'SCHEDULED'].includes(q.state.data.status) ? 2000 : false),
+    refetchInterval: (q) => watchInterval(q.state.data),
   });
   const stats = useQuery({
     queryKey: [projectId, 'campaign-stats', campaignId],
