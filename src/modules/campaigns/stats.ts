@@ -36,10 +36,11 @@ export const ZERO_COUNTS: DeliveryCounts = { sent: 0, delivered: 0, opened: 0, c
  * (`data.emailId`, e.g. from the unsubscribe link) counts only for that email; unsubscribes caused by
  * a bounce or complaint (`data.reason`) are counted as bounces and complaints instead.
  *
- * Read from the project's unsubscribes since the campaign started sending (an hour earlier, for
- * workers' clocks), each looked up in the campaign's (campaign_id, contact_id) key: walking the
- * campaign's emails, a campaign of 1,000,000 took about 240 ms, on every refresh of its report.
- * A contact has one email per campaign, so counting contacts counts emails.
+ * A join the planner starts from its smaller side: the project's unsubscribes since the campaign
+ * started sending (an hour earlier, for workers' clocks), each looked up in the campaign's
+ * (campaign_id, contact_id) key, or a small campaign's emails. Walking every email, a campaign of
+ * 1,000,000 took about 240 ms, on every refresh of its report. A contact has one email per
+ * campaign, so counting contacts counts emails.
  */
 async function unsubscribedCount(db: Db, campaign: { id: string; projectId: string; sentAt: Date | null }): Promise<number> {
   if (!campaign.sentAt) return 0;
