@@ -13,7 +13,18 @@ before(async () => {
 });
 after(async () => env?.stop());
 
-const DATA_TABLES = ['contacts', 'events', 'emails', 'campaigns', 'segments', 'templates', 'contact_fields'] as const;
+const DATA_TABLES = [
+  'contacts',
+  'events',
+  'emails',
+  'campaigns',
+  'segments',
+  'templates',
+  'contact_fields',
+  // The sent campaign's outcome summaries (analytics/outcome-rollups.ts).
+  'campaign_outcomes',
+  'campaign_outcome_slots',
+] as const;
 
 async function counts(projectId: string): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
