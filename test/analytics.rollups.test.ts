@@ -240,9 +240,11 @@ describe('timeseries from the email-outcome summary', () => {
           const res = await o.sk.get(`/analytics/timeseries?interval=${interval}&from=${encodeURIComponent(f)}&to=${encodeURIComponent(t)}`);
           assert.equal(res.status, 200, res.text);
           const dayTo = /^\d{4}-\d{2}-\d{2}$/.test(t);
-          const expected = dayTo
-            ? await direct(`${f}T00:00:00Z`, new Date(Date.parse(`${t}T00:00:00Z`) + DAY).toISOString(), '<', interval, tz)
-            : await direct(f, t, '<=', interval, tz);
+          const directOf = (campaign?: string) =>
+            dayTo
+              ? direct(`${f}T00:00:00Z`, new Date(Date.parse(`${t}T00:00:00Z`) + DAY).toISOString(), '<', interval, tz, campaign)
+              : direct(f, t, '<=', interval, tz, campaign);
+          const expected = await directOf();
           const { unsubscribed: _, ...totals } = res.body.totals;
           assert.deepEqual(totals, expected.totals, `${tz} ${interval} ${f} .. ${t}`);
           sameBuckets(res.body.points, expected.byBucket, tz, `${tz} ${interval} ${f} .. ${t}`);
@@ -251,9 +253,7 @@ describe('timeseries from the email-outcome summary', () => {
             `/analytics/campaign-stats?campaignId=${campaignId}&interval=${interval}&from=${encodeURIComponent(f)}&to=${encodeURIComponent(t)}`,
           );
           assert.equal(one.status, 200, one.text);
-          const ofCampaign = dayTo
-            ? await direct(`${f}T00:00:00Z`, new Date(Date.parse(`${t}T00:00:00Z`) + DAY).toISOString(), '<', interval, tz, campaignId)
-            : await direct(f, t, '<=', interval, tz, campaignId);
+          const ofCampaign = await directOf(campaignId);
           const { unsubscribed: __, ...campaignTotals } = one.body.series.totals;
           assert.deepEqual(campaignTotals, ofCampaign.totals, `campaign ${tz} ${interval} ${f} .. ${t}`);
           sameBuckets(one.body.series.points, ofCampaign.byBucket, tz, `campaign ${tz} ${interval} ${f} .. ${t}`);

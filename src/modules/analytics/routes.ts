@@ -73,7 +73,7 @@ export function analyticsRoutes(app: FastifyInstance, ctx: AppContext): void {
       const { projectId } = projectOf(req);
       const range = analyticsRange(q, ctx.clock.now(), q.interval);
       const campaign = await campaignRow(db, projectId, q.campaignId);
-      return campaignBreakdown(db, projectId, campaign, { range, interval: q.interval, timezone: await projectTimezone(ctx, projectId) });
+      return campaignBreakdown(db, campaign, { range, interval: q.interval, timezone: await projectTimezone(ctx, projectId) });
     },
   );
 

@@ -171,17 +171,16 @@ export async function topCampaigns(
 /** One campaign: its stats (as GET /campaigns/:id/stats), its funnel over time, and clicks per link. */
 export async function campaignBreakdown(
   db: Db,
-  projectId: string,
   campaign: { id: string; projectId: string; name: string; sentAt: Date | null; totalRecipients: number },
   q: { range: TimeRange; interval: Interval; timezone: string },
 ): Promise<{ campaign: { id: string; name: string }; stats: CampaignStats; series: Series; links: { url: string; clicks: number; uniqueClicks: number }[] }> {
   const [stats, series, links] = await Promise.all([
     campaignStats(db, campaign),
-    timeseries(db, projectId, { ...q, campaignId: campaign.id }),
+    timeseries(db, campaign.projectId, { ...q, campaignId: campaign.id }),
     db.execute<{ url: string; clicks: number; unique_clicks: number }>(sql`
       SELECT ev.data->>'link' AS url, count(*)::int AS clicks, count(DISTINCT ev.data->>'emailId')::int AS unique_clicks
         FROM events AS ev
-       WHERE (ev.data->>'campaignId') = ${campaign.id} AND ev.name = 'email.clicked' AND ev.project_id = ${projectId}
+       WHERE (ev.data->>'campaignId') = ${campaign.id} AND ev.name = 'email.clicked' AND ev.project_id = ${campaign.projectId}
        GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 100`),
   ]);
   return {

@@ -11,7 +11,6 @@ import { ApiError, notFound } from '../../http/errors.ts';
 import { type RawSource, rawSourceSize, rawSourceStream } from './raw-source.ts';
 import { emailSourceCleared } from './retention.ts';
 import type { EmailRecord } from './schemas.ts';
-import { sumCounter } from '../../db/counter-rows.ts';
 import { isoUs } from '../contacts/sql.ts';
 
 type EmailRow = typeof emails.$inferSelect;

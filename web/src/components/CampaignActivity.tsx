@@ -44,7 +44,10 @@ export default function CampaignActivity({ campaignId, sentAt, statsVersion }: {
         </Text>
         <AreaChart
           h={220}
-          data={series.points.map((p) => ({ t: label(p.t), sent: p.sent ?? 0, opened: p.opened ?? 0, clicked: p.clicked ?? 0 }))}
+          data={series.points
+            // The range ends on the next quarter hour, which may start a bucket that has not begun yet: not drawn as a zero.
+            .filter((p) => Date.parse(p.t) <= Date.now())
+            .map((p) => ({ t: label(p.t), sent: p.sent ?? 0, opened: p.opened ?? 0, clicked: p.clicked ?? 0 }))}
           dataKey="t"
           series={[
             { name: 'sent', label: 'Sent', color: 'blue.6' },
