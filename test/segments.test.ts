@@ -269,6 +269,12 @@ describe('members', () => {
     assert.deepEqual(await memberEmails(b, s.body.id), ['kim@example.com', 'new@example.com']);
     assert.equal((await b.sk.get(`/segments/${s.body.id}`)).body.memberCount, 2);
 
+    // A deleted contact leaves the segment: its count is the member rows' (service.ts countStaticMembers).
+    assert.equal((await b.sk.delete(`/contacts/${created.body.found[0].id}`)).status, 204);
+    const listed = await b.sk.get(`/segments/${s.body.id}/contacts`);
+    assert.deepEqual([listed.body.total, listed.body.data.map((c: { email: string }) => c.email)], [1, ['kim@example.com']]);
+    assert.deepEqual((await b.sk.post(`/segments/${s.body.id}/refresh`)).body, { memberCount: 1 });
+
     res = await b.sk.post(`/segments/${s.body.id}/members`, { emails: ['not-an-email'] });
     assert.equal(res.status, 422);
     res = await b.sk.post(`/segments/${s.body.id}/members`, { emails: [] });

@@ -8,7 +8,7 @@ import { upsertContacts } from '../contacts/upsert-many.ts';
 import { textArray } from '../contacts/sql.ts';
 import { recordMembershipEvents, scheduleSegmentReevaluation } from './membership.ts';
 import type { AddMembersInput } from './schemas.ts';
-import { findSegmentRow, storeMemberCount } from './service.ts';
+import { countStaticMembers, findSegmentRow, storeMemberCount } from './service.ts';
 
 /** The member list of STATIC segments (decisions.md § 6): POST and DELETE /segments/:id/members. */
 
@@ -22,8 +22,7 @@ async function staticSegment(db: Db, projectId: string, id: string): Promise<Seg
 }
 
 async function recount(db: Db, segmentId: string, now: Date): Promise<void> {
-  const { rows } = await db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM segment_members WHERE segment_id = ${segmentId}::uuid`);
-  await storeMemberCount(db, segmentId, rows[0].n, now);
+  await storeMemberCount(db, segmentId, await countStaticMembers(db, segmentId), now);
 }
 
 /**
