@@ -9,8 +9,8 @@ import { freePort } from '../src/db/embedded.ts';
 import { nodeFlagsFor } from '../src/start-flags.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { removeDataDir } from '../test/helpers/data-dir.ts';
-import { createApi } from '../test/helpers/http.ts';
-import { fmt, mallocSettings, printMachine, prepareMallocTrim, startCompileCache, verdict } from './lib.ts';
+import { type Api, createApi } from '../test/helpers/http.ts';
+import { fmt, importCsv, mallocSettings, printMachine, prepareMallocTrim, startCompileCache, verdict } from './lib.ts';
 
 /**
  * `npm run bench -- idle [--emails=N] [--campaign] [--quiet-seconds=S]`: the memory of one idle
@@ -88,9 +88,8 @@ async function bareNode(restSeconds: number): Promise<{ rss: number; cpuPerCent:
 const FROM = 'bench@sandbox.herald.test';
 const SUBJECT = 'Hello {{email}}';
 const BODY = '<p>Hello <a href="https://example.com/x">there</a></p>';
-type Sk = Awaited<ReturnType<typeof bootstrap>>['sk'];
 
-async function sendInRequests(sk: Sk, emails: number): Promise<void> {
+async function sendInRequests(sk: Api, emails: number): Promise<void> {
   for (let i = 0; i < emails; i += 50) {
     const to = Array.from({ length: Math.min(50, emails - i) }, (_, j) => `r${i + j}@bench.example.com`);
     const res = await sk.post('/v1/send', { to, from: FROM, subject: SUBJECT, body: BODY });
@@ -99,18 +98,8 @@ async function sendInRequests(sk: Sk, emails: number): Promise<void> {
 }
 
 /** N contacts imported from a CSV file, then one campaign to all of them, sent now. */
-async function sendCampaign(sk: Sk, emails: number): Promise<void> {
-  const csv = ['email', ...Array.from({ length: emails }, (_, i) => `r${i}@bench.example.com`)].join('\n');
-  const fd = new FormData();
-  fd.append('file', new Blob([csv], { type: 'text/csv' }), 'idle.csv');
-  const upload = await sk.request('POST', '/contacts/import', { raw: fd });
-  if (upload.status !== 202) throw new Error(`import answered ${upload.status}: ${upload.text}`);
-  for (;;) {
-    const job = await sk.get(`/contacts/import/${upload.body.jobId}`);
-    if (job.body.status === 'completed') break;
-    if (job.body.status === 'failed') throw new Error(`import failed: ${job.text}`);
-    await sleep(250);
-  }
+async function sendCampaign(sk: Api, emails: number): Promise<void> {
+  await importCsv(sk, ['email', ...Array.from({ length: emails }, (_, i) => `r${i}@bench.example.com`)].join('\n'), 250);
   const created = await sk.post('/campaigns', { name: 'Idle bench', subject: SUBJECT, body: BODY, from: FROM });
   if (created.status !== 201) throw new Error(`campaign answered ${created.status}: ${created.text}`);
   if (created.body.data.totalRecipients !== emails) throw new Error(`the audience is ${created.body.data.totalRecipients}`);

@@ -1,12 +1,11 @@
 import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { parse } from 'csv-parse/sync';
 import pg from 'pg';
 import { prefixedId } from '../src/db/ids.ts';
 import { cellValue } from '../src/modules/contacts/import/csv.ts';
 import { bootstrap } from '../test/helpers/bootstrap.ts';
 import { startTestServer } from '../test/helpers/server.ts';
-import { fmt, printMachine, verdict, withBenchDatabase } from './lib.ts';
+import { fmt, importCsv, printMachine, verdict, withBenchDatabase } from './lib.ts';
 
 /**
  * CSV import benchmark: a 5 MB file (about 50,000 rows, half of them contacts that already exist)
@@ -119,22 +118,11 @@ async function checkSameContacts(sql: Sql, importProjectId: string, referencePro
 
 /** Upload → polled until `completed`: the time a user waits, in ms. */
 async function importThroughApi(api: Api, csv: string, rows: number): Promise<number> {
-  const fd = new FormData();
-  fd.append('file', new Blob([csv], { type: 'text/csv' }), 'bench.csv');
   const t0 = performance.now();
-  const res = await api.request('POST', '/contacts/import', { raw: fd });
-  if (res.status !== 202) throw new Error(`upload failed: ${res.status} ${res.text}`);
-  for (;;) {
-    const job = await api.get(`/contacts/import/${res.body.jobId}`);
-    if (job.body.status === 'completed') {
-      const ms = performance.now() - t0;
-      const { imported, updated, skipped } = job.body;
-      if (imported + updated !== rows || skipped !== 0) throw new Error(`unexpected job counts: ${job.text}`);
-      return ms;
-    }
-    if (job.body.status === 'failed') throw new Error(`import failed: ${job.text}`);
-    await sleep(10);
-  }
+  const job = await importCsv(api, csv, 10);
+  const ms = performance.now() - t0;
+  if (job.imported + job.updated !== rows || job.skipped !== 0) throw new Error(`unexpected job counts: ${JSON.stringify(job)}`);
+  return ms;
 }
 
 /** Parse in JS (same cell rules), one statement into a temporary table, one merge statement. */

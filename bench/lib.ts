@@ -4,10 +4,12 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import nodemailer from 'nodemailer';
 import { SMTPServer } from 'smtp-server';
 import { startEmbeddedPostgres } from '../src/db/connect.ts';
 import { buildMallocTrim } from '../src/native/malloc-trim.ts';
+import type { Api } from '../test/helpers/http.ts';
 
 /** Shared pieces of the benchmarks: the machine line, a throw-away PostgreSQL, autocannon, number format. */
 
@@ -215,4 +217,21 @@ export async function countingSink(opts: { sampleEvery?: number } = {}) {
     },
     stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+}
+
+/**
+ * A CSV file uploaded to POST /contacts/import, its job polled every `pollMs` until `completed`:
+ * the job as GET /contacts/import/:jobId answers then. Throws on a refused upload or a failed job.
+ */
+export async function importCsv(api: Api, csv: string, pollMs: number): Promise<{ imported: number; updated: number; skipped: number }> {
+  const fd = new FormData();
+  fd.append('file', new Blob([csv], { type: 'text/csv' }), 'bench.csv');
+  const res = await api.request('POST', '/contacts/import', { raw: fd });
+  if (res.status !== 202) throw new Error(`upload failed: ${res.status} ${res.text}`);
+  for (;;) {
+    const job = await api.get(`/contacts/import/${res.body.jobId}`);
+    if (job.body.status === 'completed') return job.body;
+    if (job.body.status === 'failed') throw new Error(`import failed: ${job.text}`);
+    await sleep(pollMs);
+  }
 }

@@ -21,13 +21,13 @@ const PARTITION_LOCK = 728_145_003;
 // rather than queue every read and write of events behind its lock request.
 const LOCK_TIMEOUT = '3s';
 const DELETE_BATCH = 5_000;
+const DELETE_BATCHES_PER_RUN = 40;
 /**
  * Each partition's statistics are refreshed by autovacuum after this many changed rows, not a
  * tenth of the partition (as migration 0029 set for the existing ones): a project the last
  * ANALYZE did not see is estimated at one row, and its lists sort all of its events.
  */
 export const ANALYZE_AFTER_CHANGES = 20_000;
-const DELETE_BATCHES_PER_RUN = 40;
 
 export type PartitionMaintenance = { created: string[]; dropped: string[]; deleted: number };
 
