@@ -7,7 +7,8 @@ import { fileURLToPath } from 'node:url';
 /**
  * glibc keeps memory that was freed inside its malloc arenas resident: after a delivery burst an
  * idle Herald sat ~70 MB above what it holds, left by the compose threads, OpenSSL and
- * message buffers (bench/README.md § idle). `malloc_trim(0)` hands those pages back. Node has no
+ * message buffers (bench/README.md § idle). `malloc_trim(0)` hands those pages back, and a fixed
+ * trim threshold has threads give back their arenas' free tops, which it leaves. Node has no
  * binding for it and npm no maintained package, so `malloc-trim.c` is a tiny Node-API addon that
  * `npm start` builds (prestart) with the machine's C compiler. Where it cannot be built (no
  * compiler, not Linux with glibc) Herald runs the same, with that memory left resident.
@@ -50,21 +51,47 @@ export function buildMallocTrim(output = MALLOC_TRIM_ADDON, compiler = process.e
   return { built: true };
 }
 
-/** The addon's `trim()` (true when memory was given back), or null when it was not built or does not load. */
-export function loadMallocTrim(addon = MALLOC_TRIM_ADDON): (() => boolean) | null {
+/** `setTrimThreshold` is absent from an addon built by an older Herald (only `trim`): it still trims. */
+export type MallocAddon = { trim: () => boolean; setTrimThreshold?: (bytes: number) => boolean };
+
+/** The addon's functions, or null when it was not built or does not load. */
+export function loadMallocTrim(addon = MALLOC_TRIM_ADDON): MallocAddon | null {
   if (!existsSync(addon)) return null;
   try {
-    const loaded = createRequire(import.meta.url)(addon) as { trim?: unknown };
-    return typeof loaded.trim === 'function' ? (loaded.trim as () => boolean) : null;
+    const loaded = createRequire(import.meta.url)(addon) as Record<string, unknown>;
+    if (typeof loaded.trim !== 'function') return null;
+    const setTrimThreshold = typeof loaded.setTrimThreshold === 'function' ? (loaded.setTrimThreshold as (bytes: number) => boolean) : undefined;
+    return { trim: loaded.trim as () => boolean, setTrimThreshold };
   } catch {
     return null;
   }
 }
 
-/** Trims every MALLOC_TRIM_INTERVAL_MS when the addon is built; returns whether it is. The timer never keeps the process alive. */
+/**
+ * A thread's arena gives its free top back once it is over this (malloc-trim.c). 1 MiB and
+ * glibc's 128 KiB both left an idle Herald ~10 MB lower after a campaign than the threshold glibc
+ * had raised; 1 MiB asks the system less often (bench/README.md § idle).
+ */
+export const MALLOC_TRIM_THRESHOLD_BYTES = 1024 * 1024;
+
+/** Whether the operator chose glibc's thresholds (environment or tunables): theirs stand. */
+export function mallocThresholdsConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+  return (
+    env.MALLOC_TRIM_THRESHOLD_ !== undefined ||
+    env.MALLOC_MMAP_THRESHOLD_ !== undefined ||
+    /glibc\.malloc\.(trim|mmap)_threshold/.test(env.GLIBC_TUNABLES ?? '')
+  );
+}
+
+/**
+ * When the addon is built: sets the trim threshold (unless the operator chose glibc's thresholds)
+ * and trims every MALLOC_TRIM_INTERVAL_MS. Returns whether it is built. The timer never keeps
+ * the process alive.
+ */
 export function trimMallocPeriodically(): boolean {
-  const trim = loadMallocTrim();
-  if (!trim) return false;
-  setInterval(trim, MALLOC_TRIM_INTERVAL_MS).unref();
+  const addon = loadMallocTrim();
+  if (!addon) return false;
+  if (!mallocThresholdsConfigured()) addon.setTrimThreshold?.(MALLOC_TRIM_THRESHOLD_BYTES);
+  setInterval(addon.trim, MALLOC_TRIM_INTERVAL_MS).unref();
   return true;
 }
