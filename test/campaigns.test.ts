@@ -335,3 +335,67 @@ describe('test emails and stats', () => {
     assert.equal(record.openedCount, stats.openedCount);
   });
 });
+
+describe("a campaign's unsubscribes", () => {
+  let p: Bootstrapped;
+  before(async () => {
+    p = await bootstrap(server.api, 'unsubscribes');
+    await verifyDomain(p.sk, dns, 'camp.example.test');
+  });
+
+  const sendNow = async (name: string) => {
+    const c = await createCampaign(p.sk, { name, subject: `${name} for {{email}}` });
+    assert.equal((await p.sk.post(`/campaigns/${c.id}/send`, {})).status, 200);
+    await waitForStatus(p.sk, c.id, 'SENT');
+    return c.id as string;
+  };
+  const unsubscribed = async (id: string) => {
+    const stats = (await p.sk.get(`/campaigns/${id}/stats`)).body;
+    const breakdown = await p.sk.get(`/analytics/campaign-stats?campaignId=${id}`);
+    assert.equal(breakdown.status, 200, breakdown.text);
+    assert.equal(breakdown.body.stats.unsubscribedCount, stats.unsubscribedCount);
+    return { stats: stats.unsubscribedCount as number, series: breakdown.body.series.totals.unsubscribed as number };
+  };
+
+  test('count each recipient once, for the campaign whose link they used, or every campaign sent to them before; they stay when the contact goes', async () => {
+    const ids: Record<string, string> = {};
+    for (const email of ['u1@u.test', 'u2@u.test', 'u3@u.test']) {
+      const created = await p.sk.post('/contacts', { email });
+      assert.equal(created.status, 201, created.text);
+      ids[email] = created.body.id;
+    }
+    const first = await sendNow('First');
+    const second = await sendNow('Second');
+
+    // u1 unsubscribes through the link in the second campaign's email: that campaign only.
+    const mail = sink.messages.find((m) => m.envelope.to.includes('u1@u.test') && m.parsed.subject === 'Second for u1@u.test');
+    assert.ok(mail);
+    const link = /https?:\/\/[^"']*\/unsubscribe\/[^"'\s>]+/.exec(String(mail.parsed.html));
+    assert.ok(link);
+    assert.equal((await fetch(`${server.url}${new URL(link[0]).pathname}`, { method: 'POST' })).status, 200);
+    const [secondEmail] = (await p.sk.get(`/emails?campaignId=${second}&contactId=${ids['u1@u.test']}`)).body.data;
+    const events = (await p.sk.get(`/events/contact/${ids['u1@u.test']}`)).body.data as { name: string; data: unknown }[];
+    assert.deepEqual(
+      events.filter((e) => e.name === 'contact.unsubscribed').map((e) => e.data),
+      [{ source: 'unsubscribe_link', emailId: secondEmail.id }],
+      'the event names the email whose link it was',
+    );
+    // u2 through the API: every campaign sent to it before. u3 twice, resubscribed in between: once.
+    assert.equal((await p.sk.patch(`/contacts/${ids['u2@u.test']}`, { subscribed: false })).status, 200);
+    for (const subscribed of [false, true, false]) assert.equal((await p.sk.patch(`/contacts/${ids['u3@u.test']}`, { subscribed })).status, 200);
+
+    assert.deepEqual(await unsubscribed(first), { stats: 2, series: 2 });
+    assert.deepEqual(await unsubscribed(second), { stats: 3, series: 3 });
+
+    // u2 comes back and gets a third campaign: the unsubscribes before it are not its own.
+    assert.equal((await p.sk.patch(`/contacts/${ids['u2@u.test']}`, { subscribed: true })).status, 200);
+    const third = await sendNow('Third');
+    assert.equal((await p.sk.get(`/campaigns/${third}`)).body.totalRecipients, 1);
+    assert.deepEqual(await unsubscribed(third), { stats: 0, series: 0 });
+
+    // A deleted contact's unsubscribe stays counted, as its opens and clicks do.
+    assert.equal((await p.sk.delete(`/contacts/${ids['u3@u.test']}`)).status, 204);
+    assert.deepEqual(await unsubscribed(first), { stats: 2, series: 2 });
+    assert.deepEqual(await unsubscribed(second), { stats: 3, series: 3 });
+  });
+});

@@ -24,6 +24,8 @@ const DATA_TABLES = [
   // The sent campaign's outcome summaries (analytics/outcome-rollups.ts).
   'campaign_outcomes',
   'campaign_outcome_slots',
+  // Its recipient who unsubscribed after it (migration 0030).
+  'campaign_unsubscribes',
 ] as const;
 
 async function counts(projectId: string): Promise<Record<string, number>> {
@@ -54,6 +56,8 @@ async function populated(name: string): Promise<Bootstrapped & { domain: string 
   // Finished before anyone counts rows: a campaign still going out would change them.
   const deadline = Date.now() + 60_000;
   while ((await b.sk.get(`/campaigns/${c.body.data.id}`)).body.status !== 'SENT' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  const [a] = (await b.sk.get('/contacts?limit=10')).body.data.filter((x: { email: string }) => x.email === 'a@r.test');
+  assert.equal((await b.sk.patch(`/contacts/${a.id}`, { subscribed: false })).status, 200);
   const later = await b.sk.post('/campaigns', { name: 'Later', subject: 'Later', body: '<p>Later</p>', from });
   const scheduled = await b.sk.post(`/campaigns/${later.body.data.id}/send`, { scheduledFor: new Date(Date.now() + 3600_000).toISOString() });
   assert.equal(scheduled.status, 200, scheduled.text);

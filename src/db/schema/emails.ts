@@ -259,3 +259,24 @@ export const campaignOutcomeSlots = pgTable(
   },
   (t) => [primaryKey({ columns: [t.projectId, t.campaignId, t.slot] })],
 );
+
+/**
+ * The recipients who unsubscribed after a campaign's email was sent to them, once each: a
+ * campaign's `unsubscribedCount` and its series' unsubscribes. Written by a trigger on `events`
+ * (migration 0030) from every `contact.unsubscribed` a statement inserts, whatever the path, so
+ * that a campaign's count stays what it was when events expire or its contacts are deleted, and a
+ * read counts the campaign's own rows rather than the project's unsubscribes since it was sent.
+ */
+export const campaignUnsubscribes = pgTable(
+  'campaign_unsubscribes',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    campaignId: uuid('campaign_id').notNull(),
+    contactId: text('contact_id').notNull(),
+    /** The first unsubscribe after the email was sent. */
+    unsubscribedAt: timestamp('unsubscribed_at', { withTimezone: true, mode: 'date' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.campaignId, t.contactId] })],
+);

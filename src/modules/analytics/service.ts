@@ -50,12 +50,21 @@ function metricRows(projectId: string, r: TimeRange, interval: Interval, tz: str
   const outcomes = metrics.filter((m): m is Outcome => m !== 'unsubscribed');
   const parts: SQL[] = [];
   if (metrics.includes('unsubscribed')) {
-    const scope = campaignId ? sql`AND ev.data->>'campaignId' = ${campaignId}` : sql``;
-    parts.push(sql`
+    // A campaign's: its recipients' first unsubscribes after its email (campaigns/stats.ts), so the
+    // series adds up to its stats' unsubscribedCount. No event names its campaign.
+    parts.push(
+      campaignId
+        ? sql`
+      SELECT 'unsubscribed'::text AS m, date_trunc(${interval}, cu.unsubscribed_at AT TIME ZONE ${tz}) AS b, count(*)::int AS n
+        FROM campaign_unsubscribes AS cu
+       WHERE cu.project_id = ${projectId} AND cu.campaign_id = ${campaignId} AND ${inRange(sql`cu.unsubscribed_at`, r)}
+       GROUP BY 2`
+        : sql`
       SELECT 'unsubscribed'::text AS m, date_trunc(${interval}, ev.created_at AT TIME ZONE ${tz}) AS b, count(*)::int AS n
         FROM events AS ev
-       WHERE ev.project_id = ${projectId} AND ev.name = 'contact.unsubscribed' AND ${inRange(sql`ev.created_at`, r)} ${scope}
-       GROUP BY 2`);
+       WHERE ev.project_id = ${projectId} AND ev.name = 'contact.unsubscribed' AND ${inRange(sql`ev.created_at`, r)}
+       GROUP BY 2`,
+    );
   }
   if (outcomes.length > 0) {
     const scope: OutcomeScope = { projectId, campaignId };

@@ -63,10 +63,14 @@ export async function projectOfBrokenLink(ctx: AppContext, rawToken: string): Pr
   return { projectId, sender, language: await projectLanguage(ctx, projectId) };
 }
 
-/** Sets the linked contact's subscription (an event when it changes); the contact as it is now. */
+/**
+ * Sets the linked contact's subscription (an event when it changes); the contact as it is now. The
+ * event names the email whose link it was (`emailId`), so that an unsubscribe counts for that
+ * email's campaign only (migration 0030), not for every campaign the contact received before.
+ */
 export async function changeSubscription(ctx: AppContext, link: ResolvedLink, subscribed: boolean, source: string): Promise<LinkedContact> {
-  const { projectId } = link.token;
-  const changed = await setSubscribed(ctx.database.db, projectId, link.contact.id, subscribed, { source });
+  const { projectId, emailId } = link.token;
+  const changed = await setSubscribed(ctx.database.db, projectId, link.contact.id, subscribed, emailId ? { source, emailId } : { source });
   if (changed) return { ...link.contact, ...changed };
   return (await linkedContact(ctx, projectId, link.contact.id)) ?? link.contact;
 }

@@ -183,6 +183,7 @@ function purgeSteps(emails: Step): Step[] {
     byKeys('email_outcome_slots', ['project_id', 'slot']),
     byKeys('campaign_outcomes', ['campaign_id']),
     byKeys('campaign_outcome_slots', ['project_id', 'campaign_id', 'slot']),
+    byKeys('campaign_unsubscribes', ['project_id', 'campaign_id', 'contact_id']),
     events,
     byKeys('event_name_days', ['project_id', 'name', 'day', 'shard']),
     byKeys('event_name_contacts', ['project_id', 'name', 'contact_id']),
