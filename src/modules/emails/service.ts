@@ -162,8 +162,14 @@ const statusWalks = (q: EmailListQuery): boolean => q.status !== undefined && !I
  * (campaigns.emails_from/until), and, once SENT, their exact number (finalise counts them into
  * `total_recipients`; a campaign's emails are never deleted on their own). Undefined for a campaign
  * without a window (none written yet, sent before migration 0027, or not the project's).
+ *
+ * `counted`: the campaign's emails of the list's status, for its `total`. The campaign is the
+ * project's, and so is each of its emails, so the count leaves the project out and reads
+ * emails_campaign_idx (campaign_id, status) alone, without visiting the rows for their project:
+ * one status of a campaign of 1,000,000 took 146–249 ms for 900,000 emails (now 29–35 once read)
+ * and 129–189 ms for 90,000 (now 11–20).
  */
-async function campaignWindowOf(db: Db, projectId: string, q: EmailListQuery): Promise<{ window: SQL; sent: number | undefined } | undefined> {
+async function campaignWindowOf(db: Db, projectId: string, q: EmailListQuery): Promise<{ window: SQL; sent: number | undefined; counted: SQL } | undefined> {
   if (!q.campaignId || q.contactId || !UUID.test(q.campaignId)) return undefined;
   const [c] = await db
     .select({
@@ -182,6 +188,7 @@ async function campaignWindowOf(db: Db, projectId: string, q: EmailListQuery): P
     // started at `until` and read down to the cursor (43 ms for a last page of 1,000,000).
     window: q.cursor ? from : sql`${from} AND ${emails.createdAt} <= ${c.until}::timestamptz`,
     sent: c.status === 'SENT' && !q.status ? c.totalRecipients : undefined,
+    counted: and(eq(emails.campaignId, q.campaignId), q.status ? eq(emails.status, q.status as EmailRow['status']) : undefined)!,
   };
 }
 
@@ -221,7 +228,7 @@ export async function listEmails(ctx: AppContext, projectId: string, q: EmailLis
   if (!q.cursor && counted?.matching === 0) return { data: [], hasMore: false, total: 0 };
   const read = async (db: Db) => {
     const rows = await page(db);
-    const total = q.cursor ? 0 : counted ? counted.matching : (campaign?.sent ?? (await countWhere(db, filtersOf(projectId, q))));
+    const total = q.cursor ? 0 : counted ? counted.matching : (campaign?.sent ?? (await countWhere(db, campaign?.counted ?? filtersOf(projectId, q))));
     return { ...cursorPage(rows, q.limit, (e) => [e.createdAt, e.id], toEmailRecord), total };
   };
   const heavy = narrowed ? await narrowedToMany(db, projectId, q) : counted !== undefined && walkedFor(q, counted) > EMAILS_LISTED_AT_ONCE;
