@@ -136,13 +136,15 @@ const filtersOf = (projectId: string, q: EmailListQuery): SQL => {
  * its index, in the index's order, so that the planner reads the index rather than the table (a
  * sequential scan whose LIMIT it expected to reach early read 1,000,000 other emails first).
  */
-async function narrowedToMany(db: Db, projectId: string, q: EmailListQuery): Promise<boolean> {
+async function narrowedToMany(db: Db, projectId: string, q: EmailListQuery, campaignIsTheProjects: boolean): Promise<boolean> {
   const narrowing = q.contactId
     ? sql`${emails.contactId} = ${q.contactId} ORDER BY ${emails.createdAt} DESC, ${emails.id} DESC`
     : q.campaignId && UUID.test(q.campaignId)
       ? sql`${emails.campaignId} = ${q.campaignId} ORDER BY ${emails.status}`
       : undefined;
-  return narrowing !== undefined && hasMoreThan(db, sql`SELECT 1 FROM emails WHERE ${emails.projectId} = ${projectId} AND ${narrowing}`, EMAILS_LISTED_AT_ONCE);
+  // A campaign known to be the project's: its index entries alone, as its count (campaignWindowOf).
+  const ofProject = campaignIsTheProjects ? sql`` : sql`${emails.projectId} = ${projectId} AND`;
+  return narrowing !== undefined && hasMoreThan(db, sql`SELECT 1 FROM emails WHERE ${ofProject} ${narrowing}`, EMAILS_LISTED_AT_ONCE);
 }
 
 /**
@@ -231,6 +233,8 @@ export async function listEmails(ctx: AppContext, projectId: string, q: EmailLis
     const total = q.cursor ? 0 : counted ? counted.matching : (campaign?.sent ?? (await countWhere(db, campaign?.counted ?? filtersOf(projectId, q))));
     return { ...cursorPage(rows, q.limit, (e) => [e.createdAt, e.id], toEmailRecord), total };
   };
-  const heavy = narrowed ? await narrowedToMany(db, projectId, q) : counted !== undefined && walkedFor(q, counted) > EMAILS_LISTED_AT_ONCE;
+  const heavy = narrowed
+    ? await narrowedToMany(db, projectId, q, campaign !== undefined)
+    : counted !== undefined && walkedFor(q, counted) > EMAILS_LISTED_AT_ONCE;
   return boundedHeavyReadWhen(heavy, ctx, projectId, { ms: EMAILS_READ_STATEMENT_MS, what: "Listing this project's emails" }, read);
 }
