@@ -52,19 +52,13 @@ function metricRows(projectId: string, r: TimeRange, interval: Interval, tz: str
   if (metrics.includes('unsubscribed')) {
     // A campaign's: its recipients' first unsubscribes after its email (campaigns/stats.ts), so the
     // series adds up to its stats' unsubscribedCount. No event names its campaign.
-    parts.push(
-      campaignId
-        ? sql`
-      SELECT 'unsubscribed'::text AS m, date_trunc(${interval}, cu.unsubscribed_at AT TIME ZONE ${tz}) AS b, count(*)::int AS n
-        FROM campaign_unsubscribes AS cu
-       WHERE cu.project_id = ${projectId} AND cu.campaign_id = ${campaignId} AND ${inRange(sql`cu.unsubscribed_at`, r)}
-       GROUP BY 2`
-        : sql`
-      SELECT 'unsubscribed'::text AS m, date_trunc(${interval}, ev.created_at AT TIME ZONE ${tz}) AS b, count(*)::int AS n
-        FROM events AS ev
-       WHERE ev.project_id = ${projectId} AND ev.name = 'contact.unsubscribed' AND ${inRange(sql`ev.created_at`, r)}
-       GROUP BY 2`,
-    );
+    const [at, rows] = campaignId
+      ? [sql`cu.unsubscribed_at`, sql`campaign_unsubscribes AS cu WHERE cu.project_id = ${projectId} AND cu.campaign_id = ${campaignId}`]
+      : [sql`ev.created_at`, sql`events AS ev WHERE ev.project_id = ${projectId} AND ev.name = 'contact.unsubscribed'`];
+    parts.push(sql`
+      SELECT 'unsubscribed'::text AS m, date_trunc(${interval}, ${at} AT TIME ZONE ${tz}) AS b, count(*)::int AS n
+        FROM ${rows} AND ${inRange(at, r)}
+       GROUP BY 2`);
   }
   if (outcomes.length > 0) {
     const scope: OutcomeScope = { projectId, campaignId };
@@ -180,7 +174,7 @@ export async function topCampaigns(
 /** One campaign: its stats (as GET /campaigns/:id/stats), its funnel over time, and clicks per link. */
 export async function campaignBreakdown(
   db: Db,
-  campaign: { id: string; projectId: string; name: string; sentAt: Date | null; totalRecipients: number },
+  campaign: { id: string; projectId: string; name: string; totalRecipients: number },
   q: { range: TimeRange; interval: Interval; timezone: string },
 ): Promise<{ campaign: { id: string; name: string }; stats: CampaignStats; series: Series; links: { url: string; clicks: number; uniqueClicks: number }[] }> {
   const [stats, series, links] = await Promise.all([
