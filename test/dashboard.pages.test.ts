@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { simpleParser } from 'mailparser';
 import type { Browser, Page } from 'playwright-core';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { BROWSER_SETUP_TIMEOUT_MS, journey, openPage } from './helpers/browser.ts';
@@ -32,8 +33,8 @@ after(() => stop());
 const base = () => `${server.url}/app/p/${owner.project.id}`;
 
 /** One email sent from the sandbox sender and delivered (capture mode): its id and its contact's. */
-async function sendDelivered(to: string, subject: string): Promise<{ emailId: string; contactId: string }> {
-  const sent = await owner.sk.post('/v1/send', { to, from: 'hi@sandbox.herald.test', subject, body: `<p>${subject}</p>` });
+async function sendDelivered(to: string, subject: string, body = `<p>${subject}</p>`): Promise<{ emailId: string; contactId: string }> {
+  const sent = await owner.sk.post('/v1/send', { to, from: 'hi@sandbox.herald.test', subject, body });
   assert.equal(sent.status, 200, sent.text);
   const emailId: string = sent.body.data.emails[0].email;
   await waitForStatus(owner.sk, emailId, ['DELIVERED']);
@@ -56,6 +57,7 @@ test('analytics: totals, top campaigns and top events over the chosen range', { 
     await page.getByTestId('total-sent').filter({ hasText: /^1$/ }).waitFor();
     await page.getByTestId('total-delivered').filter({ hasText: /^1$/ }).waitFor();
     const row = page.getByTestId('top-events').getByRole('row', { name: /purchased/ });
+    await row.waitFor(); // the top events are a query of their own, which may answer after the totals
     assert.deepEqual(await row.getByRole('cell').allInnerTexts(), ['purchased', '3', '2']);
     await page.getByText('No campaigns sent in this range').waitFor();
 
@@ -306,10 +308,17 @@ test("a scheduled campaign's report reads the campaign again at its start, not e
 
 test("a contact's page: its events and emails, 25 at a time, each email opening its page", { timeout: 180_000 }, async () => {
   await journey(page, 'contact-timeline', async () => {
-    const { emailId, contactId } = await sendDelivered('timeline@example.org', 'Your receipt');
+    const { emailId, contactId } = await sendDelivered('timeline@example.org', 'Your receipt', '<p>Thanks</p><a href="{{unsubscribeUrl}}">Unsubscribe</a>');
     const bought = await owner.pk.post('/v1/track', { email: 'timeline@example.org', event: 'purchased', data: { amount: 30, item: 'Pro plan' } });
     assert.equal(bought.status, 200, bought.text);
     for (let i = 0; i < 30; i++) assert.equal((await owner.pk.post('/v1/track', { email: 'timeline@example.org', event: 'visited' })).status, 200);
+    // The reader, who subscribed since (a contact /v1/send makes is not), leaves through the
+    // receipt's unsubscribe link: the event names that email.
+    assert.equal((await owner.sk.patch(`/contacts/${contactId}`, { subscribed: true })).status, 200);
+    const source = await simpleParser((await owner.sk.get(`/emails/${emailId}/raw`)).text);
+    const unsubscribeUrl = String(source.html).match(/href="([^"]*\/unsubscribe\/[^"]+)"/)?.[1];
+    assert.ok(unsubscribeUrl, 'the receipt has its unsubscribe link');
+    assert.equal((await fetch(`${server.url}${new URL(unsubscribeUrl).pathname}`, { method: 'POST' })).status, 200);
     const all = await owner.sk.get(`/activity?contactId=${contactId}&limit=100`);
     assert.equal(all.status, 200, all.text);
     const happenings = all.body.data.length;
@@ -326,6 +335,14 @@ test("a contact's page: its events and emails, 25 at a time, each email opening 
     // A tracked event shows its data.
     await timeline.locator('.mantine-Timeline-item', { hasText: 'purchased' }).getByText('amount: 30 · item: Pro plan').waitFor();
     await timeline.getByRole('link', { name: 'Your receipt' }).first().click();
+    await page.waitForURL(new RegExp(`/emails/${emailId}$`));
+    await page.getByTestId('email-status').filter({ hasText: 'DELIVERED' }).waitFor();
+    await page.goto(`${base()}/contacts/${contactId}`);
+    // The unsubscribe, newest, links the email it came from instead of printing its ID.
+    const unsubscribed = timeline.locator('.mantine-Timeline-item', { hasText: 'contact.unsubscribed' });
+    await unsubscribed.getByText('source: unsubscribe_link · the email it came from').waitFor();
+    assert.equal(await unsubscribed.getByText(emailId).count(), 0, "the email's ID is not printed");
+    await unsubscribed.getByRole('link', { name: 'the email it came from' }).click();
     await page.waitForURL(new RegExp(`/emails/${emailId}$`));
     await page.getByTestId('email-status').filter({ hasText: 'DELIVERED' }).waitFor();
   });

@@ -28,6 +28,9 @@ import { BulkBar, ImportModal, MAX_BULK } from '../components/ContactJobs.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { cursorPaging, formatDate, useProjectId } from '../hooks.ts';
+import type { Answer } from '../types.ts';
+
+type ActivityItem = Answer<'activity.list'>['data'][number];
 
 const PAGE_SIZE = 25;
 const SORTS = [
@@ -281,6 +284,38 @@ function dataLine(data: Record<string, unknown>): string {
   return shown.join(' · ') + (keys.length > shown.length ? ' …' : '');
 }
 
+/**
+ * What happened, in one line: an email's subject linking to its page; otherwise the data, where an
+ * event naming the email it came from (an unsubscribe through that email's link) links that email
+ * instead of printing its ID.
+ */
+function HappeningLine({ projectId, item }: { projectId: string; item: ActivityItem }) {
+  const emailPage = (id: string) => `/p/${projectId}/emails/${id}`;
+  if (item.emailId) {
+    return (
+      <Anchor component={Link} to={emailPage(item.emailId)} size="sm">
+        {item.subject || 'View email'}
+      </Anchor>
+    );
+  }
+  const { emailId: fromEmail, ...rest } = item.data;
+  if (item.subject === undefined && typeof fromEmail === 'string') {
+    return (
+      <Text size="sm" lineClamp={2}>
+        {Object.keys(rest).length > 0 ? `${dataLine(rest)} · ` : ''}
+        <Anchor component={Link} to={emailPage(fromEmail)} size="sm">
+          the email it came from
+        </Anchor>
+      </Text>
+    );
+  }
+  return (
+    <Text size="sm" lineClamp={2}>
+      {item.subject ?? dataLine(item.data)}
+    </Text>
+  );
+}
+
 export function ContactPage() {
   const projectId = useProjectId();
   const { contactId = '' } = useParams();
@@ -427,15 +462,7 @@ export function ContactPage() {
           <Timeline bulletSize={14} lineWidth={2} data-testid="contact-timeline">
             {happenings.map((a) => (
               <Timeline.Item key={a.id} title={a.eventName ?? a.type}>
-                {a.emailId ? (
-                  <Anchor component={Link} to={`/p/${projectId}/emails/${a.emailId}`} size="sm">
-                    {a.subject || 'View email'}
-                  </Anchor>
-                ) : (
-                  <Text size="sm" lineClamp={2}>
-                    {a.subject ?? dataLine(a.data)}
-                  </Text>
-                )}
+                <HappeningLine projectId={projectId} item={a} />
                 <Text size="xs" c="dimmed">
                   {formatDate(a.occurredAt)}
                 </Text>
