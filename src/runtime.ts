@@ -54,8 +54,11 @@ export async function startRuntime(config: Config, opts: { log?: Logger; clock?:
     const migrated = await runMigrations(server.url).catch((err: unknown) => {
       throw databaseStartError(err, server.location, config.databaseUrl !== undefined);
     });
-    if (migrated.contactSearchIndex.state === 'unavailable')
-      log.warn({ reason: migrated.contactSearchIndex.reason }, 'contact search runs without its index: each search reads all of the project’s contacts');
+    if (migrated.searchIndexes.state === 'unavailable')
+      log.warn(
+        { reason: migrated.searchIndexes.reason },
+        'contact and suppression search run without their index: each search reads all of the project’s rows',
+      );
     const database = openDatabase(server.url, config.databasePoolSize);
     stops.push(database.close);
     const mismatch = await checkSecretAtStartup(database, config.jwtSecret);

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { type SQL, sql } from 'drizzle-orm';
 import pg from 'pg';
 import { compileCondition, parseCondition } from '../src/conditions/index.ts';
-import { CONTACT_SEARCH_INDEX, ensureContactSearchIndex } from '../src/db/search-index.ts';
+import { CONTACT_SEARCH_INDEX, SUPPRESSION_SEARCH_INDEX, ensureSearchIndexes } from '../src/db/search-index.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, createTestDatabase, startTestServer } from './helpers/server.ts';
 
@@ -38,12 +38,8 @@ const planOf = async (query: SQL) =>
   (await server.ctx.database.db.execute<{ 'QUERY PLAN': string }>(sql`EXPLAIN ${query}`)).rows.map((r) => r['QUERY PLAN']).join('\n');
 const md5Prefix = (g: number) => createHash('md5').update(String(g)).digest('hex').slice(0, 6);
 
-const indexState = async (s: TestServer) =>
-  (
-    await s.sql<{ valid: boolean }>(`SELECT i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1`, [
-      CONTACT_SEARCH_INDEX,
-    ])
-  )[0];
+const indexState = async (s: TestServer, name: string = CONTACT_SEARCH_INDEX) =>
+  (await s.sql<{ valid: boolean }>(`SELECT i.indisvalid AS valid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1`, [name]))[0];
 
 describe('the contact search index', () => {
   test('a search for part of one address is read through the index, and answers as before', async () => {
@@ -83,19 +79,20 @@ describe('the contact search index', () => {
     }
   });
 
-  test('an index an interrupted build left invalid is built again at the next start', async () => {
+  test('an index an interrupted build left invalid is built again at the next start (the suppressions one too)', async () => {
     const databaseUrl = await createTestDatabase();
     const first = await startTestServer({}, { databaseUrl });
+    const both = [CONTACT_SEARCH_INDEX, SUPPRESSION_SEARCH_INDEX];
     try {
       // What CREATE INDEX CONCURRENTLY leaves when it fails part way.
-      await first.sql(`UPDATE pg_index SET indisvalid = false WHERE indexrelid = $1::regclass`, [CONTACT_SEARCH_INDEX]);
-      assert.deepEqual(await indexState(first), { valid: false });
+      await first.sql(`UPDATE pg_index SET indisvalid = false WHERE indexrelid = ANY($1::regclass[])`, [both]);
+      for (const name of both) assert.deepEqual(await indexState(first, name), { valid: false }, name);
     } finally {
       await first.stop();
     }
     const second = await startTestServer({}, { databaseUrl });
     try {
-      assert.deepEqual(await indexState(second), { valid: true });
+      for (const name of both) assert.deepEqual(await indexState(second, name), { valid: true }, name);
     } finally {
       await second.stop();
     }
@@ -116,7 +113,7 @@ describe('the contact search index', () => {
       const limited = new pg.Client({ connectionString: url.toString() });
       await limited.connect();
       try {
-        const outcome = await ensureContactSearchIndex(limited);
+        const outcome = await ensureSearchIndexes(limited);
         assert.equal(outcome.state, 'unavailable');
         assert.match(
           outcome.state === 'unavailable' ? outcome.reason : '',

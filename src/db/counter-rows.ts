@@ -5,7 +5,7 @@ import { lockKey } from './key-lock.ts';
 /**
  * The counters have one row per key and writing backend: `shard` is the writer's pid, so no two
  * live transactions ever write one row and counter writes never wait. Those kept by statement-level
- * triggers (migrations 0018 to 0021) and the tracked events' day rollup that the event writer
+ * triggers (migrations 0018 to 0021, 0031) and the tracked events' day rollup that the event writer
  * keeps (analytics/rollups.ts). Each backend that exits leaves its rows behind, and the pool opens
  * and closes backends as load comes and goes; storage maintenance folds them, hourly, into shard 0.
  */
@@ -17,6 +17,7 @@ const COUNTER_TABLES = [
   { table: 'event_day_counts', key: ['project_id', 'name', 'day'] },
   { table: 'event_name_days', key: ['project_id', 'name', 'day'] },
   { table: 'contact_counts', key: ['project_id', 'subscribed'] },
+  { table: 'suppression_counts', key: ['project_id', 'reason'] },
 ] as const;
 
 /**

@@ -179,6 +179,25 @@ export const suppressions = pgTable(
   (t) => [primaryKey({ columns: [t.projectId, t.email] }), index('suppressions_project_created_idx').on(t.projectId, t.createdAt)],
 );
 
+/**
+ * The number of suppressions per project and reason behind GET /suppressions' `total`, kept by
+ * statement-level triggers on `suppressions` (migration 0031). One row per key and writing backend
+ * (`shard`, db/counter-rows.ts).
+ */
+export const suppressionCounts = pgTable(
+  'suppression_counts',
+  {
+    projectId: text('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    reason: text('reason').notNull(),
+    shard: integer('shard').notNull(),
+    /** Per shard; may be negative (the sum over the shards is the count). */
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.reason, t.shard] })],
+);
+
 /** Per-project send throttle shared by every worker: the next free send slot. */
 export const sendThrottle = pgTable('send_throttle', {
   projectId: text('project_id')

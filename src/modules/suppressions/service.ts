@@ -6,6 +6,7 @@ import { afterCursor, cursorPage } from '../../http/keyset.ts';
 import { notFound } from '../../http/errors.ts';
 import { containsPattern } from '../../db/like.ts';
 import { equalsAny } from '../../db/any.ts';
+import { sumCounter } from '../../db/counter-rows.ts';
 
 export type SuppressionReason = 'bounce' | 'complaint' | 'manual';
 
@@ -32,26 +33,33 @@ const toRecord = (r: Row): SuppressionRecord => ({
 
 export type SuppressionListQuery = { limit: number; cursor?: string; search?: string; reason?: SuppressionReason };
 
-/** Newest first, keyset-paginated on (created_at, email). */
+/**
+ * Newest first, keyset-paginated on (created_at, email). `total` (first page only) comes from the
+ * counters (migration 0031) unless a search narrows the list; a search reads the trigram index on
+ * the address (db/search-index.ts).
+ */
 export async function listSuppressions(ctx: AppContext, projectId: string, q: SuppressionListQuery) {
+  const db = ctx.database.db;
   const filters: SQL[] = [eq(suppressions.projectId, projectId)];
   if (q.reason) filters.push(eq(suppressions.reason, q.reason));
   if (q.search) filters.push(ilike(suppressions.email, containsPattern(q.search.trim().toLowerCase())));
   const where = and(...filters)!;
-  const rows = await ctx.database.db
+  const page = db
     .select()
     .from(suppressions)
     .where(and(where, afterCursor(q.cursor, suppressions.createdAt, suppressions.email)))
     .orderBy(desc(suppressions.createdAt), desc(suppressions.email))
     .limit(q.limit + 1);
-  const total = q.cursor
+  const count = q.cursor
     ? 0
-    : (
-        await ctx.database.db
+    : q.search
+      ? db
           .select({ n: sql<number>`count(*)::int` })
           .from(suppressions)
           .where(where)
-      )[0].n;
+          .then((r) => r[0].n)
+      : sumCounter(db, 'suppression_counts', sql`project_id = ${projectId}${q.reason ? sql` AND reason = ${q.reason}` : sql``}`);
+  const [rows, total] = await Promise.all([page, count]);
   return { ...cursorPage(rows, q.limit, (r) => [r.createdAt, r.email], toRecord), total };
 }
 
