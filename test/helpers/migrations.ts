@@ -52,3 +52,13 @@ export async function seedTwoProjects(client: pg.Client): Promise<void> {
     `INSERT INTO contacts (id, project_id, email, subscribed) VALUES ('cnt_a', 'prj_a', 'a@example.org', true), ('cnt_b', 'prj_b', 'b@example.org', true)`,
   );
 }
+
+/** The counter rows this client's statements wrote (migrations 0021, 0031) are under its backend's pid, and no other shard but 0 has rows. */
+export async function assertWriterShard(client: pg.Client, table: string): Promise<void> {
+  const { rows } = await client.query(`SELECT DISTINCT shard FROM ${table} WHERE shard <> 0`);
+  assert.deepEqual(
+    rows.map((r) => r.shard),
+    [(await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid],
+    "the writer's rows are under its pid",
+  );
+}
