@@ -8,6 +8,7 @@ import { CONDITION_STATEMENT_MS } from '../src/conditions/time-bound.ts';
 import { HEAVY_READS_PER_PROJECT, HEAVY_READ_TIME, HEAVY_READ_WAIT_MS, heavyReads, heavyReadsPerProcess } from '../src/http/heavy-reads.ts';
 import { CONTACTS_READ_STATEMENT_MS } from '../src/modules/contacts/heavy-read.ts';
 import { EMAILS_LISTED_AT_ONCE } from '../src/modules/emails/service.ts';
+import { SUPPRESSIONS_LISTED_AT_ONCE, SUPPRESSIONS_READ_STATEMENT_MS } from '../src/modules/suppressions/service.ts';
 import { NUMBERED_LISTED_AT_ONCE } from '../src/db/page-budget.ts';
 import { SEGMENTS_LISTED_AT_ONCE } from '../src/modules/segments/service.ts';
 import { EVENTS_COUNTED_AT_ONCE } from '../src/modules/events/day-counts.ts';
@@ -315,6 +316,54 @@ test('an emails list that reads more than 10,000 emails (a contact’s, a campai
   assert.deepEqual([newest.body.total, newest.body.data.map((e: { campaignId: string | null }) => e.campaignId)], [10_001, [many.id, null]]);
   const delivered = await p.sk.get('/emails?status=DELIVERED');
   assert.deepEqual([delivered.body.total, delivered.body.data.map((e: { to: string; status: string }) => e.status)], [2, ['DELIVERED', 'DELIVERED']]);
+});
+
+test('a search of the suppressions, or a reason so rare that its page walks more than 10,000, is a heavy read; a plain list is not, and a reason none has is answered at once', async () => {
+  assert.equal(SUPPRESSIONS_LISTED_AT_ONCE, 10_000);
+  const p = await projectWithEvents('heavy suppressions');
+  // 10,000 bounces and, older than all of them, 2 complaints: a page of 21 complaints (the default
+  // limit's 20 and one more) spreads over 105,021 suppressions by the counters, a page of bounces over 22.
+  await server.sql(
+    `INSERT INTO suppressions (project_id, email, reason, created_at)
+     SELECT $1, 'hs' || g || '@example.com', CASE WHEN g > 10000 THEN 'complaint' ELSE 'bounce' END, now() - g * interval '1 second'
+       FROM generate_series(1, 10002) g`,
+    [p.project.id],
+  );
+  const listed = async (query: string) => {
+    const res = await p.sk.get(`/suppressions?${query}`);
+    assert.equal(res.status, 200, `${query}: ${res.text}`);
+    return [res.body.total, res.body.data.length, res.body.data[0]?.email];
+  };
+  const search = () => p.sk.get('/suppressions?search=hs1000');
+
+  // The project's two slots taken by counts of its events: a search and a rare reason's page are
+  // refused, as is a later page of a reason none has (it would walk them all); the others are not.
+  await whileSlotsTaken(p, async () => {
+    assertBusy(await search(), PROJECT_FULL);
+    assertBusy(await p.sk.get('/suppressions?search=no-such-address'), PROJECT_FULL);
+    assertBusy(await p.sk.get('/suppressions?reason=complaint'), PROJECT_FULL);
+    assert.deepEqual(await listed(''), [10_002, 20, 'hs1@example.com']);
+    assert.deepEqual(await listed('reason=bounce'), [10_000, 20, 'hs1@example.com']);
+    const none = await p.sk.get('/suppressions?reason=manual');
+    assert.deepEqual([none.status, none.body.data, none.body.hasMore, none.body.total], [200, [], false, 0]);
+    assert.equal((await p.sk.get('/suppressions?reason=manual&cursor=nope')).status, 400);
+  });
+  assert.deepEqual(await listed('search=hs1000'), [4, 4, 'hs1000@example.com']);
+  assert.deepEqual(await listed('reason=complaint'), [2, 2, 'hs10001@example.com']);
+
+  // A search held past its bound is a 503, and changes nothing.
+  const table = await holdLock(server.databaseUrl, 'LOCK TABLE suppressions IN ACCESS EXCLUSIVE MODE');
+  try {
+    const slow = search();
+    await waitingForLocks(1);
+    const res = await slow;
+    assert.equal(res.status, 503, res.text);
+    assert.equal(res.body.error.code, 'QUERY_TIMEOUT');
+    assert.equal(res.body.error.message, `Listing this project's suppressions took longer than ${SUPPRESSIONS_READ_STATEMENT_MS / 1000} s`);
+  } finally {
+    await table.release();
+  }
+  assert.deepEqual(await listed('search=hs1000'), [4, 4, 'hs1000@example.com']);
 });
 
 test('counting events over a range whose partial days hold more than 100,000 is a heavy read; a smaller count is not', async () => {

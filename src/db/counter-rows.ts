@@ -30,6 +30,23 @@ export async function sumCounter(db: Db, table: (typeof COUNTER_TABLES)[number][
 }
 
 /**
+ * A project's count in a counter table (`where`), and the part of it that `matching` selects (all
+ * of it when undefined): how many rows a filter has, and how far its page walks among the rest.
+ */
+export async function sumCounterPart(
+  db: Db,
+  table: (typeof COUNTER_TABLES)[number]['table'],
+  where: SQL,
+  matching: SQL | undefined,
+): Promise<{ all: number; matching: number }> {
+  const { rows } = await db.execute<{ all: string; matching: string }>(sql`
+    SELECT coalesce(sum(count), 0)::bigint AS all,
+           coalesce(sum(count) FILTER (WHERE ${matching ?? sql`true`}), 0)::bigint AS matching
+      FROM ${sql.identifier(table)} WHERE ${where}`);
+  return { all: Number(rows[0].all), matching: Number(rows[0].matching) };
+}
+
+/**
  * Held by a fold, and by a transaction that deletes counter rows by key rather than adding to them
  * (events/counts.ts forgetPartition): such a delete would miss a shard-0 row that a fold committing
  * meanwhile inserted, and leave it counting events that are gone.

@@ -12,6 +12,7 @@ import { type RawSource, rawSourceSize, rawSourceStream } from './raw-source.ts'
 import { emailSourceCleared } from './retention.ts';
 import type { EmailRecord } from './schemas.ts';
 import { isoUs } from '../contacts/sql.ts';
+import { sumCounterPart } from '../../db/counter-rows.ts';
 
 type EmailRow = typeof emails.$inferSelect;
 
@@ -100,13 +101,8 @@ const countWhere = async (db: Db, where: SQL) =>
  * (db/schema/emails.ts), which triggers on `emails` keep in the statements that write emails
  * (migration 0018): a few rows per status however many emails there are.
  */
-async function countEmails(db: Db, projectId: string, status: string | undefined): Promise<{ all: number; matching: number }> {
-  const { rows } = await db.execute<{ all: string; matching: string }>(sql`
-    SELECT coalesce(sum(count), 0)::bigint AS all,
-           coalesce(sum(count) FILTER (WHERE ${status === undefined ? sql`true` : sql`status = ${status}`}), 0)::bigint AS matching
-      FROM email_counts WHERE project_id = ${projectId}`);
-  return { all: Number(rows[0].all), matching: Number(rows[0].matching) };
-}
+const countEmails = (db: Db, projectId: string, status: string | undefined): Promise<{ all: number; matching: number }> =>
+  sumCounterPart(db, 'email_counts', sql`project_id = ${projectId}`, status === undefined ? undefined : sql`status = ${status}`);
 
 export type EmailListQuery = { limit: number; cursor?: string; contactId?: string; campaignId?: string; status?: string };
 

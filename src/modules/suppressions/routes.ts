@@ -5,7 +5,8 @@ import { projectOf, requireProject } from '../../http/auth.ts';
 import { limitParam } from '../../http/pagination.ts';
 import { cursorList, describer } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
-import { deleteSuppression, listSuppressions } from './service.ts';
+import { heavyReadNote } from '../../http/heavy-reads.ts';
+import { SUPPRESSIONS_LISTED_AT_ONCE, SUPPRESSIONS_READ_STATEMENT_MS, deleteSuppression, listSuppressions } from './service.ts';
 
 const listQuery = z.object({
   limit: limitParam,
@@ -33,9 +34,13 @@ export function suppressionRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'suppressions.list',
         summary: 'Suppressed addresses (bounces, complaints, manual)',
+        description: `Cursor-paginated, newest first; \`search\` matches part of the address, \`reason\` filters. ${heavyReadNote(
+          `With a search (which reads and counts every suppression it matches), or a reason so rare that its page walks more than ${SUPPRESSIONS_LISTED_AT_ONCE.toLocaleString('en-US')} suppressions`,
+          SUPPRESSIONS_READ_STATEMENT_MS,
+        )}`,
         query: listQuery,
         responses: { 200: cursorList(suppressionSchema) },
-        errors: [400],
+        errors: [400, 503],
       }),
       onRequest,
     },

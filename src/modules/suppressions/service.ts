@@ -6,7 +6,8 @@ import { afterCursor, cursorPage } from '../../http/keyset.ts';
 import { notFound } from '../../http/errors.ts';
 import { containsPattern } from '../../db/like.ts';
 import { equalsAny } from '../../db/any.ts';
-import { sumCounter } from '../../db/counter-rows.ts';
+import { sumCounterPart } from '../../db/counter-rows.ts';
+import { boundedHeavyReadWhen } from '../../http/heavy-reads.ts';
 
 export type SuppressionReason = 'bounce' | 'complaint' | 'manual';
 
@@ -34,33 +35,60 @@ const toRecord = (r: Row): SuppressionRecord => ({
 export type SuppressionListQuery = { limit: number; cursor?: string; search?: string; reason?: SuppressionReason };
 
 /**
+ * A list reads at most about this many suppressions at once: past it (a reason so rare that its
+ * page walks more of the project's newest), and for every search, it is a heavy read.
+ */
+export const SUPPRESSIONS_LISTED_AT_ONCE = 10_000;
+
+/** How long one statement of a heavy suppressions list may run: past it, a 503. */
+export const SUPPRESSIONS_READ_STATEMENT_MS = 10_000;
+
+/**
  * Newest first, keyset-paginated on (created_at, email). `total` (first page only) comes from the
- * counters (migration 0031) unless a search narrows the list; a search reads the trigram index on
- * the address (db/search-index.ts).
+ * counters (migration 0031) unless a search narrows the list, and a first page of a reason none has
+ * is answered from them alone. A search reads the trigram index on the address (db/search-index.ts)
+ * and counts its matches; a term under three characters has no trigram and reads every suppression
+ * of the project: so a search is a heavy read (http/heavy-reads.ts: the project's slots and time,
+ * a 429 past either; its statements bounded by SUPPRESSIONS_READ_STATEMENT_MS), as is a reason's
+ * page that would walk more than SUPPRESSIONS_LISTED_AT_ONCE of them (`(project_id, created_at)` is
+ * the only index a page reads; the reason's rows spread over it as the counters say).
  */
 export async function listSuppressions(ctx: AppContext, projectId: string, q: SuppressionListQuery) {
   const db = ctx.database.db;
+  const term = q.search ?? '';
+  const searching = term !== '';
   const filters: SQL[] = [eq(suppressions.projectId, projectId)];
   if (q.reason) filters.push(eq(suppressions.reason, q.reason));
-  if (q.search) filters.push(ilike(suppressions.email, containsPattern(q.search.trim().toLowerCase())));
+  if (searching) filters.push(ilike(suppressions.email, containsPattern(term.trim().toLowerCase())));
   const where = and(...filters)!;
-  const page = db
-    .select()
-    .from(suppressions)
-    .where(and(where, afterCursor(q.cursor, suppressions.createdAt, suppressions.email)))
-    .orderBy(desc(suppressions.createdAt), desc(suppressions.email))
-    .limit(q.limit + 1);
-  const count = q.cursor
-    ? 0
-    : q.search
-      ? db
-          .select({ n: sql<number>`count(*)::int` })
-          .from(suppressions)
-          .where(where)
-          .then((r) => r[0].n)
-      : sumCounter(db, 'suppression_counts', sql`project_id = ${projectId}${q.reason ? sql` AND reason = ${q.reason}` : sql``}`);
-  const [rows, total] = await Promise.all([page, count]);
-  return { ...cursorPage(rows, q.limit, (r) => [r.createdAt, r.email], toRecord), total };
+  const after = afterCursor(q.cursor, suppressions.createdAt, suppressions.email);
+  const counted =
+    searching || (q.cursor && !q.reason)
+      ? undefined
+      : await sumCounterPart(db, 'suppression_counts', sql`project_id = ${projectId}`, q.reason ? sql`reason = ${q.reason}` : undefined);
+  if (!q.cursor && counted?.matching === 0) return { data: [], cursor: undefined, hasMore: false, total: 0 };
+  const read = async (db: Db) => {
+    const rows = await db
+      .select()
+      .from(suppressions)
+      .where(and(where, after))
+      .orderBy(desc(suppressions.createdAt), desc(suppressions.email))
+      .limit(q.limit + 1);
+    const total = q.cursor
+      ? 0
+      : counted
+        ? counted.matching
+        : (
+            await db
+              .select({ n: sql<number>`count(*)::int` })
+              .from(suppressions)
+              .where(where)
+          )[0].n;
+    return { ...cursorPage(rows, q.limit, (r) => [r.createdAt, r.email], toRecord), total };
+  };
+  const walked = counted && q.reason ? Math.min(counted.all, ((q.limit + 1) * counted.all) / counted.matching) : 0;
+  const heavy = searching || walked > SUPPRESSIONS_LISTED_AT_ONCE;
+  return boundedHeavyReadWhen(heavy, ctx, projectId, { ms: SUPPRESSIONS_READ_STATEMENT_MS, what: "Listing this project's suppressions" }, read);
 }
 
 /** Lets mail reach the address again. The contact stays unsubscribed: re-subscribing is a separate, explicit step. */
