@@ -69,7 +69,7 @@ describe('events partitioned by month', () => {
     }
   });
 
-  test('every partition, emails, contacts and segment members have their statistics refreshed after a fixed number of changes, not a tenth of its rows', async () => {
+  test('every partition, emails, contacts, segment members and suppressions have their statistics refreshed after a fixed number of changes, not a tenth of its rows', async () => {
     // A project the last ANALYZE did not see is estimated at one row, and its lists sorted all of
     // its events (docs/decisions.md § Growth): the migration set this on the partitions it made, the job on its own.
     fixed = new Date('2035-02-10T08:00:00Z');
@@ -80,11 +80,11 @@ describe('events partitioned by month', () => {
     }
     const rows = await server.sql<{ name: string; options: string[] | null }>(
       `SELECT c.relname AS name, c.reloptions AS options FROM pg_class c
-        WHERE c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'events'::regclass) OR c.relname IN ('emails', 'contacts', 'segment_members') ORDER BY 1`,
+        WHERE c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'events'::regclass) OR c.relname IN ('emails', 'contacts', 'segment_members', 'suppressions') ORDER BY 1`,
     );
     const expected = ['autovacuum_analyze_scale_factor=0', `autovacuum_analyze_threshold=${ANALYZE_AFTER_CHANGES}`];
     assert.ok(rows.some((r) => r.name === 'events_2035_02') && rows.some((r) => r.name === 'events_default') && rows.some((r) => r.name === 'emails'));
-    assert.ok(rows.some((r) => r.name === 'contacts') && rows.some((r) => r.name === 'segment_members'));
+    assert.ok(rows.some((r) => r.name === 'contacts') && rows.some((r) => r.name === 'segment_members') && rows.some((r) => r.name === 'suppressions'));
     assert.ok(rows.some((r) => r.name === monthName(new Date())));
     for (const r of rows) assert.deepEqual(r.options, expected, r.name);
   });
