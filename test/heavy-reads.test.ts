@@ -60,6 +60,21 @@ function assertBusy(res: Res, message: string): void {
   assert.match(res.body.error.message, new RegExp(`^${message}`));
 }
 
+/** `read` held behind a lock on `table` past its statement bound: a 503 QUERY_TIMEOUT saying `message`. */
+async function assertTimesOut(table: string, read: () => Promise<Res>, message: string): Promise<void> {
+  const lock = await holdLock(server.databaseUrl, `LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
+  try {
+    const slow = read();
+    await waitingForLocks(1);
+    const res = await slow;
+    assert.equal(res.status, 503, res.text);
+    assert.equal(res.body.error.code, 'QUERY_TIMEOUT');
+    assert.equal(res.body.error.message, message);
+  } finally {
+    await lock.release();
+  }
+}
+
 const VISITS = [3, [{ name: 'visit', count: 3, uniqueContacts: 2 }]];
 const counted = (res: Res) => {
   assert.equal(res.status, 200, res.text);
@@ -245,17 +260,7 @@ test('a search of the contacts, or a subscription filter, is a heavy read: it ta
   });
 
   // A search held past its bound is a 503, and changes nothing.
-  const contacts = await holdLock(server.databaseUrl, 'LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE');
-  try {
-    const slow = search();
-    await waitingForLocks(1);
-    const res = await slow;
-    assert.equal(res.status, 503, res.text);
-    assert.equal(res.body.error.code, 'QUERY_TIMEOUT');
-    assert.equal(res.body.error.message, `Reading this project's contacts took longer than ${CONTACTS_READ_STATEMENT_MS / 1000} s`);
-  } finally {
-    await contacts.release();
-  }
+  await assertTimesOut('contacts', search, `Reading this project's contacts took longer than ${CONTACTS_READ_STATEMENT_MS / 1000} s`);
   assert.deepEqual(found(await search()), BOTH);
 });
 
@@ -352,17 +357,7 @@ test('a search of the suppressions, or a reason so rare that its page walks more
   assert.deepEqual(await listed('reason=complaint'), [2, 2, 'hs10001@example.com']);
 
   // A search held past its bound is a 503, and changes nothing.
-  const table = await holdLock(server.databaseUrl, 'LOCK TABLE suppressions IN ACCESS EXCLUSIVE MODE');
-  try {
-    const slow = search();
-    await waitingForLocks(1);
-    const res = await slow;
-    assert.equal(res.status, 503, res.text);
-    assert.equal(res.body.error.code, 'QUERY_TIMEOUT');
-    assert.equal(res.body.error.message, `Listing this project's suppressions took longer than ${SUPPRESSIONS_READ_STATEMENT_MS / 1000} s`);
-  } finally {
-    await table.release();
-  }
+  await assertTimesOut('suppressions', search, `Listing this project's suppressions took longer than ${SUPPRESSIONS_READ_STATEMENT_MS / 1000} s`);
   assert.deepEqual(await listed('search=hs1000'), [4, 4, 'hs1000@example.com']);
 });
 
