@@ -79,6 +79,12 @@ test('accessibility: no serious or critical axe violation on the main pages, at 
   assert.equal(template.status, 201, template.text);
   const sent = await owner.sk.post('/v1/send', { to: 'reader@example.org', from: 'hi@sandbox.herald.test', subject: 'Hi', body: '<p>Hello</p>' });
   assert.equal(sent.status, 200, sent.text);
+  // One suppression of each reason, so that the suppressions page shows its badges and the email's link.
+  await server.sql(
+    `INSERT INTO suppressions (project_id, email, reason, email_id) VALUES
+       ($1, 'gone@example.org', 'bounce', $2), ($1, 'angry@example.org', 'complaint', NULL), ($1, 'by-hand@example.org', 'manual', NULL)`,
+    [owner.project.id, sent.body.data.emails[0].email],
+  );
 
   const base = `${server.url}/app/p/${owner.project.id}`;
   const pages: [string, string | RegExp][] = [
@@ -95,6 +101,7 @@ test('accessibility: no serious or critical axe violation on the main pages, at 
     [`${base}/domains`, 'Domains'],
     [`${base}/emails`, 'Emails'],
     [`${base}/emails/${sent.body.data.emails[0].email}`, 'Hi'],
+    [`${base}/suppressions`, 'Suppressions'],
     [`${base}/activity`, 'Activity'],
     [`${base}/analytics`, 'Analytics'],
     [`${base}/workflows`, 'Workflows'],

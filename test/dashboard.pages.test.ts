@@ -41,6 +41,22 @@ async function sendDelivered(to: string, subject: string, body = `<p>${subject}<
   return { emailId, contactId: sent.body.data.emails[0].contact.id };
 }
 
+/** A new account joined to the owner's project as a MEMBER, and `visit` on a page of that account's session. */
+async function asMember(accountsProject: string, visit: (memberPage: Page) => Promise<void>): Promise<void> {
+  const member = await bootstrap(server.api, accountsProject);
+  const memberEmail: string = (await server.api.get('/users/@me', { cookie: member.cookie })).body.email;
+  const invited = await server.api.post(`/projects/${owner.project.id}/members`, { email: memberEmail, role: 'MEMBER' }, { cookie: owner.cookie });
+  await joinWithInvitation(server, invited, member.cookie);
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  try {
+    const [name, value] = member.cookie.split('=');
+    await context.addCookies([{ name, value, url: server.url }]);
+    await visit(await openPage(context));
+  } finally {
+    await context.close();
+  }
+}
+
 /** What a test reads of an <img> in the page (the tests' TypeScript has no DOM types). */
 type LoadedImage = { complete: boolean; naturalWidth: number; addEventListener: (type: 'load', listener: (e: unknown) => void) => void };
 
@@ -282,6 +298,80 @@ test(
   },
 );
 
+test(
+  'suppressions: the addresses with their reason and email, narrowed by a search and a reason; an ADMIN removes one, a MEMBER cannot',
+  { timeout: 180_000 },
+  async () => {
+    await journey(page, 'suppressions', async () => {
+      const { emailId } = await sendDelivered('gone@suppressed.test', 'Bounced later');
+      // As the relay's bounce and a complaint would leave them (test/suppressions.test.ts makes them for real).
+      await server.sql(
+        `INSERT INTO suppressions (project_id, email, reason, email_id, created_at) VALUES
+         ($1, 'gone@suppressed.test', 'bounce', $2, now() - interval '2 minutes'),
+         ($1, 'angry@suppressed.test', 'complaint', NULL, now() - interval '1 minute'),
+         ($1, 'by-hand@suppressed.test', 'manual', NULL, now())`,
+        [owner.project.id, emailId],
+      );
+
+      await page.goto(base());
+      await page.getByRole('link', { name: 'Suppressions', exact: true }).click();
+      await page.waitForURL(/\/suppressions$/);
+      const table = page.getByTestId('suppressions');
+      await page.getByTestId('suppressions-total').filter({ hasText: /^3$/ }).waitFor();
+      /** Each row's address and reason (with its email's link), as the page shows them. */
+      const rows = async () =>
+        Promise.all(
+          (await table.locator('tbody tr').all()).map(async (row) =>
+            (await row.getByRole('cell').allInnerTexts())
+              .slice(0, 2)
+              .map((cell) => cell.replace(/\s+/g, ' ').trim())
+              .join(' | '),
+          ),
+        );
+      assert.deepEqual(await rows(), ['by-hand@suppressed.test | MANUAL', 'angry@suppressed.test | COMPLAINT', 'gone@suppressed.test | BOUNCE the email']);
+
+      await page.getByRole('textbox', { name: 'Search addresses' }).fill('ANGRY');
+      await page.waitForURL(/search=ANGRY/);
+      await page.getByTestId('suppressions-total').filter({ hasText: /^1$/ }).waitFor();
+      assert.deepEqual(await rows(), ['angry@suppressed.test | COMPLAINT']);
+      await page.getByRole('textbox', { name: 'Search addresses' }).fill('');
+      await page.getByTestId('suppressions-total').filter({ hasText: /^3$/ }).waitFor();
+      await page.getByRole('combobox', { name: 'Reason' }).click();
+      await page.getByRole('option', { name: 'bounce' }).click();
+      await page.waitForURL(/\/suppressions\?reason=bounce$/);
+      await page.getByTestId('suppressions-total').filter({ hasText: /^1$/ }).waitFor();
+      await table.getByRole('link', { name: 'the email' }).click();
+      await page.waitForURL(new RegExp(`/emails/${emailId}$`));
+      await page.getByTestId('email-status').filter({ hasText: 'DELIVERED' }).waitFor();
+
+      // A MEMBER reads the list but has no Remove.
+      await asMember('Reads suppressions', async (memberPage) => {
+        await memberPage.goto(`${base()}/suppressions`);
+        await memberPage.getByTestId('suppressions-total').filter({ hasText: /^3$/ }).waitFor();
+        assert.equal(await memberPage.getByRole('button', { name: /^Remove/ }).count(), 0);
+      });
+
+      // The owner removes the bounced address after confirming: the API lists two, and sends to it again.
+      await page.goto(`${base()}/suppressions`);
+      await page.getByTestId('suppressions-total').filter({ hasText: /^3$/ }).waitFor();
+      await table.getByRole('button', { name: 'Remove gone@suppressed.test', exact: true }).click();
+      const dialog = page.getByRole('dialog', { name: 'Remove gone@suppressed.test?' });
+      await dialog.getByRole('button', { name: 'Remove from suppressions' }).click();
+      await page.getByText('gone@suppressed.test can receive mail again').waitFor();
+      await page.getByTestId('suppressions-total').filter({ hasText: /^2$/ }).waitFor();
+      assert.deepEqual(await rows(), ['by-hand@suppressed.test | MANUAL', 'angry@suppressed.test | COMPLAINT']);
+      const listed = await owner.sk.get('/suppressions');
+      assert.deepEqual(
+        listed.body.data.map((e: { email: string }) => e.email),
+        ['by-hand@suppressed.test', 'angry@suppressed.test'],
+      );
+      const again = await owner.sk.post('/v1/send', { to: 'gone@suppressed.test', from: 'hi@sandbox.herald.test', subject: 'Back', body: '<p>Back</p>' });
+      assert.equal(again.status, 200, again.text);
+      await waitForStatus(owner.sk, again.body.data.emails[0].email, ['DELIVERED']);
+    });
+  },
+);
+
 test("a scheduled campaign's report reads the campaign again at its start, not every 2 s (each read recounts its audience)", { timeout: 180_000 }, async () => {
   await journey(page, 'scheduled report', async () => {
     assert.equal((await owner.sk.post('/contacts', { email: 'later@example.org' })).status, 201);
@@ -395,24 +485,14 @@ test('settings: monthly sending caps with usage bars; a MEMBER sees them but can
       .filter({ hasText: `${limits.body.transactional.usage} sent of 500` })
       .waitFor();
 
-    const member = await bootstrap(server.api, 'Mine');
-    const memberEmail: string = (await server.api.get('/users/@me', { cookie: member.cookie })).body.email;
-    const invited = await server.api.post(`/projects/${owner.project.id}/members`, { email: memberEmail, role: 'MEMBER' }, { cookie: owner.cookie });
-    await joinWithInvitation(server, invited, member.cookie);
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    try {
-      const [name, value] = member.cookie.split('=');
-      await context.addCookies([{ name, value, url: server.url }]);
-      const memberPage = await openPage(context);
+    await asMember('Mine', async (memberPage) => {
       await memberPage.goto(`${base()}/settings`);
       await memberPage.getByTestId('usage-transactional').filter({ hasText: 'of 500' }).waitFor();
       assert.equal(await memberPage.getByLabel('Transactional cap').isDisabled(), true);
       assert.equal(await memberPage.getByRole('button', { name: 'Save caps' }).count(), 0);
       assert.equal(await memberPage.getByRole('button', { name: 'Rotate keys…' }).count(), 0);
       assert.equal(await memberPage.getByRole('button', { name: 'Invite' }).count(), 0);
-    } finally {
-      await context.close();
-    }
+    });
   });
 });
 

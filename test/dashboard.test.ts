@@ -188,7 +188,7 @@ test('every page fits a 390 px wide phone screen, with the navigation behind a m
   await journey(page, 'mobile', async () => {
     assert.ok(projectId, 'the first journey created the project');
     await page.setViewportSize({ width: 390, height: 844 });
-    for (const section of ['', 'contacts', 'campaigns', 'workflows', 'templates', 'domains', 'emails', 'activity', 'analytics', 'settings']) {
+    for (const section of ['', 'contacts', 'campaigns', 'workflows', 'templates', 'domains', 'emails', 'suppressions', 'activity', 'analytics', 'settings']) {
       await page.goto(`${env.server.url}/app/p/${projectId}${section ? `/${section}` : ''}`);
       await page.getByRole('heading', { level: 2 }).first().waitFor();
       // Polled from here: a string predicate polled inside the page needs eval, which the dashboard's CSP forbids.

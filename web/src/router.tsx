@@ -14,6 +14,7 @@ import { EmailsPage } from './pages/Emails.tsx';
 import { HomePage } from './pages/Home.tsx';
 import { ProjectRedirect, ProjectsPage } from './pages/Projects.tsx';
 import { SettingsPage } from './pages/Settings.tsx';
+import { SuppressionsPage } from './pages/Suppressions.tsx';
 import { TemplateEditorPage, TemplatesPage } from './pages/Templates.tsx';
 import { WorkflowPage, WorkflowsPage } from './pages/Workflows.tsx';
 
@@ -58,6 +59,7 @@ export function createRouter() {
               { path: 'activity', element: <ActivityPage /> },
               { path: 'emails', element: <EmailsPage /> },
               { path: 'emails/:emailId', element: <EmailPage /> },
+              { path: 'suppressions', element: <SuppressionsPage /> },
               { path: 'analytics', element: <AnalyticsPage /> },
               { path: 'workflows', element: <WorkflowsPage /> },
               { path: 'workflows/:workflowId', element: <WorkflowPage /> },

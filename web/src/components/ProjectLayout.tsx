@@ -32,6 +32,7 @@ const NAV = [
   { to: 'templates', label: 'Templates' },
   { to: 'domains', label: 'Domains' },
   { to: 'emails', label: 'Emails' },
+  { to: 'suppressions', label: 'Suppressions' },
   { to: 'activity', label: 'Activity' },
   { to: 'analytics', label: 'Analytics' },
   { to: 'settings', label: 'Settings' },

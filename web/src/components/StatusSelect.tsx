@@ -17,17 +17,19 @@ export function useUrlChoice<T extends string>(param: string, choices: readonly 
   return [value, choose];
 }
 
-/** The small "Any status" select of a list's card header. */
+/** The small "Any status" select of a list's card header (`placeholder` names what it filters by otherwise). */
 export function StatusSelect<T extends string>({
   label,
   value,
   choices,
   onChange,
+  placeholder = 'Any status',
 }: {
   label: string;
   value: T | null;
   choices: readonly T[];
   onChange: (value: string | null) => void;
+  placeholder?: string;
 }) {
-  return <Select aria-label={label} size="xs" w={180} placeholder="Any status" clearable value={value} data={choices} onChange={onChange} />;
+  return <Select aria-label={label} size="xs" w={180} placeholder={placeholder} clearable value={value} data={choices} onChange={onChange} />;
 }
