@@ -79,10 +79,10 @@ test('accessibility: no serious or critical axe violation on the main pages, at 
   assert.equal(template.status, 201, template.text);
   const sent = await owner.sk.post('/v1/send', { to: 'reader@example.org', from: 'hi@sandbox.herald.test', subject: 'Hi', body: '<p>Hello</p>' });
   assert.equal(sent.status, 200, sent.text);
-  // One suppression of each reason, so that the suppressions page shows its badges and the email's link.
+  // One suppression of each reason, so that the suppressions page shows its badges and the email's link, and the contact's page its notice.
   await server.sql(
     `INSERT INTO suppressions (project_id, email, reason, email_id) VALUES
-       ($1, 'gone@example.org', 'bounce', $2), ($1, 'angry@example.org', 'complaint', NULL), ($1, 'by-hand@example.org', 'manual', NULL)`,
+       ($1, 'reader@example.org', 'bounce', $2), ($1, 'angry@example.org', 'complaint', NULL), ($1, 'by-hand@example.org', 'manual', NULL)`,
     [owner.project.id, sent.body.data.emails[0].email],
   );
 

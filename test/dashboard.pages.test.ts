@@ -303,7 +303,7 @@ test(
   { timeout: 180_000 },
   async () => {
     await journey(page, 'suppressions', async () => {
-      const { emailId } = await sendDelivered('gone@suppressed.test', 'Bounced later');
+      const { emailId, contactId } = await sendDelivered('gone@suppressed.test', 'Bounced later');
       // As the relay's bounce and a complaint would leave them (test/suppressions.test.ts makes them for real).
       await server.sql(
         `INSERT INTO suppressions (project_id, email, reason, email_id, created_at) VALUES
@@ -351,6 +351,14 @@ test(
         assert.equal(await memberPage.getByRole('button', { name: /^Remove/ }).count(), 0);
       });
 
+      // The contact's page says its address is suppressed, and why; its link opens the list at that address.
+      await page.goto(`${base()}/contacts/${contactId}`);
+      const notice = page.getByTestId('contact-suppressed');
+      await notice.getByText(/^It bounced on .+ \(the email\), so every email to it is recorded as SUPPRESSED/).waitFor();
+      await notice.getByRole('link', { name: 'suppressions' }).click();
+      await page.waitForURL(/\/suppressions\?search=gone%40suppressed\.test$/);
+      await page.getByTestId('suppressions-total').filter({ hasText: /^1$/ }).waitFor();
+
       // The owner removes the bounced address after confirming: the API lists two, and sends to it again.
       await page.goto(`${base()}/suppressions`);
       await page.getByTestId('suppressions-total').filter({ hasText: /^3$/ }).waitFor();
@@ -368,6 +376,11 @@ test(
       const again = await owner.sk.post('/v1/send', { to: 'gone@suppressed.test', from: 'hi@sandbox.herald.test', subject: 'Back', body: '<p>Back</p>' });
       assert.equal(again.status, 200, again.text);
       await waitForStatus(owner.sk, again.body.data.emails[0].email, ['DELIVERED']);
+      const looked = page.waitForResponse((res) => /\/suppressions\/gone(@|%40)suppressed\.test$/.test(res.url()));
+      await page.goto(`${base()}/contacts/${contactId}`);
+      assert.equal((await looked).status(), 404);
+      await page.getByRole('heading', { name: 'gone@suppressed.test' }).waitFor();
+      assert.equal(await page.getByTestId('contact-suppressed').count(), 0);
     });
   },
 );

@@ -184,6 +184,21 @@ describe('GET /suppressions at 100,000 suppressions', () => {
   });
 });
 
+describe('GET /suppressions/:email', () => {
+  test("one address's suppression whatever its case, with the email that caused it; 404 when it is not suppressed, and in another project", async () => {
+    const { emailId } = await hardBounce('Looked@Example.org');
+    const res = await b.sk.get(`/suppressions/${encodeURIComponent('LOOKED@example.ORG')}`);
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual({ ...res.body, createdAt: typeof res.body.createdAt }, { email: 'looked@example.org', reason: 'bounce', emailId, createdAt: 'string' });
+
+    const none = await b.sk.get('/suppressions/nobody@example.org');
+    assert.equal(none.status, 404);
+    assert.equal(none.body.error.code, 'SUPPRESSION_NOT_FOUND');
+    const other = await bootstrap(server.api, 'Other');
+    assert.equal((await other.sk.get('/suppressions/looked@example.org')).status, 404);
+  });
+});
+
 describe('DELETE /suppressions/:email', () => {
   test('204 with an empty body; the address receives mail again (the contact stays unsubscribed)', async () => {
     const { contactId } = await hardBounce('back@example.org');

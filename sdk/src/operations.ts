@@ -2032,6 +2032,18 @@ export interface Operations {
     body: never;
     response: void;
   };
+  /** GET /suppressions/{email}: Whether an address is suppressed, why and since when */
+  "suppressions.get": {
+    path: [email: string];
+    query: never;
+    body: never;
+    response: {
+      email: string;
+      reason: "bounce" | "complaint" | "manual";
+      emailId: string | null;
+      createdAt: string;
+    };
+  };
   /** GET /suppressions: Suppressed addresses (bounces, complaints, manual) */
   "suppressions.list": {
     path: [];
@@ -2694,6 +2706,7 @@ export const OPERATIONS = {
   "segments.removeMembers": { method: 'DELETE', path: '/segments/{id}/members', body: 'json', idempotent: false },
   "segments.update": { method: 'PATCH', path: '/segments/{id}', body: 'json', idempotent: false },
   "suppressions.delete": { method: 'DELETE', path: '/suppressions/{email}', body: 'none', idempotent: false },
+  "suppressions.get": { method: 'GET', path: '/suppressions/{email}', body: 'none', idempotent: false },
   "suppressions.list": { method: 'GET', path: '/suppressions', body: 'none', idempotent: false },
   "templates.create": { method: 'POST', path: '/templates', body: 'json', idempotent: false },
   "templates.delete": { method: 'DELETE', path: '/templates/{id}', body: 'none', idempotent: false },

@@ -6,7 +6,7 @@ import { limitParam } from '../../http/pagination.ts';
 import { cursorList, describer } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { heavyReadNote } from '../../http/heavy-reads.ts';
-import { SUPPRESSIONS_LISTED_AT_ONCE, SUPPRESSIONS_READ_STATEMENT_MS, deleteSuppression, listSuppressions } from './service.ts';
+import { SUPPRESSIONS_LISTED_AT_ONCE, SUPPRESSIONS_READ_STATEMENT_MS, deleteSuppression, getSuppression, listSuppressions } from './service.ts';
 
 const listQuery = z.object({
   limit: limitParam,
@@ -45,6 +45,22 @@ export function suppressionRoutes(app: FastifyInstance, ctx: AppContext): void {
       onRequest,
     },
     async (req) => listSuppressions(ctx, projectOf(req).projectId, parse(listQuery, req.query)),
+  );
+
+  app.get(
+    '/suppressions/:email',
+    {
+      schema: doc({
+        operationId: 'suppressions.get',
+        summary: 'Whether an address is suppressed, why and since when',
+        description: 'The address is compared lower-case. 404 SUPPRESSION_NOT_FOUND when the project does not suppress it.',
+        params: emailParams,
+        responses: { 200: suppressionSchema },
+        errors: [404],
+      }),
+      onRequest,
+    },
+    async (req) => getSuppression(ctx, projectOf(req).projectId, parse(emailParams, req.params).email),
   );
 
   app.delete(

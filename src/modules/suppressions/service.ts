@@ -91,6 +91,16 @@ export async function listSuppressions(ctx: AppContext, projectId: string, q: Su
   return boundedHeavyReadWhen(heavy, ctx, projectId, { ms: SUPPRESSIONS_READ_STATEMENT_MS, what: "Listing this project's suppressions" }, read);
 }
 
+/** The project's suppression of one address (compared lower-case), or a 404 when it is not suppressed. */
+export async function getSuppression(ctx: AppContext, projectId: string, email: string): Promise<SuppressionRecord> {
+  const [row] = await ctx.database.db
+    .select()
+    .from(suppressions)
+    .where(and(eq(suppressions.projectId, projectId), eq(suppressions.email, normalise(email))));
+  if (!row) throw notFound('suppression', normalise(email));
+  return toRecord(row);
+}
+
 /** Lets mail reach the address again. The contact stays unsubscribed: re-subscribing is a separate, explicit step. */
 export async function deleteSuppression(ctx: AppContext, projectId: string, email: string): Promise<void> {
   const deleted = await ctx.database.db

@@ -27,6 +27,7 @@ import { herald } from '../api.ts';
 import { BulkBar, ImportModal, MAX_BULK } from '../components/ContactJobs.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
+import { SuppressionNotice } from '../components/SuppressionNotice.tsx';
 import { cursorPaging, formatDate, useProjectId } from '../hooks.ts';
 import type { Answer } from '../types.ts';
 
@@ -388,6 +389,8 @@ export function ContactPage() {
           </Button>
         </Group>
       </Group>
+
+      <SuppressionNotice email={c.email} />
 
       <Card withBorder>
         <Title order={3} size="h4" mb="sm">
