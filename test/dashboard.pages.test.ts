@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { simpleParser } from 'mailparser';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, Locator, Page } from 'playwright-core';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { BROWSER_SETUP_TIMEOUT_MS, journey, openPage } from './helpers/browser.ts';
 import { waitForStatus } from './helpers/mail.ts';
@@ -56,6 +56,17 @@ async function asMember(accountsProject: string, visit: (memberPage: Page) => Pr
     await context.close();
   }
 }
+
+/** Each body row of `table` as the text of its first `cells` cells, whitespace collapsed, joined by " | ". */
+const rowTexts = async (table: Locator, cells: number): Promise<string[]> =>
+  Promise.all(
+    (await table.locator('tbody tr').all()).map(async (row) =>
+      (await row.getByRole('cell').allInnerTexts())
+        .slice(0, cells)
+        .map((cell) => cell.replace(/\s+/g, ' ').trim())
+        .join(' | '),
+    ),
+  );
 
 /** What a test reads of an <img> in the page (the tests' TypeScript has no DOM types). */
 type LoadedImage = { complete: boolean; naturalWidth: number; addEventListener: (type: 'load', listener: (e: unknown) => void) => void };
@@ -251,15 +262,7 @@ test(
       await page.getByRole('heading', { name: 'Opens and clicks over time' }).waitFor();
       await page.getByText('No clicks yet').waitFor();
       /** Each row's recipient, status (with its error) and opens, as the page shows them. */
-      const rows = async () =>
-        Promise.all(
-          (await table.locator('tbody tr').all()).map(async (row) =>
-            (await row.getByRole('cell').allInnerTexts())
-              .slice(0, 3)
-              .map((cell) => cell.replace(/\s+/g, ' ').trim())
-              .join(' | '),
-          ),
-        );
+      const rows = () => rowTexts(table, 3);
       assert.deepEqual((await rows()).sort(), [
         'ann@recipients.test | DELIVERED | 0',
         'bob@recipients.test | BOUNCED 550 5.1.1 No such user | 0',
@@ -319,15 +322,7 @@ test(
       const table = page.getByTestId('suppressions');
       await page.getByTestId('suppressions-total').filter({ hasText: /^3$/ }).waitFor();
       /** Each row's address and reason (with its email's link), as the page shows them. */
-      const rows = async () =>
-        Promise.all(
-          (await table.locator('tbody tr').all()).map(async (row) =>
-            (await row.getByRole('cell').allInnerTexts())
-              .slice(0, 2)
-              .map((cell) => cell.replace(/\s+/g, ' ').trim())
-              .join(' | '),
-          ),
-        );
+      const rows = () => rowTexts(table, 2);
       assert.deepEqual(await rows(), ['by-hand@suppressed.test | MANUAL', 'angry@suppressed.test | COMPLAINT', 'gone@suppressed.test | BOUNCE the email']);
 
       await page.getByRole('textbox', { name: 'Search addresses' }).fill('ANGRY');
