@@ -47,6 +47,13 @@ export async function sumCounterPart(
 }
 
 /**
+ * About how many rows a page of `limit` walks along an index of all of them to find its matching
+ * ones, which spread over the rest as the counters say (all of them when none match).
+ */
+export const rowsWalkedFor = (limit: number, counted: { all: number; matching: number }): number =>
+  Math.min(counted.all, ((limit + 1) * counted.all) / counted.matching);
+
+/**
  * Held by a fold, and by a transaction that deletes counter rows by key rather than adding to them
  * (events/counts.ts forgetPartition): such a delete would miss a shard-0 row that a fold committing
  * meanwhile inserted, and leave it counting events that are gone.

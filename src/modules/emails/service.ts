@@ -12,7 +12,7 @@ import { type RawSource, rawSourceSize, rawSourceStream } from './raw-source.ts'
 import { emailSourceCleared } from './retention.ts';
 import type { EmailRecord } from './schemas.ts';
 import { isoUs } from '../contacts/sql.ts';
-import { sumCounterPart } from '../../db/counter-rows.ts';
+import { rowsWalkedFor, sumCounterPart } from '../../db/counter-rows.ts';
 
 type EmailRow = typeof emails.$inferSelect;
 
@@ -149,8 +149,7 @@ async function narrowedToMany(db: Db, projectId: string, q: EmailListQuery, camp
  * an email stays SENT, captured it is DELIVERED at once, so either may be rare; QUEUED and
  * SENDING are in the delivery's index of every project's waiting emails).
  */
-const walkedFor = (q: EmailListQuery, counted: { all: number; matching: number }): number =>
-  statusWalks(q) ? Math.min(counted.all, ((q.limit + 1) * counted.all) / counted.matching) : 0;
+const walkedFor = (q: EmailListQuery, counted: { all: number; matching: number }): number => (statusWalks(q) ? rowsWalkedFor(q.limit, counted) : 0);
 
 /** A status without an index of its own: its page reads along the project's newest emails. */
 const statusWalks = (q: EmailListQuery): boolean => q.status !== undefined && !INDEXED_STATUSES.has(q.status);

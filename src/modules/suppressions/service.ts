@@ -6,7 +6,7 @@ import { afterCursor, cursorPage } from '../../http/keyset.ts';
 import { notFound } from '../../http/errors.ts';
 import { containsPattern } from '../../db/like.ts';
 import { equalsAny } from '../../db/any.ts';
-import { sumCounterPart } from '../../db/counter-rows.ts';
+import { rowsWalkedFor, sumCounterPart } from '../../db/counter-rows.ts';
 import { boundedHeavyReadWhen } from '../../http/heavy-reads.ts';
 
 export type SuppressionReason = 'bounce' | 'complaint' | 'manual';
@@ -86,7 +86,7 @@ export async function listSuppressions(ctx: AppContext, projectId: string, q: Su
           )[0].n;
     return { ...cursorPage(rows, q.limit, (r) => [r.createdAt, r.email], toRecord), total };
   };
-  const walked = counted && q.reason ? Math.min(counted.all, ((q.limit + 1) * counted.all) / counted.matching) : 0;
+  const walked = counted && q.reason ? rowsWalkedFor(q.limit, counted) : 0;
   const heavy = searching || walked > SUPPRESSIONS_LISTED_AT_ONCE;
   return boundedHeavyReadWhen(heavy, ctx, projectId, { ms: SUPPRESSIONS_READ_STATEMENT_MS, what: "Listing this project's suppressions" }, read);
 }
