@@ -141,5 +141,17 @@ test('contacts: selected rows are unsubscribed, subscribed and deleted in bulk, 
     await page.getByRole('link', { name: 'bulk3@example.org' }).waitFor({ state: 'detached' });
     assert.equal((await owner.sk.get(`/contacts/${ids['bulk3@example.org']}`)).status, 404);
     assert.equal((await owner.sk.get(`/contacts/${ids['bulk1@example.org']}`)).status, 200);
+
+    // The sidebar's link opens every contact again, without the search or the selection.
+    await page.getByRole('checkbox', { name: 'Select bulk1@example.org' }).check();
+    await page.getByTestId('bulk-bar').getByText('1 selected').waitFor();
+    assert.equal((await owner.sk.post('/contacts', { email: 'other@example.org' })).status, 201);
+    await page.getByRole('link', { name: 'Contacts', exact: true }).click();
+    await page.getByText(`${((await owner.sk.get('/contacts')).body.total as number).toLocaleString('en-US')} contacts`).waitFor();
+    await page.getByRole('link', { name: 'other@example.org' }).waitFor();
+    await page.getByTestId('bulk-bar').waitFor({ state: 'detached' });
+    await page.waitForTimeout(600); // past the box's 300 ms
+    assert.match(page.url(), /\/contacts$/);
+    assert.equal(await page.getByRole('textbox', { name: 'Search' }).inputValue(), '');
   });
 });

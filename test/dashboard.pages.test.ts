@@ -329,7 +329,17 @@ test(
       await page.waitForURL(/search=ANGRY/);
       await page.getByTestId('suppressions-total').filter({ hasText: /^1$/ }).waitFor();
       assert.deepEqual(await rows(), ['angry@suppressed.test | COMPLAINT']);
+      // The sidebar's link opens the whole list again: the box's old text does not write the search back.
+      await page.getByRole('link', { name: 'Suppressions', exact: true }).click();
+      await page.getByTestId('suppressions-total').filter({ hasText: /^3$/ }).waitFor();
+      await page.waitForTimeout(600); // past the box's 300 ms
+      assert.match(page.url(), /\/suppressions$/);
+      assert.equal(await page.getByRole('textbox', { name: 'Search addresses' }).inputValue(), '');
+      await page.getByRole('textbox', { name: 'Search addresses' }).fill(' angry ');
+      await page.waitForURL(/search=angry$/);
+      await page.getByTestId('suppressions-total').filter({ hasText: /^1$/ }).waitFor();
       await page.getByRole('textbox', { name: 'Search addresses' }).fill('');
+      await page.waitForURL(/\/suppressions$/);
       await page.getByTestId('suppressions-total').filter({ hasText: /^3$/ }).waitFor();
       await page.getByRole('combobox', { name: 'Reason' }).click();
       await page.getByRole('option', { name: 'bounce' }).click();

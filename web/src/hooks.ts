@@ -1,5 +1,6 @@
+import { useDebouncedValue } from '@mantine/hooks';
 import { useState } from 'react';
-import { useParams } from 'react-router';
+import { useParams, useSearchParams } from 'react-router';
 import { isApiError } from './api.ts';
 
 /** The project id from the URL (/p/:projectId/...). */
@@ -31,4 +32,33 @@ export function useFittingPageSize(initial: number): [number, (error: unknown) =
     if (typeof named === 'number' && named >= 1 && named < size) setSize(named);
   };
   return [size, fit];
+}
+
+/**
+ * A search box whose term lives in the URL's `search` parameter: `[text, setText, term]`. The
+ * term follows the text (trimmed) 300 ms after typing stops. A URL changed from outside (the
+ * sidebar's link to the page, the back button) puts its term in the box rather than being written
+ * over by the box's old text. `onTermChange` runs whenever the term changes (to reset paging or a
+ * selection).
+ */
+export function useUrlSearch(onTermChange?: () => void): [string, (text: string) => void, string] {
+  const [params, setParams] = useSearchParams();
+  const term = params.get('search') ?? '';
+  const [text, setText] = useState(term);
+  const [settled] = useDebouncedValue(text.trim(), 300);
+  // The term on the last render, and the one the box last asked the URL for: a term that changed
+  // to anything else came from outside.
+  const [seen, setSeen] = useState({ term, asked: term });
+  if (term !== seen.term) {
+    setSeen({ term, asked: term });
+    if (term !== seen.asked) setText(term);
+    onTermChange?.();
+  } else if (settled === text.trim() && settled !== term && settled !== seen.asked) {
+    const next = new URLSearchParams(params);
+    if (settled) next.set('search', settled);
+    else next.delete('search');
+    setParams(next, { replace: true });
+    setSeen({ term, asked: settled });
+  }
+  return [text, setText, term];
 }

@@ -19,7 +19,7 @@ import {
   Title,
 } from '@mantine/core';
 import { useForm } from '@mantine/form';
-import { useDebouncedValue, useDisclosure } from '@mantine/hooks';
+import { useDisclosure } from '@mantine/hooks';
 import { keepPreviousData, useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useState } from 'react';
 import { Link, useNavigate, useParams, useSearchParams } from 'react-router';
@@ -28,7 +28,7 @@ import { BulkBar, ImportModal, MAX_BULK } from '../components/ContactJobs.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { SuppressionNotice } from '../components/SuppressionNotice.tsx';
-import { cursorPaging, formatDate, useProjectId } from '../hooks.ts';
+import { cursorPaging, formatDate, useProjectId, useUrlSearch } from '../hooks.ts';
 import type { Answer } from '../types.ts';
 
 type ActivityItem = Answer<'activity.list'>['data'][number];
@@ -44,11 +44,8 @@ const SORTS = [
 export function ContactsPage() {
   const projectId = useProjectId();
   const [params, setParams] = useSearchParams();
-  const search = params.get('search') ?? '';
   const subscribed = params.get('subscribed') ?? 'all';
   const order = SORTS.find((s) => s.value === params.get('order')) ?? SORTS[0];
-  const [searchInput, setSearchInput] = useState(search);
-  const [debounced] = useDebouncedValue(searchInput, 300);
   // Cursors of the pages before this one, so Previous works without loading more than one page.
   const [cursors, setCursors] = useState<string[]>([]);
   const cursor = cursors[cursors.length - 1];
@@ -57,15 +54,10 @@ export function ContactsPage() {
   // Selected rows, kept across pages (ids; at most MAX_BULK can be acted on at once).
   const [selected, setSelected] = useState<string[]>([]);
   const clearSelection = useCallback(() => setSelected([]), []);
-
-  if (debounced !== search) {
-    const next = new URLSearchParams(params);
-    if (debounced) next.set('search', debounced);
-    else next.delete('search');
-    setParams(next, { replace: true });
+  const [searchInput, setSearchInput, search] = useUrlSearch(() => {
     setCursors([]);
     setSelected([]);
-  }
+  });
 
   const list = useQuery({
     queryKey: [projectId, 'contacts', { search, subscribed, cursor, order: order.value }],

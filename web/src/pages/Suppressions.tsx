@@ -1,14 +1,13 @@
 import { Anchor, Badge, Button, Card, Group, Modal, Stack, Table, Text, TextInput, Title, VisuallyHidden } from '@mantine/core';
-import { useDebouncedValue } from '@mantine/hooks';
 import { keepPreviousData, useInfiniteQuery, useMutation, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
-import { Link, useSearchParams } from 'react-router';
+import { Link } from 'react-router';
 import { herald } from '../api.ts';
 import { showApiError, notifySuccess } from '../components/forms.ts';
 import { useProject } from '../components/ProjectLayout.tsx';
 import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { StatusSelect, useUrlChoice } from '../components/StatusSelect.tsx';
-import { cursorPaging, formatDate, formatNumber } from '../hooks.ts';
+import { cursorPaging, formatDate, formatNumber, useUrlSearch } from '../hooks.ts';
 import type { Answer } from '../types.ts';
 
 type Suppression = Answer<'suppressions.list'>['data'][number];
@@ -25,20 +24,10 @@ const PAGE_SIZE = 50;
 export function SuppressionsPage() {
   const project = useProject();
   const canManage = project.role !== 'MEMBER';
-  const [params, setParams] = useSearchParams();
-  const search = params.get('search') ?? '';
-  const [searchInput, setSearchInput] = useState(search);
-  const [debounced] = useDebouncedValue(searchInput.trim(), 300);
+  const [searchInput, setSearchInput, search] = useUrlSearch();
   const [reason, setReason] = useUrlChoice('reason', REASONS);
   const [removing, setRemoving] = useState<Suppression | null>(null);
   const queryClient = useQueryClient();
-
-  if (debounced !== search) {
-    const next = new URLSearchParams(params);
-    if (debounced) next.set('search', debounced);
-    else next.delete('search');
-    setParams(next, { replace: true });
-  }
 
   const list = useInfiniteQuery({
     queryKey: [project.id, 'suppressions', { search, reason }],
