@@ -109,6 +109,11 @@ describe('GET /suppressions', () => {
     assert.equal(complaints.body.total, 5);
     const search = await p.sk.get('/suppressions?search=USER1');
     assert.equal(search.body.total, 10);
+    // A page that holds every match, and one that does not (its total counted).
+    for (const limit of [10, 3]) {
+      const page = await p.sk.get(`/suppressions?search=USER1&limit=${limit}`);
+      assert.deepEqual([page.body.data.length, page.body.total, page.body.hasMore], [limit, 10, limit < 10], `limit ${limit}`);
+    }
     const literal = await p.sk.get(`/suppressions?search=${encodeURIComponent('user_')}`);
     assert.equal(literal.body.total, 0, 'search is a literal substring, not a LIKE pattern');
   });

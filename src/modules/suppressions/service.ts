@@ -74,16 +74,19 @@ export async function listSuppressions(ctx: AppContext, projectId: string, q: Su
       .where(and(where, after))
       .orderBy(desc(suppressions.createdAt), desc(suppressions.email))
       .limit(q.limit + 1);
+    // A search whose first page read all its matches has their number without counting them.
     const total = q.cursor
       ? 0
       : counted
         ? counted.matching
-        : (
-            await db
-              .select({ n: sql<number>`count(*)::int` })
-              .from(suppressions)
-              .where(where)
-          )[0].n;
+        : rows.length <= q.limit
+          ? rows.length
+          : (
+              await db
+                .select({ n: sql<number>`count(*)::int` })
+                .from(suppressions)
+                .where(where)
+            )[0].n;
     return { ...cursorPage(rows, q.limit, (r) => [r.createdAt, r.email], toRecord), total };
   };
   const walked = counted && q.reason ? rowsWalkedFor(q.limit, counted) : 0;
