@@ -123,6 +123,32 @@ describe('a /v1/send to 50 recipients stores its content once', () => {
   });
 });
 
+describe('a subject that renders longer than a header line', () => {
+  test('fails its email with the reason (nothing sent or stored of it); 998 characters are sent', async () => {
+    const send = async (subject: string, bio: string) => {
+      const res = await b.sk.post('/v1/send', { to: 'subject@example.org', from: FROM, subject, body: 'B', data: { bio: { value: bio, persistent: false } } });
+      assert.equal(res.status, 200, res.text);
+      return res.body.data.emails[0].email as string;
+    };
+    const fits = await waitForStatus(b.sk, await send('Hello, {{bio}}', 'x'.repeat(991)), ['SENT', 'DELIVERED']);
+    assert.equal(fits.subject.length, 998);
+    const overByData = await waitForStatus(b.sk, await send('Hello, {{bio}}', 'x'.repeat(992)), ['FAILED']);
+    assert.equal(overByData.error, 'The rendered subject is 999 characters long; at most 998');
+    const overByLoop = await waitForStatus(b.sk, await send('{% for i in (1..50000) %}abcdefghij{% endfor %}', ''), ['FAILED']);
+    assert.equal(overByLoop.error, 'The rendered subject is 500,000 characters long; at most 998');
+    for (const failed of [overByData, overByLoop]) {
+      const [{ chars }] = await env.server.sql<{ chars: number }>('SELECT length(subject)::int AS chars FROM emails WHERE id = $1', [failed.id]);
+      assert.ok(chars <= 998, `${chars}`);
+      const events = await b.sk.get(`/events?contactId=${failed.contactId}&limit=100`);
+      assert.ok(JSON.stringify(events.body).length < 20_000, 'no event carries the long subject');
+    }
+    assert.deepEqual(
+      env.sink.messages.filter((m) => m.envelope.to.includes('subject@example.org')).map((m) => m.parsed.subject?.length),
+      [998],
+    );
+  });
+});
+
 describe('emails with large attachments are delivered one at a time per batch', () => {
   test('two sends with different large attachments and one without, queued together: every message carries its own attachment', async () => {
     // 400 KB of base64 each: over the 256 KB above which a batch reads attachments one email at a time.

@@ -82,6 +82,18 @@ test('the sandbox limits apply: a runaway loop is a 422, not a stalled server', 
   assert.ok(Date.now() - started < 10_000, 'bounded in time');
   const health = await server.api.get('/health');
   assert.equal(health.status, 200);
+
+  // A subject's limits are reported on the subject, and it may render at most a header line.
+  const subjectLoop = await a.sk.post('/templates/preview', { subject: '{% for i in (1..100000000) %}x{% endfor %}', body: 'b' });
+  assert.equal(subjectLoop.status, 422, subjectLoop.text);
+  assert.deepEqual([subjectLoop.body.error.errors[0].field, subjectLoop.body.error.errors[0].code], ['subject', 'render_limit']);
+  const longSubject = await a.sk.post('/templates/preview', { subject: '{% for i in (1..100) %}0123456789{% endfor %}', body: 'b' });
+  assert.equal(longSubject.status, 422, longSubject.text);
+  assert.deepEqual(longSubject.body.error.errors[0], {
+    field: 'subject',
+    code: 'render_limit',
+    message: 'The rendered subject is 1,000 characters long; at most 998',
+  });
 });
 
 test('bad input is a 422 and needs a secret key or a session', async () => {

@@ -94,7 +94,7 @@ export class ComposeDeferredError extends Error {
 function revive(reply: NonNullable<Reply['error']>): Error {
   switch (reply.name) {
     case 'RenderLimitError':
-      return new RenderLimitError(reply.message);
+      return new RenderLimitError(reply.message, reply.field === 'subject' || reply.field === 'body' ? reply.field : undefined);
     case 'TemplateSyntaxError':
       return new TemplateSyntaxError(reply.message, reply.field);
     case 'TemplateRenderError':

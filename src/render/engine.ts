@@ -209,8 +209,8 @@ function renderField(field: 'subject' | 'body', source: string, vars: Record<str
   try {
     toValueSync(engine.liquid.renderer.renderTemplates(templates, ctx, emitter));
   } catch (err) {
-    if (budget.tripped) throw budget.tripped;
-    if (err instanceof RangeError) throw new RenderLimitError('Template output is too large');
+    if (budget.tripped) throw new RenderLimitError(budget.tripped.message, field);
+    if (err instanceof RangeError) throw new RenderLimitError('Template output is too large', field);
     throw new TemplateRenderError(err instanceof Error ? err.message : String(err), field);
   }
   return emitter.buffer;
@@ -218,14 +218,23 @@ function renderField(field: 'subject' | 'body', source: string, vars: Record<str
 
 /**
  * Renders one email: the subject as plain text on one line, the body as HTML with escaped outputs.
- * Throws TemplateSyntaxError (does not parse), RenderLimitError (a budget exceeded: over 2 MB of
- * output, too many loop iterations, too long, too much memory) or TemplateRenderError. Never touches
- * the file system. Rendering is synchronous and bounded to about a second per field.
+ * Throws TemplateSyntaxError (does not parse), RenderLimitError (a budget exceeded: a subject over
+ * 998 characters, over 2 MB of output, too many loop iterations, too long, too much memory) or
+ * TemplateRenderError. Never touches the file system. Rendering is synchronous and bounded to about
+ * a second per field.
  */
 export async function renderEmail(src: { subject: string; body: string }, vars: Record<string, unknown>): Promise<{ subject: string; html: string }> {
   const subject = renderField('subject', src.subject, vars)
     .replace(/[\r\n]+/g, ' ')
     .trim();
+  // The source is at most 998 characters, but a loop or a contact's data can make it longer: a
+  // header line no relay takes whole, stored on the email and its events.
+  if (subject.length > RENDER_LIMITS.maxSubject) {
+    throw new RenderLimitError(
+      `The rendered subject is ${subject.length.toLocaleString('en-US')} characters long; at most ${RENDER_LIMITS.maxSubject}`,
+      'subject',
+    );
+  }
   const html = renderField('body', src.body, vars);
   return { subject, html };
 }

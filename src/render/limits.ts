@@ -2,13 +2,18 @@ import { type Emitter, toValue } from 'liquidjs';
 
 /** A rendering budget exceeded: output too large, too many steps (loop iterations), too long, or too much memory. */
 export class RenderLimitError extends Error {
-  constructor(message: string) {
+  /** The field whose render passed the limit, when one did (not a whole message's compose time). */
+  field?: 'subject' | 'body';
+  constructor(message: string, field?: 'subject' | 'body') {
     super(message);
     this.name = 'RenderLimitError';
+    this.field = field;
   }
 }
 
 export const RENDER_LIMITS = {
+  /** Characters of a rendered subject (a header line's limit, as the subject's source: RFC 5322). */
+  maxSubject: 998,
   /** Characters of output per rendered field (subject or body). */
   maxOutput: 2 * 1024 * 1024,
   /** Template and loop-body renders per field: bounds loop iterations even when a loop outputs nothing. */

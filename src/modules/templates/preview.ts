@@ -79,7 +79,7 @@ async function renderPreview(ctx: AppContext, projectId: string, input: PreviewI
       throw validationError([{ field: err.field ?? 'body', message: err.message, code: 'render_error' }]);
     }
     if (err instanceof RenderLimitError) {
-      throw validationError([{ field: 'body', message: err.message, code: 'render_limit' }]);
+      throw validationError([{ field: err.field ?? 'body', message: err.message, code: 'render_limit' }]);
     }
     throw err;
   }
