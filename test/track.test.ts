@@ -306,6 +306,39 @@ describe('idempotency', () => {
     assert.equal(elsewhere.status, 200, elsewhere.text);
   });
 
+  test("the public key's keys are apart from the secret key's: a track can neither block a send nor read its response", async () => {
+    const send = (key: string) =>
+      b.sk.post(
+        '/v1/send',
+        { to: 'receipt@example.com', from: 'shop@sandbox.herald.test', subject: 'Receipt', body: '<p>Paid</p>' },
+        { headers: { 'idempotency-key': key } },
+      );
+    const track = (key: string) => b.pk.post('/v1/track', { email: 'visitor@example.com', event: 'looked' }, { headers: { 'idempotency-key': key } });
+
+    // A key a web page's visitor claimed first: the send with it is still performed.
+    assert.equal((await track('order-1001-receipt')).status, 200);
+    const sent = await send('order-1001-receipt');
+    assert.equal(sent.status, 200, sent.text);
+    assert.equal(sent.body.data.emails.length, 1);
+
+    // A key a send used: the public key's request with it is its own, and never sees the send's recipients.
+    const tracked = await track('welcome-ada-1');
+    assert.equal((await send('welcome-ada-1')).status, 200);
+    const trackedAgain = await track('welcome-ada-1');
+    assert.equal(trackedAgain.status, 409, trackedAgain.text);
+    assert.equal(trackedAgain.body.error.details.originalRequest, 'POST /v1/track');
+    assert.deepEqual(trackedAgain.body.error.details.originalResponse, tracked.body);
+    assert.doesNotMatch(trackedAgain.text, /receipt@example\.com/);
+    const sentAgain = await send('welcome-ada-1');
+    assert.equal(sentAgain.status, 409, sentAgain.text);
+    assert.equal(sentAgain.body.error.details.originalRequest, 'POST /v1/send');
+    const [{ n }] = await server.sql<{ n: number }>(
+      `SELECT count(*)::int AS n FROM emails AS e JOIN contacts AS c ON c.id = e.contact_id WHERE c.project_id = $1 AND c.email = 'receipt@example.com'`,
+      [b.project.id],
+    );
+    assert.equal(n, 2, 'each send performed once');
+  });
+
   test('an invalid key is 422', async () => {
     const res = await b.pk.post('/v1/track', { email: 'a@example.com', event: 'x' }, { headers: { 'idempotency-key': 'é' } });
     assert.equal(res.status, 422);

@@ -14,13 +14,21 @@ declare module 'fastify' {
 
 const VALID_KEY = /^[\x20-\x7e]{1,255}$/;
 
-const heldKey = (projectId: string, key: string) => and(eq(idempotencyKeys.projectId, projectId), eq(idempotencyKeys.key, key));
+type KeySpace = { projectId: string; keyType: 'secret' | 'public' };
+
+/** The request's key space: its project's, and within it the kind of API key it came with (schema/idempotency.ts). */
+const keySpaceOf = (req: FastifyRequest): KeySpace => ({ projectId: req.auth!.projectId, keyType: req.auth!.keyType ?? 'secret' });
+
+const heldKey = (space: KeySpace, key: string) =>
+  and(eq(idempotencyKeys.projectId, space.projectId), eq(idempotencyKeys.keyType, space.keyType), eq(idempotencyKeys.key, key));
 
 /**
  * `Idempotency-Key` for /v1/send and /v1/track. The key is claimed (one INSERT, so of two
  * concurrent requests exactly one proceeds) before the handler runs. A 2xx or 5xx outcome keeps
  * the key until it expires; a 4xx releases it so a corrected request can reuse it. Any reuse while
- * the key is held is 409 IDEMPOTENCY_KEY_REUSED and performs nothing.
+ * the key is held is 409 IDEMPOTENCY_KEY_REUSED and performs nothing. Keys are the project's, the
+ * secret key's apart from the public key's (whoever holds the public key, a web page's visitor,
+ * must not block or read a send).
  */
 export function idempotency(ctx: AppContext) {
   const preHandler = async (req: FastifyRequest): Promise<void> => {
@@ -30,12 +38,12 @@ export function idempotency(ctx: AppContext) {
     if (!VALID_KEY.test(key)) {
       throw validationError([{ field: 'Idempotency-Key', code: 'invalid_string', message: 'Idempotency-Key must be 1-255 printable ASCII characters' }]);
     }
-    const projectId = req.auth!.projectId;
+    const space = keySpaceOf(req);
     const path = req.url.split('?')[0];
     const claimed = await ctx.database.db.execute(sql`
-      INSERT INTO idempotency_keys (project_id, key, method, path, created_at, expires_at)
-           VALUES (${projectId}, ${key}, ${req.method}, ${path}, now(), now() + make_interval(hours => ${ctx.config.idempotencyKeyTtlHours}))
-      ON CONFLICT (project_id, key) DO UPDATE
+      INSERT INTO idempotency_keys (project_id, key_type, key, method, path, created_at, expires_at)
+           VALUES (${space.projectId}, ${space.keyType}, ${key}, ${req.method}, ${path}, now(), now() + make_interval(hours => ${ctx.config.idempotencyKeyTtlHours}))
+      ON CONFLICT (project_id, key_type, key) DO UPDATE
            SET method = EXCLUDED.method, path = EXCLUDED.path, status_code = NULL, response = NULL,
                created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
          WHERE idempotency_keys.expires_at <= now()
@@ -53,7 +61,7 @@ export function idempotency(ctx: AppContext) {
         createdAt: idempotencyKeys.createdAt,
       })
       .from(idempotencyKeys)
-      .where(heldKey(projectId, key));
+      .where(heldKey(space, key));
     throw new ApiError(409, 'IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used; the request was not performed', {
       details: {
         key,
@@ -68,17 +76,17 @@ export function idempotency(ctx: AppContext) {
   const onSend = async (req: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> => {
     const key = req.idempotencyKey;
     if (!key) return payload;
-    const projectId = req.auth!.projectId;
+    const space = keySpaceOf(req);
     const status = reply.statusCode;
     if (status >= 400 && status < 500) {
-      await ctx.database.db.delete(idempotencyKeys).where(heldKey(projectId, key));
+      await ctx.database.db.delete(idempotencyKeys).where(heldKey(space, key));
     } else {
       // The serialised 2xx body is stored as it was sent (parsed by PostgreSQL, not re-serialised here).
       const body = status < 300 && typeof payload === 'string' ? payload : null;
       await ctx.database.db
         .update(idempotencyKeys)
         .set({ statusCode: status, response: sql`${body}::jsonb` })
-        .where(heldKey(projectId, key));
+        .where(heldKey(space, key));
     }
     return payload;
   };

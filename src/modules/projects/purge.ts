@@ -193,7 +193,7 @@ function purgeSteps(emails: Step): Step[] {
     byKeys('templates', ['id']),
     byKeys('import_jobs', ['id']),
     byKeys('bulk_jobs', ['id']),
-    byKeys('idempotency_keys', ['project_id', 'key']),
+    byKeys('idempotency_keys', ['project_id', 'key_type', 'key']),
     contactsStep,
     byKeys('contact_fields', ['project_id', 'key']),
   ];
