@@ -582,6 +582,16 @@ describe('large files and failures', () => {
     assert.equal(await contactCount(p.project.id), 0);
   });
 
+  test("columns that would pass the project's 500 custom fields fail the job, saying so, and import nothing", async () => {
+    const p = await bootstrap(server.api, 'fields full');
+    const fields = Object.fromEntries(Array.from({ length: 499 }, (_, i) => [`f${i}`, i]));
+    assert.equal((await p.sk.post('/contacts', { email: 'has-fields@example.com', data: fields })).status, 201);
+    const job = await importCsv(p.sk, 'email,new1,new2\nn1@example.com,a,b\n');
+    assert.equal(job.status, 'failed');
+    assert.match(job.failureReason ?? '', /^A project has at most 500 custom fields: this write would bring it to 501 \(it has 499\)/);
+    assert.equal(await contactCount(p.project.id), 1);
+  });
+
   test('a job that keeps failing part-way is failed with a reason; committed batches stay, counted exactly', async () => {
     const p = await bootstrap(server.api, 'fault');
     // Fault injection in the real database: inserting this one address raises an error.

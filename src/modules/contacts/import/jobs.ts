@@ -35,7 +35,8 @@ export async function runImport(ctx: AppContext, jobId: string): Promise<void> {
   } catch (err) {
     if (err instanceof Superseded) return;
     // A file that cannot be read fails at once: retrying cannot change it.
-    const reason = err instanceof ApiError ? err.message : describeCsvError(err);
+    // An ApiError's field error says what was wrong (the custom fields' cap), its message only that something was.
+    const reason = err instanceof ApiError ? (err.errors?.[0]?.message ?? err.message) : describeCsvError(err);
     if (reason) return fail(ctx, jobId, reason);
     if (job.attempts < MAX_ATTEMPTS) throw err;
     ctx.log.error({ err, jobId }, 'import failed');
