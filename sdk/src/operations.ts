@@ -314,7 +314,7 @@ export interface Operations {
       /** Pass as `?cursor=` for the next page; absent on the last page */
       cursor?: string;
       hasMore: boolean;
-      /** Matching items; on the first page */
+      /** Matching items, on the first page; 0 on later pages */
       total?: number;
     };
   };
@@ -1162,7 +1162,7 @@ export interface Operations {
       /** Pass as `?cursor=` for the next page; absent on the last page */
       cursor?: string;
       hasMore: boolean;
-      /** Matching items; on the first page */
+      /** Matching items, on the first page; 0 on later pages */
       total?: number;
     };
   };
@@ -1270,7 +1270,7 @@ export interface Operations {
       /** Pass as `?cursor=` for the next page; absent on the last page */
       cursor?: string;
       hasMore: boolean;
-      /** Matching items; on the first page */
+      /** Matching items, on the first page; 0 on later pages */
       total?: number;
     };
   };
@@ -1376,7 +1376,7 @@ export interface Operations {
       /** Pass as `?cursor=` for the next page; absent on the last page */
       cursor?: string;
       hasMore: boolean;
-      /** Matching items; on the first page */
+      /** Matching items, on the first page; 0 on later pages */
       total?: number;
     };
   };
@@ -1394,7 +1394,7 @@ export interface Operations {
       /** Pass as `?cursor=` for the next page; absent on the last page */
       cursor?: string;
       hasMore: boolean;
-      /** Matching items; on the first page */
+      /** Matching items, on the first page; 0 on later pages */
       total?: number;
     } | {
       segments: Array<{
@@ -2064,7 +2064,7 @@ export interface Operations {
       /** Pass as `?cursor=` for the next page; absent on the last page */
       cursor?: string;
       hasMore: boolean;
-      /** Matching items; on the first page */
+      /** Matching items, on the first page; 0 on later pages */
       total?: number;
     };
   };
@@ -2232,7 +2232,7 @@ export interface Operations {
       /** Pass as `?cursor=` for the next page; absent on the last page */
       cursor?: string;
       hasMore: boolean;
-      /** Matching items; on the first page */
+      /** Matching items, on the first page; 0 on later pages */
       total?: number;
       /** What the project's uploads use of its quota */
       usage: {
@@ -2507,7 +2507,7 @@ export interface Operations {
       /** Pass as `?cursor=` for the next page; absent on the last page */
       cursor?: string;
       hasMore: boolean;
-      /** Matching items; on the first page */
+      /** Matching items, on the first page; 0 on later pages */
       total?: number;
     };
   };

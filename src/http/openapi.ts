@@ -536,7 +536,7 @@ export const cursorList = <T extends ZodTypeAny>(item: T) =>
     data: z.array(item),
     cursor: z.string().optional().describe('Pass as `?cursor=` for the next page; absent on the last page'),
     hasMore: z.boolean(),
-    total: z.number().int().optional().describe('Matching items; on the first page'),
+    total: z.number().int().optional().describe('Matching items, on the first page; 0 on later pages'),
   });
 
 /** A page list (`?page=&pageSize=`). */

@@ -66,20 +66,19 @@ export async function listExecutions(
   projectId: string,
   workflowId: string,
   q: ListExecutionsInput,
-): Promise<{ data: ExecutionRecord[]; cursor?: string; hasMore: boolean; total?: number }> {
+): Promise<{ data: ExecutionRecord[]; cursor?: string; hasMore: boolean; total: number }> {
   const db = ctx.database.db;
   const workflow = await findWorkflow(db, projectId, workflowId);
   const rows = await executionsPageQuery(db, workflow.id, q);
   const { items, hasMore } = budgetedPage(rows, q.limit);
-  const out: { data: ExecutionRecord[]; cursor?: string; hasMore: boolean; total?: number } = {
+  // `total` on the first page, 0 on later ones (as every cursor list).
+  const out: { data: ExecutionRecord[]; cursor?: string; hasMore: boolean; total: number } = {
     data: items.map(({ email, in_page: _inPage, ...e }) => toExecutionRecord({ ...e, context: e.context ?? {} }, email)),
     hasMore,
+    total: q.cursor ? 0 : await countExecutions(db, workflow.id, q.status ? [q.status] : undefined),
   };
   const last = items.at(-1);
   if (hasMore && last) out.cursor = encodeCursor(last.startedAt.toISOString(), last.id);
-  if (!q.cursor) {
-    out.total = await countExecutions(db, workflow.id, q.status ? [q.status] : undefined);
-  }
   return out;
 }
 
