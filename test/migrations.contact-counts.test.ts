@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import pg from 'pg';
-import { applyMigrations, assertWriterShard, migrationsSplitAt, seedTwoProjects } from './helpers/migrations.ts';
-import { createTestDatabase } from './helpers/server.ts';
+import { acrossMigration, assertWriterShard, seedTwoProjects } from './helpers/migrations.ts';
 
 /**
  * The migration that adds the counters behind GET /contacts' `total` (issue 15) counts the
@@ -20,47 +18,43 @@ const COMPARE = `
 const INSERT = `INSERT INTO contacts AS c (id, project_id, email, subscribed) VALUES `;
 
 test('contacts stored before the counters existed are counted, and later writes keep the counts exact', async () => {
-  const client = new pg.Client({ connectionString: await createTestDatabase() });
-  await client.connect();
-  try {
-    const { before, from } = await migrationsSplitAt('CREATE TABLE "contact_counts"');
-    await applyMigrations(client, before);
-    await seedTwoProjects(client); // cnt_a (prj_a) and cnt_b (prj_b), both subscribed
-    await client.query(INSERT + `('cnt_a2', 'prj_a', 'a2@example.org', false), ('cnt_a3', 'prj_a', 'a3@example.org', true)`);
-    await applyMigrations(client, from);
+  await acrossMigration('CREATE TABLE "contact_counts"', {
+    seed: async (client) => {
+      await seedTwoProjects(client); // cnt_a (prj_a) and cnt_b (prj_b), both subscribed
+      await client.query(INSERT + `('cnt_a2', 'prj_a', 'a2@example.org', false), ('cnt_a3', 'prj_a', 'a3@example.org', true)`);
+    },
+    check: async (client) => {
+      assert.deepEqual((await client.query(COMPARE)).rows, [
+        { project_id: 'prj_a', subscribed: false, counted: 1, stored: 1 },
+        { project_id: 'prj_a', subscribed: true, counted: 2, stored: 2 },
+        { project_id: 'prj_b', subscribed: true, counted: 1, stored: 1 },
+      ]);
 
-    assert.deepEqual((await client.query(COMPARE)).rows, [
-      { project_id: 'prj_a', subscribed: false, counted: 1, stored: 1 },
-      { project_id: 'prj_a', subscribed: true, counted: 2, stored: 2 },
-      { project_id: 'prj_b', subscribed: true, counted: 1, stored: 1 },
-    ]);
+      const versions = `SELECT string_agg(xmin::text || ':' || shard, ',' ORDER BY project_id, subscribed, shard) AS v FROM contact_counts`;
+      const untouched = (await client.query(versions)).rows[0].v;
+      // Statements that write no contact, or change no subscription, write no counter.
+      await client.query(INSERT + `('cnt_x', 'prj_a', 'a2@example.org', true) ON CONFLICT (project_id, email) DO NOTHING`);
+      await client.query(`UPDATE contacts SET data = '{"plan": "pro"}' WHERE project_id = 'prj_a'`);
+      await client.query(`UPDATE contacts SET subscribed = subscribed WHERE project_id = 'prj_a'`);
+      await client.query(`DELETE FROM contacts WHERE id = 'cnt_none'`);
+      assert.equal((await client.query(versions)).rows[0].v, untouched, 'no counter written');
 
-    const versions = `SELECT string_agg(xmin::text || ':' || shard, ',' ORDER BY project_id, subscribed, shard) AS v FROM contact_counts`;
-    const untouched = (await client.query(versions)).rows[0].v;
-    // Statements that write no contact, or change no subscription, write no counter.
-    await client.query(INSERT + `('cnt_x', 'prj_a', 'a2@example.org', true) ON CONFLICT (project_id, email) DO NOTHING`);
-    await client.query(`UPDATE contacts SET data = '{"plan": "pro"}' WHERE project_id = 'prj_a'`);
-    await client.query(`UPDATE contacts SET subscribed = subscribed WHERE project_id = 'prj_a'`);
-    await client.query(`DELETE FROM contacts WHERE id = 'cnt_none'`);
-    assert.equal((await client.query(versions)).rows[0].v, untouched, 'no counter written');
-
-    // From here on the triggers count: an upsert that inserts one row and updates another's
-    // subscription, a subscription change, a delete, a project's cascade.
-    await client.query(
-      INSERT +
-        `('cnt_a4', 'prj_a', 'a4@example.org', false), ('cnt_a2b', 'prj_a', 'a2@example.org', true)
+      // From here on the triggers count: an upsert that inserts one row and updates another's
+      // subscription, a subscription change, a delete, a project's cascade.
+      await client.query(
+        INSERT +
+          `('cnt_a4', 'prj_a', 'a4@example.org', false), ('cnt_a2b', 'prj_a', 'a2@example.org', true)
          ON CONFLICT (project_id, email) DO UPDATE SET subscribed = excluded.subscribed`,
-    );
-    await client.query(`UPDATE contacts SET subscribed = false WHERE id = 'cnt_a3'`);
-    await client.query(`DELETE FROM contacts WHERE id = 'cnt_a'`);
-    await client.query(`DELETE FROM projects WHERE id = 'prj_b'`);
-    const after = (await client.query(COMPARE)).rows.filter((r) => r.counted !== 0 || r.stored !== 0);
-    assert.deepEqual(after, [
-      { project_id: 'prj_a', subscribed: false, counted: 2, stored: 2 },
-      { project_id: 'prj_a', subscribed: true, counted: 1, stored: 1 },
-    ]);
-    await assertWriterShard(client, 'contact_counts');
-  } finally {
-    await client.end();
-  }
+      );
+      await client.query(`UPDATE contacts SET subscribed = false WHERE id = 'cnt_a3'`);
+      await client.query(`DELETE FROM contacts WHERE id = 'cnt_a'`);
+      await client.query(`DELETE FROM projects WHERE id = 'prj_b'`);
+      const after = (await client.query(COMPARE)).rows.filter((r) => r.counted !== 0 || r.stored !== 0);
+      assert.deepEqual(after, [
+        { project_id: 'prj_a', subscribed: false, counted: 2, stored: 2 },
+        { project_id: 'prj_a', subscribed: true, counted: 1, stored: 1 },
+      ]);
+      await assertWriterShard(client, 'contact_counts');
+    },
+  });
 });

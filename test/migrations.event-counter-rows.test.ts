@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
-import { EVENTS_WITHOUT_FOREIGN_KEYS, applyMigrations, migrationsSplitAt, seedTwoProjects } from './helpers/migrations.ts';
-import { createTestDatabase } from './helpers/server.ts';
+import { acrossMigration, EVENTS_WITHOUT_FOREIGN_KEYS, seedTwoProjects } from './helpers/migrations.ts';
 
 /**
  * Migration 0020 gives the event counters (event_counts, event_day_counts) and the tracked events'
@@ -99,63 +98,58 @@ const differences = async (client: pg.Client) =>
   ).rows;
 
 test('the event counters keep their sums through the migration, and from it on two writers of one pid modulo 16 no longer deadlock', async () => {
-  const url = await createTestDatabase();
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    const { before, from } = await migrationsSplitAt('"event_counts", "event_day_counts" IN ACCESS EXCLUSIVE MODE', { until: EVENTS_WITHOUT_FOREIGN_KEYS });
-    await applyMigrations(client, before);
-    await seedTwoProjects(client);
-    await client.query(
-      `INSERT INTO contacts (id, project_id, email, subscribed) VALUES ('cnt_y1', 'prj_a', 'y1@example.org', false), ('cnt_y2', 'prj_a', 'y2@example.org', false)`,
-    );
-    // Events written by several backends, so that the counters have several shards per key.
-    for (const contact of ['cnt_y1', 'cnt_y2', 'cnt_a']) {
-      const writer = await connect(url);
-      await insertEvent(writer.client, contact, 'email.bounced');
-      await insertEvent(writer.client, contact, 'contact.unsubscribed');
-      await writer.client.end();
-    }
-    await client.query(
-      `INSERT INTO events (id, project_id, contact_id, name, created_at) VALUES ('evt_1', 'prj_b', 'cnt_b', 'signup', '2025-02-01T10:00:00Z')`,
-    );
-    // The rollup of tracked events is written by the event writer itself (analytics/rollups.ts), here by hand.
-    await client.query(
-      `INSERT INTO event_name_days (project_id, name, day, shard, count) VALUES ('prj_b', 'signup', '2025-02-01', 3, 2), ('prj_b', 'signup', '2025-02-01', 7, 5), ('prj_b', 'signup', '2025-02-02', 0, 1)`,
-    );
-
-    const old = await bounceWhileDeleting(url, 'cnt_y1');
-    assert.ok(old.bounce === '40P01' || old.deletion === '40P01', `the two transactions deadlock on shared shards: ${JSON.stringify(old)}`);
-    assert.deepEqual(await differences(client), []);
-    const shardsBefore = (await client.query(`SELECT count(DISTINCT shard)::int AS n FROM event_counts WHERE name = 'email.bounced'`)).rows[0].n;
-    assert.ok(shardsBefore > 1, `several shards before: ${shardsBefore}`);
-
-    await applyMigrations(client, from);
-
-    assert.deepEqual(await differences(client), []);
-    for (const table of ['event_counts', 'event_day_counts', 'event_name_days']) {
-      const { rows } = await client.query(
-        `SELECT format_type(a.atttypid, a.atttypmod) AS type, (SELECT array_agg(DISTINCT shard) FROM ${table}) AS shards
-           FROM pg_attribute AS a WHERE a.attrelid = $1::regclass AND a.attname = 'shard'`,
-        [table],
+  await acrossMigration('"event_counts", "event_day_counts" IN ACCESS EXCLUSIVE MODE', {
+    until: EVENTS_WITHOUT_FOREIGN_KEYS,
+    seed: async (client, url) => {
+      await seedTwoProjects(client);
+      await client.query(
+        `INSERT INTO contacts (id, project_id, email, subscribed) VALUES ('cnt_y1', 'prj_a', 'y1@example.org', false), ('cnt_y2', 'prj_a', 'y2@example.org', false)`,
       );
-      assert.deepEqual(rows[0], { type: 'integer', shards: [0] }, table);
-    }
-    const rollup = await client.query(`SELECT day::text, shard, count FROM event_name_days ORDER BY day`);
-    assert.deepEqual(rollup.rows, [
-      { day: '2025-02-01', shard: 0, count: 7 },
-      { day: '2025-02-02', shard: 0, count: 1 },
-    ]);
+      // Events written by several backends, so that the counters have several shards per key.
+      for (const contact of ['cnt_y1', 'cnt_y2', 'cnt_a']) {
+        const writer = await connect(url);
+        await insertEvent(writer.client, contact, 'email.bounced');
+        await insertEvent(writer.client, contact, 'contact.unsubscribed');
+        await writer.client.end();
+      }
+      await client.query(
+        `INSERT INTO events (id, project_id, contact_id, name, created_at) VALUES ('evt_1', 'prj_b', 'cnt_b', 'signup', '2025-02-01T10:00:00Z')`,
+      );
+      // The rollup of tracked events is written by the event writer itself (analytics/rollups.ts), here by hand.
+      await client.query(
+        `INSERT INTO event_name_days (project_id, name, day, shard, count) VALUES ('prj_b', 'signup', '2025-02-01', 3, 2), ('prj_b', 'signup', '2025-02-01', 7, 5), ('prj_b', 'signup', '2025-02-02', 0, 1)`,
+      );
 
-    const now = await bounceWhileDeleting(url, 'cnt_y2');
-    assert.deepEqual(now, { bounce: 'committed', deletion: 'committed' });
-    assert.equal((await client.query(`SELECT count(*)::int AS n FROM contacts WHERE id = 'cnt_y2'`)).rows[0].n, 0);
-    assert.deepEqual(await differences(client), []);
-    // Each writer wrote rows of its own: shard 0 (folded by the migration) and one shard per pid since.
-    const { rows } = await client.query(`SELECT DISTINCT shard FROM event_counts WHERE shard <> 0`);
-    assert.equal(rows.length, 2, JSON.stringify(rows));
-    assert.ok(rows.every((r) => r.shard > 0));
-  } finally {
-    await client.end();
-  }
+      const old = await bounceWhileDeleting(url, 'cnt_y1');
+      assert.ok(old.bounce === '40P01' || old.deletion === '40P01', `the two transactions deadlock on shared shards: ${JSON.stringify(old)}`);
+      assert.deepEqual(await differences(client), []);
+      const shardsBefore = (await client.query(`SELECT count(DISTINCT shard)::int AS n FROM event_counts WHERE name = 'email.bounced'`)).rows[0].n;
+      assert.ok(shardsBefore > 1, `several shards before: ${shardsBefore}`);
+    },
+    check: async (client, url) => {
+      assert.deepEqual(await differences(client), []);
+      for (const table of ['event_counts', 'event_day_counts', 'event_name_days']) {
+        const { rows } = await client.query(
+          `SELECT format_type(a.atttypid, a.atttypmod) AS type, (SELECT array_agg(DISTINCT shard) FROM ${table}) AS shards
+           FROM pg_attribute AS a WHERE a.attrelid = $1::regclass AND a.attname = 'shard'`,
+          [table],
+        );
+        assert.deepEqual(rows[0], { type: 'integer', shards: [0] }, table);
+      }
+      const rollup = await client.query(`SELECT day::text, shard, count FROM event_name_days ORDER BY day`);
+      assert.deepEqual(rollup.rows, [
+        { day: '2025-02-01', shard: 0, count: 7 },
+        { day: '2025-02-02', shard: 0, count: 1 },
+      ]);
+
+      const now = await bounceWhileDeleting(url, 'cnt_y2');
+      assert.deepEqual(now, { bounce: 'committed', deletion: 'committed' });
+      assert.equal((await client.query(`SELECT count(*)::int AS n FROM contacts WHERE id = 'cnt_y2'`)).rows[0].n, 0);
+      assert.deepEqual(await differences(client), []);
+      // Each writer wrote rows of its own: shard 0 (folded by the migration) and one shard per pid since.
+      const { rows } = await client.query(`SELECT DISTINCT shard FROM event_counts WHERE shard <> 0`);
+      assert.equal(rows.length, 2, JSON.stringify(rows));
+      assert.ok(rows.every((r) => r.shard > 0));
+    },
+  });
 });

@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import pg from 'pg';
-import { EVENTS_WITHOUT_FOREIGN_KEYS, applyMigrations, migrationsSplitAt, seedTwoProjects } from './helpers/migrations.ts';
-import { createTestDatabase } from './helpers/server.ts';
+import { acrossMigration, EVENTS_WITHOUT_FOREIGN_KEYS, seedTwoProjects } from './helpers/migrations.ts';
 
 /**
  * The migration that adds the per-day event counters behind counts over a time range (issue 15)
@@ -22,48 +20,44 @@ const COMPARE = `
 const TOTALS = `SELECT project_id, name, sum(count)::int AS n FROM event_counts GROUP BY 1, 2 HAVING sum(count) <> 0 ORDER BY 1, 2`;
 
 test('events stored before the day counters existed are counted by UTC day, and later writes keep both counters exact', async () => {
-  const client = new pg.Client({ connectionString: await createTestDatabase() });
-  await client.connect();
-  try {
-    const { before, from } = await migrationsSplitAt('CREATE TABLE "event_day_counts"', { until: EVENTS_WITHOUT_FOREIGN_KEYS });
-    await applyMigrations(client, before);
-
-    await seedTwoProjects(client);
-    // 23:30 at -05:00 is the next UTC day.
-    await client.query(
-      `INSERT INTO events (id, project_id, contact_id, name, created_at) VALUES
+  await acrossMigration('CREATE TABLE "event_day_counts"', {
+    until: EVENTS_WITHOUT_FOREIGN_KEYS,
+    seed: async (client) => {
+      await seedTwoProjects(client);
+      // 23:30 at -05:00 is the next UTC day.
+      await client.query(
+        `INSERT INTO events (id, project_id, contact_id, name, created_at) VALUES
          ('evt_1', 'prj_a', 'cnt_a', 'signup', '2025-01-31T23:59:59.999999Z'),
          ('evt_2', 'prj_a', 'cnt_a', 'signup', '2025-02-01T00:00:00Z'),
          ('evt_3', 'prj_a', NULL, 'signup', '2025-01-31T23:30:00-05:00'),
          ('evt_4', 'prj_a', NULL, 'email.sent', '2025-02-01T10:00:00Z'),
          ('evt_5', 'prj_b', 'cnt_b', 'signup', '2025-02-01T10:00:00Z')`,
-    );
-    await applyMigrations(client, from);
+      );
+    },
+    check: async (client) => {
+      assert.deepEqual((await client.query(COMPARE)).rows, [
+        { project_id: 'prj_a', name: 'email.sent', day: '2025-02-01', counted: 1, stored: 1 },
+        { project_id: 'prj_a', name: 'signup', day: '2025-01-31', counted: 1, stored: 1 },
+        { project_id: 'prj_a', name: 'signup', day: '2025-02-01', counted: 2, stored: 2 },
+        { project_id: 'prj_b', name: 'signup', day: '2025-02-01', counted: 1, stored: 1 },
+      ]);
 
-    assert.deepEqual((await client.query(COMPARE)).rows, [
-      { project_id: 'prj_a', name: 'email.sent', day: '2025-02-01', counted: 1, stored: 1 },
-      { project_id: 'prj_a', name: 'signup', day: '2025-01-31', counted: 1, stored: 1 },
-      { project_id: 'prj_a', name: 'signup', day: '2025-02-01', counted: 2, stored: 2 },
-      { project_id: 'prj_b', name: 'signup', day: '2025-02-01', counted: 1, stored: 1 },
-    ]);
-
-    // From here on the triggers count: an insert, a contact's cascade, a delete by name, a project's cascade.
-    await client.query(
-      `INSERT INTO events (id, project_id, contact_id, name, created_at) VALUES ('evt_6', 'prj_a', NULL, 'login', '2025-02-02T08:00:00Z'), ('evt_7', 'prj_a', NULL, 'login', '2025-02-02T09:00:00Z')`,
-    );
-    await client.query(`DELETE FROM contacts WHERE id = 'cnt_a'`);
-    await client.query(`DELETE FROM events WHERE project_id = 'prj_a' AND name = 'email.sent'`);
-    await client.query(`DELETE FROM projects WHERE id = 'prj_b'`);
-    const after = (await client.query(COMPARE)).rows.filter((r) => r.counted !== 0 || r.stored !== 0);
-    assert.deepEqual(after, [
-      { project_id: 'prj_a', name: 'login', day: '2025-02-02', counted: 2, stored: 2 },
-      { project_id: 'prj_a', name: 'signup', day: '2025-02-01', counted: 1, stored: 1 },
-    ]);
-    assert.deepEqual((await client.query(TOTALS)).rows, [
-      { project_id: 'prj_a', name: 'login', n: 2 },
-      { project_id: 'prj_a', name: 'signup', n: 1 },
-    ]);
-  } finally {
-    await client.end();
-  }
+      // From here on the triggers count: an insert, a contact's cascade, a delete by name, a project's cascade.
+      await client.query(
+        `INSERT INTO events (id, project_id, contact_id, name, created_at) VALUES ('evt_6', 'prj_a', NULL, 'login', '2025-02-02T08:00:00Z'), ('evt_7', 'prj_a', NULL, 'login', '2025-02-02T09:00:00Z')`,
+      );
+      await client.query(`DELETE FROM contacts WHERE id = 'cnt_a'`);
+      await client.query(`DELETE FROM events WHERE project_id = 'prj_a' AND name = 'email.sent'`);
+      await client.query(`DELETE FROM projects WHERE id = 'prj_b'`);
+      const after = (await client.query(COMPARE)).rows.filter((r) => r.counted !== 0 || r.stored !== 0);
+      assert.deepEqual(after, [
+        { project_id: 'prj_a', name: 'login', day: '2025-02-02', counted: 2, stored: 2 },
+        { project_id: 'prj_a', name: 'signup', day: '2025-02-01', counted: 1, stored: 1 },
+      ]);
+      assert.deepEqual((await client.query(TOTALS)).rows, [
+        { project_id: 'prj_a', name: 'login', n: 2 },
+        { project_id: 'prj_a', name: 'signup', n: 1 },
+      ]);
+    },
+  });
 });

@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import pg from 'pg';
-import { applyMigrations, assertWriterShard, migrationsSplitAt, seedTwoProjects } from './helpers/migrations.ts';
-import { createTestDatabase } from './helpers/server.ts';
+import { acrossMigration, assertWriterShard, seedTwoProjects } from './helpers/migrations.ts';
 
 /**
  * The migration that adds the counters behind GET /suppressions' `total` counts the suppressions
@@ -20,45 +18,41 @@ const COMPARE = `
 const INSERT = `INSERT INTO suppressions (project_id, email, reason) VALUES `;
 
 test('suppressions stored before the counters existed are counted, and later writes keep the counts exact', async () => {
-  const client = new pg.Client({ connectionString: await createTestDatabase() });
-  await client.connect();
-  try {
-    const { before, from } = await migrationsSplitAt('CREATE TABLE "suppression_counts"');
-    await applyMigrations(client, before);
-    await seedTwoProjects(client);
-    await client.query(
-      INSERT +
-        `('prj_a', 'a1@example.org', 'bounce'), ('prj_a', 'a2@example.org', 'bounce'), ('prj_a', 'a3@example.org', 'complaint'), ('prj_b', 'b1@example.org', 'manual')`,
-    );
-    await applyMigrations(client, from);
+  await acrossMigration('CREATE TABLE "suppression_counts"', {
+    seed: async (client) => {
+      await seedTwoProjects(client);
+      await client.query(
+        INSERT +
+          `('prj_a', 'a1@example.org', 'bounce'), ('prj_a', 'a2@example.org', 'bounce'), ('prj_a', 'a3@example.org', 'complaint'), ('prj_b', 'b1@example.org', 'manual')`,
+      );
+    },
+    check: async (client) => {
+      assert.deepEqual((await client.query(COMPARE)).rows, [
+        { project_id: 'prj_a', reason: 'bounce', counted: 2, stored: 2 },
+        { project_id: 'prj_a', reason: 'complaint', counted: 1, stored: 1 },
+        { project_id: 'prj_b', reason: 'manual', counted: 1, stored: 1 },
+      ]);
 
-    assert.deepEqual((await client.query(COMPARE)).rows, [
-      { project_id: 'prj_a', reason: 'bounce', counted: 2, stored: 2 },
-      { project_id: 'prj_a', reason: 'complaint', counted: 1, stored: 1 },
-      { project_id: 'prj_b', reason: 'manual', counted: 1, stored: 1 },
-    ]);
+      const versions = `SELECT string_agg(xmin::text || ':' || shard, ',' ORDER BY project_id, reason, shard) AS v FROM suppression_counts`;
+      const untouched = (await client.query(versions)).rows[0].v;
+      // Statements that write no suppression (the first reason is kept) write no counter.
+      await client.query(INSERT + `('prj_a', 'a1@example.org', 'complaint') ON CONFLICT DO NOTHING`);
+      await client.query(`DELETE FROM suppressions WHERE email = 'nobody@example.org'`);
+      await client.query(`UPDATE suppressions SET created_at = created_at WHERE project_id = 'prj_a'`);
+      assert.equal((await client.query(versions)).rows[0].v, untouched, 'no counter written');
 
-    const versions = `SELECT string_agg(xmin::text || ':' || shard, ',' ORDER BY project_id, reason, shard) AS v FROM suppression_counts`;
-    const untouched = (await client.query(versions)).rows[0].v;
-    // Statements that write no suppression (the first reason is kept) write no counter.
-    await client.query(INSERT + `('prj_a', 'a1@example.org', 'complaint') ON CONFLICT DO NOTHING`);
-    await client.query(`DELETE FROM suppressions WHERE email = 'nobody@example.org'`);
-    await client.query(`UPDATE suppressions SET created_at = created_at WHERE project_id = 'prj_a'`);
-    assert.equal((await client.query(versions)).rows[0].v, untouched, 'no counter written');
-
-    // From here on the triggers count: new addresses, a delete, an operator's change of reason, a project's cascade.
-    await client.query(INSERT + `('prj_a', 'a4@example.org', 'manual'), ('prj_a', 'a5@example.org', 'bounce'), ('prj_b', 'b2@example.org', 'bounce')`);
-    await client.query(`DELETE FROM suppressions WHERE project_id = 'prj_a' AND email = 'a1@example.org'`);
-    await client.query(`UPDATE suppressions SET reason = 'complaint' WHERE project_id = 'prj_a' AND email = 'a2@example.org'`);
-    await client.query(`DELETE FROM projects WHERE id = 'prj_b'`);
-    const after = (await client.query(COMPARE)).rows.filter((r) => r.counted !== 0 || r.stored !== 0);
-    assert.deepEqual(after, [
-      { project_id: 'prj_a', reason: 'bounce', counted: 1, stored: 1 },
-      { project_id: 'prj_a', reason: 'complaint', counted: 2, stored: 2 },
-      { project_id: 'prj_a', reason: 'manual', counted: 1, stored: 1 },
-    ]);
-    await assertWriterShard(client, 'suppression_counts');
-  } finally {
-    await client.end();
-  }
+      // From here on the triggers count: new addresses, a delete, an operator's change of reason, a project's cascade.
+      await client.query(INSERT + `('prj_a', 'a4@example.org', 'manual'), ('prj_a', 'a5@example.org', 'bounce'), ('prj_b', 'b2@example.org', 'bounce')`);
+      await client.query(`DELETE FROM suppressions WHERE project_id = 'prj_a' AND email = 'a1@example.org'`);
+      await client.query(`UPDATE suppressions SET reason = 'complaint' WHERE project_id = 'prj_a' AND email = 'a2@example.org'`);
+      await client.query(`DELETE FROM projects WHERE id = 'prj_b'`);
+      const after = (await client.query(COMPARE)).rows.filter((r) => r.counted !== 0 || r.stored !== 0);
+      assert.deepEqual(after, [
+        { project_id: 'prj_a', reason: 'bounce', counted: 1, stored: 1 },
+        { project_id: 'prj_a', reason: 'complaint', counted: 2, stored: 2 },
+        { project_id: 'prj_a', reason: 'manual', counted: 1, stored: 1 },
+      ]);
+      await assertWriterShard(client, 'suppression_counts');
+    },
+  });
 });

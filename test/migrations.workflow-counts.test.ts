@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
-import { applyMigrations, migrationsSplitAt, seedTwoProjects } from './helpers/migrations.ts';
-import { createTestDatabase } from './helpers/server.ts';
+import { acrossMigration, seedTwoProjects } from './helpers/migrations.ts';
 
 /**
  * The migration that adds the counters behind GET /workflows/:id and its executions' `total`
@@ -35,60 +34,55 @@ const counted = async (client: pg.Client) => ({
 });
 
 test('executions and step executions stored before the counters existed are counted, and later writes keep the counts exact', async () => {
-  const client = new pg.Client({ connectionString: await createTestDatabase() });
-  await client.connect();
-  try {
-    const { before, from } = await migrationsSplitAt('CREATE TABLE "workflow_execution_counts"');
-    await applyMigrations(client, before);
+  await acrossMigration('CREATE TABLE "workflow_execution_counts"', {
+    seed: async (client) => {
+      await seedTwoProjects(client);
+      await client.query(`INSERT INTO contacts (id, project_id, email, subscribed) VALUES ('cnt_c', 'prj_a', 'c@example.org', true)`);
+      await client.query(`INSERT INTO workflows (id, project_id, name, event_name) VALUES ($1, 'prj_a', 'one', 'signup'), ($2, 'prj_b', 'two', 'signup')`, [
+        W1,
+        W2,
+      ]);
+      await client.query(
+        EXECUTIONS +
+          [execution(1, W1, 'cnt_a', 'WAITING', S2), execution(2, W1, 'cnt_c', 'COMPLETED', null), execution(3, W2, 'cnt_b', 'RUNNING', S1)].join(', '),
+      );
+      await client.query(
+        STEP_RUNS + [stepRun(1, 1, S1, 'COMPLETED'), stepRun(2, 1, S2, 'WAITING'), stepRun(3, 2, S1, 'COMPLETED'), stepRun(4, 3, S1, 'RUNNING', W2)].join(', '),
+      );
+    },
+    check: async (client) => {
+      assert.deepEqual(await counted(client), {
+        executions: [
+          [W1, 'COMPLETED', NONE, 1],
+          [W1, 'WAITING', S2, 1],
+          [W2, 'RUNNING', NONE, 1],
+        ],
+        steps: [
+          [W1, S1, 'COMPLETED', 2],
+          [W1, S2, 'WAITING', 1],
+          [W2, S1, 'RUNNING', 1],
+        ],
+      });
 
-    await seedTwoProjects(client);
-    await client.query(`INSERT INTO contacts (id, project_id, email, subscribed) VALUES ('cnt_c', 'prj_a', 'c@example.org', true)`);
-    await client.query(`INSERT INTO workflows (id, project_id, name, event_name) VALUES ($1, 'prj_a', 'one', 'signup'), ($2, 'prj_b', 'two', 'signup')`, [
-      W1,
-      W2,
-    ]);
-    await client.query(
-      EXECUTIONS +
-        [execution(1, W1, 'cnt_a', 'WAITING', S2), execution(2, W1, 'cnt_c', 'COMPLETED', null), execution(3, W2, 'cnt_b', 'RUNNING', S1)].join(', '),
-    );
-    await client.query(
-      STEP_RUNS + [stepRun(1, 1, S1, 'COMPLETED'), stepRun(2, 1, S2, 'WAITING'), stepRun(3, 2, S1, 'COMPLETED'), stepRun(4, 3, S1, 'RUNNING', W2)].join(', '),
-    );
-    await applyMigrations(client, from);
-
-    assert.deepEqual(await counted(client), {
-      executions: [
-        [W1, 'COMPLETED', NONE, 1],
-        [W1, 'WAITING', S2, 1],
-        [W2, 'RUNNING', NONE, 1],
-      ],
-      steps: [
-        [W1, S1, 'COMPLETED', 2],
-        [W1, S2, 'WAITING', 1],
-        [W2, S1, 'RUNNING', 1],
-      ],
-    });
-
-    // From here on the triggers count: the waiting execution moves on and completes, a new one
-    // waits at S1 with no step row, a contact's cascade, a workflow's cascade.
-    await client.query(`UPDATE workflow_step_executions SET status = 'COMPLETED' WHERE status = 'WAITING'`);
-    await client.query(`UPDATE workflow_executions SET status = 'RUNNING', current_step_id = $1 WHERE status = 'WAITING'`, [S1]);
-    await client.query(`UPDATE workflow_executions SET status = 'EXITED', current_step_id = NULL WHERE workflow_id = $1 AND status = 'RUNNING'`, [W1]);
-    await client.query(EXECUTIONS + execution(5, W1, 'cnt_c', 'WAITING', S1));
-    await client.query(`DELETE FROM contacts WHERE id = 'cnt_a'`);
-    await client.query(`DELETE FROM workflows WHERE id = $1`, [W2]);
-    assert.deepEqual(await counted(client), {
-      executions: [
-        [W1, 'COMPLETED', NONE, 1],
-        [W1, 'WAITING', S1, 1],
-      ],
-      steps: [[W1, S1, 'COMPLETED', 1]],
-    });
-    assert.deepEqual(
-      (await client.query(`SELECT DISTINCT workflow_id FROM workflow_execution_counts UNION SELECT workflow_id FROM workflow_step_counts`)).rows,
-      [{ workflow_id: W1 }],
-    );
-  } finally {
-    await client.end();
-  }
+      // From here on the triggers count: the waiting execution moves on and completes, a new one
+      // waits at S1 with no step row, a contact's cascade, a workflow's cascade.
+      await client.query(`UPDATE workflow_step_executions SET status = 'COMPLETED' WHERE status = 'WAITING'`);
+      await client.query(`UPDATE workflow_executions SET status = 'RUNNING', current_step_id = $1 WHERE status = 'WAITING'`, [S1]);
+      await client.query(`UPDATE workflow_executions SET status = 'EXITED', current_step_id = NULL WHERE workflow_id = $1 AND status = 'RUNNING'`, [W1]);
+      await client.query(EXECUTIONS + execution(5, W1, 'cnt_c', 'WAITING', S1));
+      await client.query(`DELETE FROM contacts WHERE id = 'cnt_a'`);
+      await client.query(`DELETE FROM workflows WHERE id = $1`, [W2]);
+      assert.deepEqual(await counted(client), {
+        executions: [
+          [W1, 'COMPLETED', NONE, 1],
+          [W1, 'WAITING', S1, 1],
+        ],
+        steps: [[W1, S1, 'COMPLETED', 1]],
+      });
+      assert.deepEqual(
+        (await client.query(`SELECT DISTINCT workflow_id FROM workflow_execution_counts UNION SELECT workflow_id FROM workflow_step_counts`)).rows,
+        [{ workflow_id: W1 }],
+      );
+    },
+  });
 });

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
-import type pg from 'pg';
+import pg from 'pg';
+import { createTestDatabase } from './server.ts';
 
 /** For migration tests: replay the committed migrations up to one, write old-shaped rows, apply the rest. */
 
@@ -42,6 +43,29 @@ export async function applyMigrations(client: pg.Client, files: string[]): Promi
   } catch (err) {
     await client.query('ROLLBACK');
     throw err;
+  }
+}
+
+/**
+ * A migration test on a database of its own: the migrations before the first one containing
+ * `marker` (migrationsSplitAt, with `until`), then `seed` writes old-shaped rows, then the rest,
+ * then `check`. The client is closed whatever happens; `url` is the database's, for more clients.
+ */
+export async function acrossMigration(
+  marker: string,
+  steps: { until?: string; seed: (client: pg.Client, url: string) => Promise<void>; check: (client: pg.Client, url: string) => Promise<void> },
+): Promise<void> {
+  const url = await createTestDatabase();
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { before, from } = await migrationsSplitAt(marker, { until: steps.until });
+    await applyMigrations(client, before);
+    await steps.seed(client, url);
+    await applyMigrations(client, from);
+    await steps.check(client, url);
+  } finally {
+    await client.end();
   }
 }
 
