@@ -109,6 +109,23 @@ describe('billing limits', () => {
     );
   });
 
+  test("a campaign's test send is a transactional email: refused past that cap, by a MEMBER too, and nothing written", async () => {
+    const b = await project('Test Cap');
+    const c = await b.sk.post('/campaigns', { name: 'Draft', subject: 'S', body: '<p>B</p>', from: b.from });
+    await owner(b).put(limitsPath(b), { transactional: 1 });
+    const first = await b.sk.post(`/campaigns/${c.body.data.id}/test`, { email: 'first@test-cap.test' });
+    assert.equal(first.status, 200, first.text);
+    const m = await signupUser(env.server.api);
+    await joinWithInvitation(env.server, await b.sk.post(`/projects/${b.project.id}/members`, { email: m.email }), m.cookie);
+    const refused = await asMember(env.server.api, m.cookie, b.project.id).post(`/campaigns/${c.body.data.id}/test`, { email: 'victim@elsewhere.test' });
+    assert.equal(refused.status, 403, refused.text);
+    assert.equal(refused.body.error.code, 'BILLING_LIMIT_EXCEEDED');
+    assert.deepEqual(refused.body.error.details, { category: 'transactional', limit: 1, usage: 1, requested: 1, remaining: 0 });
+    const written = await env.server.sql(`SELECT count(*)::int AS n FROM contacts WHERE project_id = $1 AND email = 'victim@elsewhere.test'`, [b.project.id]);
+    assert.equal(written[0].n, 0, 'the refused test send wrote no contact');
+    assert.equal((await owner(b).get(limitsPath(b))).body.transactional.usage, 1);
+  });
+
   test('campaigns: a campaign larger than the remaining allowance is refused at send and at schedule time', async () => {
     const b = await project('Camp Cap');
     for (const email of ['a@cc.test', 'b@cc.test', 'c@cc.test']) await b.sk.post('/contacts', { email, subscribed: true });

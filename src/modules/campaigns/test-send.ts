@@ -1,5 +1,6 @@
 import type { AppContext } from '../../context.ts';
 import { withTransaction } from '../../db/client.ts';
+import { assertWithinBillingLimit } from '../billing/limits.ts';
 import type { EmailStatus } from '../../db/schema/emails.ts';
 import { upsertContact } from '../contacts/service.ts';
 import { senderDomainFor } from '../domains/sender.ts';
@@ -14,7 +15,9 @@ export type TestSendResult = { id: string; to: string; subject: string; status: 
  * contact (upserted as /v1/send does: a new contact is unsubscribed). It is sent as TRANSACTIONAL so
  * it arrives whatever the subscription state (suppressed addresses still get nothing), with
  * `[Test] ` before the subject, and belongs to no campaign, so it never counts in the stats. It is
- * fetched for delivery as it commits (jobs/commit-wakes.ts).
+ * a transactional email of the month's usage, refused past the project's transactional cap as a
+ * /v1/send is (403 BILLING_LIMIT_EXCEEDED, nothing written). It is fetched for delivery as it
+ * commits (jobs/commit-wakes.ts).
  */
 export async function sendTestEmail(ctx: AppContext, projectId: string, id: string, to: string): Promise<TestSendResult> {
   const campaign = await campaignRow(ctx.database.db, projectId, id);
@@ -22,6 +25,7 @@ export async function sendTestEmail(ctx: AppContext, projectId: string, id: stri
   const now = ctx.clock.now();
   const subject = `[Test] ${campaign.subject}`;
   const result = await withTransaction(ctx.database, async (t) => {
+    await assertWithinBillingLimit(ctx, t, projectId, 'transactional', 1);
     const { contact } = await upsertContact(t.tx, projectId, { email: to }, { defaultSubscribed: false, now });
     const [queued] = await queueEmailsWithStatus(ctx, t, [
       {
