@@ -140,6 +140,41 @@ describe('members', () => {
     assert.equal(after.status, 404, 'a former member no longer sees the project');
   });
 
+  test('an ADMIN removed or demoted takes back the invitations they sent; the others stay', async () => {
+    const p = await bootstrap(server.api, 'Admins project');
+    const path = `/projects/${p.project.id}/members`;
+    const ownerP = server.api.as({ cookie: p.cookie });
+    const [removed, demoted] = [await signupUser(server.api), await signupUser(server.api)];
+    for (const admin of [removed, demoted]) {
+      assert.equal((await ownerP.post(path, { email: admin.email, role: 'ADMIN' })).status, 201);
+      await acceptMailed(admin, 'Admins project');
+    }
+    const sent: Record<string, string> = {};
+    for (const [by, email] of [
+      [removed.cookie, `by-removed-${Date.now()}@example.test`],
+      [demoted.cookie, `by-demoted-${Date.now()}@example.test`],
+      [p.cookie, `by-owner-${Date.now()}@example.test`],
+    ]) {
+      const invited = await server.api.post(path, { email, role: 'ADMIN' }, { cookie: by });
+      assert.equal(invited.status, 201, invited.text);
+      sent[email] = invitationToken(await waitForMail(sink, email, 'invited to Admins project'));
+    }
+    assert.equal((await ownerP.delete(`${path}/${removed.id}`)).status, 204);
+    assert.equal((await ownerP.patch(`${path}/${demoted.id}`, { role: 'MEMBER' })).status, 200);
+
+    const pending = (await ownerP.get(path)).body.invitations.map((i: { email: string }) => i.email);
+    assert.deepEqual(
+      pending,
+      Object.keys(sent).filter((e) => e.startsWith('by-owner-')),
+    );
+    for (const [email, token] of Object.entries(sent)) {
+      const invitee = await signupUser(server.api, email);
+      const accepted = await server.api.post('/invitations/accept', { token }, { cookie: invitee.cookie });
+      if (email.startsWith('by-owner-')) assert.deepEqual([accepted.status, accepted.body.role], [200, 'ADMIN'], accepted.text);
+      else assert.equal(accepted.status, 400, `${email}: ${accepted.text}`);
+    }
+  });
+
   test('the OWNER can be neither demoted nor removed, even by an ADMIN or through the API key', async () => {
     const admin = await signupUser(server.api);
     await ownerApi().post(membersPath(), { email: admin.email, role: 'ADMIN' });

@@ -1,6 +1,6 @@
 import { and, asc, eq, gt, isNull, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
-import { withTransaction } from '../../db/client.ts';
+import { type Db, withTransaction } from '../../db/client.ts';
 import { UUID } from '../../db/ids.ts';
 import { invitations } from '../../db/schema/members.ts';
 import { memberships, users } from '../../db/schema/users.ts';
@@ -78,13 +78,24 @@ async function memberRow(ctx: AppContext, projectId: string, userId: string) {
 
 const ownerIsFixed = (what: string) => new ApiError(403, 'FORBIDDEN', `The project owner cannot be ${what}`);
 
+/**
+ * The pending invitations a member sent to the project, revoked when they leave it or become a
+ * MEMBER: each one grants its role as it was sent, so an ADMIN removed or demoted would otherwise
+ * get back in as ADMIN through an invitation to another address of theirs.
+ */
+const revokeInvitationsSentBy = (tx: Db, projectId: string, userId: string) =>
+  tx.delete(invitations).where(and(eq(invitations.projectId, projectId), eq(invitations.invitedBy, userId), isNull(invitations.acceptedAt)));
+
 export async function updateMemberRole(ctx: AppContext, projectId: string, userId: string, role: 'ADMIN' | 'MEMBER'): Promise<MemberRecord> {
   const member = await memberRow(ctx, projectId, userId);
   if (member.role === 'OWNER') throw ownerIsFixed('demoted');
-  await ctx.database.db
-    .update(memberships)
-    .set({ role })
-    .where(and(eq(memberships.projectId, projectId), eq(memberships.userId, userId)));
+  await withTransaction(ctx.database, async ({ tx }) => {
+    await tx
+      .update(memberships)
+      .set({ role })
+      .where(and(eq(memberships.projectId, projectId), eq(memberships.userId, userId)));
+    if (role === 'MEMBER') await revokeInvitationsSentBy(tx, projectId, userId);
+  });
   return { userId, email: member.email, role, createdAt: member.createdAt.toISOString() };
 }
 
@@ -106,6 +117,7 @@ export async function removeMember(ctx: AppContext, actor: Actor, userId: string
     const managers = rows.filter((r) => r.userId !== userId && (r.role === 'OWNER' || r.role === 'ADMIN'));
     if (managers.length === 0) throw conflict('The last ADMIN or OWNER of a project cannot be removed');
     await tx.delete(memberships).where(and(eq(memberships.projectId, actor.projectId), eq(memberships.userId, userId)));
+    await revokeInvitationsSentBy(tx, actor.projectId, userId);
   });
 }
 
