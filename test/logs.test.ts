@@ -72,11 +72,16 @@ test('no credential and no email address in a request line: tracking links, addr
   assert.equal(await logged(await b.sk.delete('/suppressions/bob.private@example.com')), '/suppressions/***');
   assert.equal(await logged(await b.sk.get('/contacts?search=carol.private%40example.com&limit=5')), '/contacts?search=***&limit=5');
   assert.equal(await logged(await b.sk.get('/contacts?email=dan.private@example.com')), '/contacts?email=***');
+  for (const email of ['erin.private@example.com', 'frank.private@example.com']) assert.equal((await b.sk.post('/contacts', { email })).status, 201);
+  const sorted = await b.sk.get('/contacts?sort=email&limit=1');
+  assert.match(Buffer.from(sorted.body.cursor, 'base64url').toString(), /private@example\.com/, 'the cursor holds the address');
+  assert.equal(await logged(await b.sk.get(`/contacts?sort=email&limit=1&cursor=${sorted.body.cursor}`)), '/contacts?sort=email&limit=1&cursor=***');
   assert.equal(await logged(await api.get('/unsubscribe/SECRET-UNSUB-TOKEN/extra')), '/unsubscribe/…');
   const keys = await api.get('/v1/x?apikey=S1&auth=S2&access_token=S3&code=S4&jwt=S5&session=S6&page=2');
   assert.equal(await logged(keys), '/v1/…?apikey=***&auth=***&access_token=***&code=***&jwt=***&session=***&page=2');
   const all = JSON.stringify(lines);
-  for (const secret of ['private@', 'private%40', 'SECRET-UNSUB', 'c2VjcmV0', 'S1&', 'S6&']) assert.ok(!all.includes(secret), `${secret} was logged`);
+  for (const secret of ['private@', 'private%40', 'SECRET-UNSUB', 'c2VjcmV0', 'S1&', 'S6&', sorted.body.cursor])
+    assert.ok(!all.includes(secret), `${secret} was logged`);
 });
 
 test('one line per email outcome, with the email id, project and reply, and no recipient', async () => {

@@ -1,8 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 
-/** Query values never logged: credentials, and free text (a search is often a name or an address). */
+/**
+ * Query values never logged: credentials, free text (a search is often a name or an address), and
+ * cursors (base64 of the last row's sort key, an address when a list is sorted by email).
+ */
 const SECRET_QUERY = /token|key|secret|password|signature|sig$|auth|jwt|session|code|state/i;
-const FREE_TEXT_QUERY = /^(search|q|query)$/i;
+const FREE_TEXT_QUERY = /^(search|q|query|cursor)$/i;
 const EMAIL_LIKE = /@|%40/;
 
 /**
