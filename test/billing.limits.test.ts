@@ -155,6 +155,28 @@ describe('billing limits', () => {
     assert.equal(refused.status, 403, refused.text);
   });
 
+  test('two campaigns that together pass the cap: the one past it stops, CANCELLED, its recipients the emails it wrote', async () => {
+    const b = await project('Two Camps');
+    for (const email of ['a@two.test', 'b@two.test', 'c@two.test']) await b.sk.post('/contacts', { email, subscribed: true });
+    await owner(b).put(limitsPath(b), { campaigns: 4 });
+    const ids: string[] = [];
+    for (const name of ['First', 'Second']) ids.push((await b.sk.post('/campaigns', { name, subject: 'S', body: '<p>B</p>', from: b.from })).body.data.id);
+    // Each fits the allowance when sent (3 of 4); together they do not.
+    for (const id of ids) assert.equal((await b.sk.post(`/campaigns/${id}/send`, {})).status, 200);
+    const deadline = Date.now() + 15_000;
+    const ended = async () => Promise.all(ids.map(async (id) => (await b.sk.get(`/campaigns/${id}`)).body));
+    while ((await ended()).some((c) => c.status === 'SENDING') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    const outcomes = (await ended()).map((c) => ({ status: c.status, totalRecipients: c.totalRecipients }));
+    assert.deepEqual(
+      outcomes.sort((x, y) => x.status.localeCompare(y.status)),
+      [
+        { status: 'CANCELLED', totalRecipients: 0 },
+        { status: 'SENT', totalRecipients: 3 },
+      ],
+    );
+    assert.equal((await owner(b).get(limitsPath(b))).body.campaigns.usage, 3);
+  });
+
   test('workflows: the function the SEND_EMAIL step calls refuses exactly the email past the cap', async () => {
     const b = await bootstrap(env.server.api, 'Wf Cap');
     await owner(b).put(limitsPath(b), { workflows: 1 });

@@ -341,6 +341,11 @@ describe('cancelling a campaign mid-send', () => {
     const final = (await p.sk.get(`/campaigns/${c.id}`)).body;
     assert.equal(final.status, 'CANCELLED');
     assert.equal(final.sentCount, settled);
+    assert.equal(
+      final.totalRecipients,
+      rows.reduce((n, r) => n + r.n, 0),
+      'its recipients are the emails written, as after a finish',
+    );
     assert.equal((await p.sk.post(`/campaigns/${c.id}/cancel`)).status, 409);
     assert.equal((await p.sk.post(`/campaigns/${c.id}/send`, {})).status, 409);
     assert.equal((await p.sk.delete(`/campaigns/${c.id}`)).status, 204, 'a cancelled campaign can be deleted');

@@ -1,8 +1,8 @@
-import { eq, sql } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { type Db, withTransaction } from '../../db/client.ts';
 import { campaigns } from '../../db/schema/campaigns.ts';
-import { skipQueuedOfCampaign } from '../emails/lifecycle.ts';
+import { cancelSending } from './cancel-sending.ts';
 
 /**
  * A campaign whose audience the worker cannot read (its statement passed the condition bound, or
@@ -11,9 +11,8 @@ import { skipQueuedOfCampaign } from '../emails/lifecycle.ts';
  *
  * - SCHEDULED, at its start: back to DRAFT with the schedule removed, as a cancel does (nothing was
  *   sent). Sending it again answers 400 on `audience` with the same reason while it stays too slow.
- * - SENDING, at a fan-out batch: CANCELLED. Its emails still QUEUED are SKIPPED with the reason as
- *   their `error` (visible on GET /emails), emails already with the relay finish, and
- *   `totalRecipients` becomes the number of emails written, as when a campaign finishes.
+ * - SENDING, at a fan-out batch: CANCELLED (cancel-sending.ts), the reason on its skipped emails
+ *   (visible on GET /emails).
  */
 
 /** SCHEDULED → DRAFT, in the caller's transaction (which holds the campaign row lock). */
@@ -33,19 +32,7 @@ export async function stopSendingForAudience(ctx: AppContext, campaignId: string
       .where(eq(campaigns.id, campaignId))
       .for('update');
     if (!c || c.status !== 'SENDING' || c.sendJobId !== jobId) return null;
-    await skipQueuedOfCampaign(tx, campaignId, `campaign stopped: ${reason}`, now);
-    await tx
-      .update(campaigns)
-      .set({
-        status: 'CANCELLED',
-        cancelledAt: now,
-        completedAt: now,
-        sendJobId: null,
-        pendingCount: 0,
-        totalRecipients: sql`(SELECT count(*)::int FROM emails AS e WHERE e.campaign_id = ${campaignId})`,
-        updatedAt: now,
-      })
-      .where(eq(campaigns.id, campaignId));
+    await cancelSending(tx, campaignId, `campaign stopped: ${reason}`, now);
     return c;
   });
   if (stopped) ctx.log.warn({ campaignId, projectId: stopped.projectId, reason }, 'campaign stopped: its audience could not be read');

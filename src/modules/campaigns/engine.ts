@@ -1,9 +1,9 @@
-import { and, eq } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { withTransaction } from '../../db/client.ts';
 import { campaigns } from '../../db/schema/campaigns.ts';
 import { projects } from '../../db/schema/users.ts';
-import { skipQueuedOfCampaign } from '../emails/lifecycle.ts';
+import { cancelSending } from './cancel-sending.ts';
 import { type AudienceSpeed, countRecipients, readAudienceInTime } from './audience.ts';
 import { unscheduleForAudience } from './audience-stop.ts';
 import { handOver, sendingState } from './chain.ts';
@@ -118,11 +118,7 @@ async function stopForDisabledProject(ctx: AppContext, campaignId: string, jobId
     if (c.status === 'SCHEDULED') {
       await tx.update(campaigns).set({ status: 'DRAFT', scheduledFor: null, sendJobId: null, updatedAt: now }).where(eq(campaigns.id, campaignId));
     } else if (c.status === 'SENDING') {
-      await tx
-        .update(campaigns)
-        .set({ status: 'CANCELLED', cancelledAt: now, completedAt: now, sendJobId: null, updatedAt: now })
-        .where(eq(campaigns.id, campaignId));
-      await skipQueuedOfCampaign(tx, campaignId, 'campaign cancelled: the project is disabled', now);
+      await cancelSending(tx, campaignId, 'campaign cancelled: the project is disabled', now);
     }
   });
   ctx.log.warn({ campaignId }, 'campaign stopped: its project is disabled');

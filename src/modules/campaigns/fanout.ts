@@ -8,6 +8,7 @@ import { type NewEmail, queueEmails } from '../emails/queue.ts';
 import { type AudienceSpeed, type Cursor, nextRecipients, readAudienceInTime } from './audience.ts';
 import { stopSendingForAudience } from './audience-stop.ts';
 import { withinBillingLimit } from '../billing/limits.ts';
+import { cancelSending } from './cancel-sending.ts';
 
 /**
  * Fan-out: writes the campaign's emails batch by batch, walking the audience by keyset. Each batch
@@ -105,10 +106,7 @@ export async function fanOutBatch(ctx: AppContext, campaignId: string, jobId: st
 
     if (!(await withinBillingLimit(ctx, t, c.projectId, 'campaigns', batch.recipients.length))) {
       // The month's campaign allowance ran out since the send started: stop here, like a cancel.
-      await t.tx
-        .update(campaigns)
-        .set({ status: 'CANCELLED', cancelledAt: now, completedAt: now, sendJobId: null, updatedAt: now })
-        .where(eq(campaigns.id, campaignId));
+      await cancelSending(t.tx, campaignId, 'campaign stopped: the monthly campaigns limit is reached', now);
       ctx.log.warn({ campaignId, projectId: c.projectId }, 'campaign stopped: monthly campaigns limit reached');
       return 'stopped';
     }

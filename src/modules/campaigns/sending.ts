@@ -1,11 +1,11 @@
-import { and, eq } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { withTransaction } from '../../db/client.ts';
 import { type CampaignStatus, campaigns } from '../../db/schema/campaigns.ts';
 import { badRequest, conflict } from '../../http/errors.ts';
 import { assertAllowance } from '../billing/limits.ts';
 import { senderDomainFor } from '../domains/sender.ts';
-import { skipQueuedOfCampaign } from '../emails/lifecycle.ts';
+import { cancelSending } from './cancel-sending.ts';
 import { countRecipientsInTime } from './audience.ts';
 import { dropJob, handOver, sendingState } from './chain.ts';
 import { CAMPAIGN_QUEUE } from './queue-name.ts';
@@ -89,8 +89,7 @@ export async function cancelCampaign(ctx: AppContext, projectId: string, id: str
     if (c.status === 'SCHEDULED') {
       await tx.update(campaigns).set({ status: 'DRAFT', scheduledFor: null, sendJobId: null, updatedAt: now }).where(eq(campaigns.id, id));
     } else if (c.status === 'SENDING') {
-      await tx.update(campaigns).set({ status: 'CANCELLED', cancelledAt: now, completedAt: now, sendJobId: null, updatedAt: now }).where(eq(campaigns.id, id));
-      await skipQueuedOfCampaign(tx, id, 'campaign cancelled', now);
+      await cancelSending(tx, id, 'campaign cancelled', now);
     } else {
       throw conflict(`Campaign is ${c.status}; only SCHEDULED and SENDING campaigns can be cancelled`, { status: c.status });
     }
