@@ -114,6 +114,19 @@ describe('content and sender on create', () => {
     assertError(await p.sk.post('/campaigns', valid({ type: 'NEWSLETTER' })), 422, 'VALIDATION_ERROR', 'type');
     assertError(await p.sk.post('/campaigns', valid({ audienceType: 'SOME' })), 422, 'VALIDATION_ERROR', 'audienceType');
   });
+
+  test('unknown keys are 422 unrecognized_keys on create and on PUT, not accepted and ignored', async () => {
+    const created = await p.sk.post('/campaigns', valid({ status: 'SENT', sentCount: 5 }));
+    assert.equal(created.status, 422, created.text);
+    assert.equal(created.body.error.errors[0].code, 'unrecognized_keys');
+    const { id } = await draft();
+    for (const body of [{ status: 'SENT' }, { scheduledFor: new Date(Date.now() + 3600_000).toISOString() }]) {
+      const put = await p.sk.put(`/campaigns/${id}`, body);
+      assert.equal(put.status, 422, put.text);
+      assert.equal(put.body.error.errors[0].code, 'unrecognized_keys');
+    }
+    assert.equal((await p.sk.get(`/campaigns/${id}`)).body.status, 'DRAFT');
+  });
 });
 
 describe('send and schedule', () => {

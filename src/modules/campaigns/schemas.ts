@@ -45,10 +45,13 @@ export const createCampaignBody = z.object({
   audienceType: fields.audienceType.default('ALL'),
   segmentId: fields.segmentId.optional(),
   audienceCondition: fields.audienceCondition.optional(),
-});
+})
+  // Unknown keys are 422 (as for segments, contacts and workflows): `status` or `scheduledFor` here
+  // was accepted and ignored, which reads as done.
+  .strict();
 
 /** PUT: the fields given replace the stored ones; absent fields keep their value, null clears an optional one. */
-export const updateCampaignBody = z.object(fields).partial();
+export const updateCampaignBody = z.object(fields).partial().strict();
 
 export type CreateCampaignInput = z.output<typeof createCampaignBody>;
 export type UpdateCampaignInput = z.output<typeof updateCampaignBody>;
