@@ -270,3 +270,86 @@ describe('timeseries from the email-outcome summary', () => {
     assert.deepEqual(wide.body.totals, { sent: 11, delivered: 11, opened: 8, clicked: 5, bounced: 0, complained: 0, unsubscribed: 0 });
   });
 });
+
+describe('hourly buckets across DST changes', () => {
+  let d: Bootstrapped;
+  const HOUR = 3_600_000;
+  // Europe/Berlin: clocks go forward at 2026-03-29T01:00Z (02:00 CET → 03:00 CEST) and back at
+  // 2026-10-25T01:00Z (03:00 CEST → 02:00 CET).
+  const SPRING = ['2026-03-28T23:20:00Z', '2026-03-29T00:40:00Z', '2026-03-29T01:10:00Z', '2026-03-29T01:50:00Z', '2026-03-29T03:05:00Z'];
+  const AUTUMN = ['2026-10-25T00:15:00Z', '2026-10-25T00:45:00Z', '2026-10-25T01:30:00Z', '2026-10-25T02:05:00Z'];
+  // One unsubscribe an hour apart in each case: 00:30Z (local 01:30 CET) and 01:30Z (03:30 CEST); 00:30Z (02:30 CEST) and 01:20Z (02:20 CET).
+  const UNSUBSCRIBES = ['2026-03-29T00:30:00Z', '2026-03-29T01:30:00Z', '2026-10-25T00:30:00Z', '2026-10-25T01:20:00Z'];
+
+  before(async () => {
+    d = await bootstrap(server.api, 'DST');
+    assert.equal((await server.api.patch(`/users/@me/projects/${d.project.id}`, { timezone: 'Europe/Berlin' }, { cookie: d.cookie })).status, 200);
+    for (const [i, at] of [...SPRING, ...AUTUMN].entries()) {
+      fixed = new Date(at); // delivery reads the clock: held until the email is delivered
+      const sent = await d.sk.post('/v1/send', { to: `r${i}@dst.test`, from: 'hi@sandbox.herald.test', subject: 'Hi', body: '<p>Hi</p>' });
+      assert.equal(sent.status, 200, sent.text);
+      const id = sent.body.data.emails[0].email;
+      await waitFor('delivery', async () => (await d.sk.get(`/emails/${id}`)).body.status === 'DELIVERED', 20_000);
+      fixed = null;
+    }
+    for (const [i, at] of UNSUBSCRIBES.entries()) {
+      const created = await d.sk.post('/contacts', { email: `u${i}@dst.test`, subscribed: true });
+      assert.equal(created.status, 201, created.text);
+      fixed = new Date(at);
+      assert.equal((await d.sk.patch(`/contacts/${created.body.id}`, { subscribed: false })).status, 200);
+      fixed = null;
+    }
+  });
+
+  const hourly = async (from: string, to: string) => {
+    const res = await d.sk.get(`/analytics/timeseries?interval=hour&from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`);
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.timezone, 'Europe/Berlin');
+    return res.body.points.map((p: Record<string, number | string>) => [p.t, p.sent, p.delivered, p.unsubscribed]);
+  };
+  const hours = (from: string, n: number) => Array.from({ length: n }, (_, i) => new Date(Date.parse(from) + i * HOUR).toISOString().replace('.000Z', 'Z'));
+
+  test('when the clocks go forward, each absolute hour is one bucket, once, with its own counts', async () => {
+    const t = hours('2026-03-28T22:00:00Z', 7);
+    const want = [
+      [t[0], 0, 0, 0],
+      [t[1], 1, 1, 0], // 23:20Z
+      [t[2], 1, 1, 1], // 00:40Z (01:40 CET), unsubscribe 00:30Z
+      [t[3], 2, 2, 1], // 01:10Z and 01:50Z (03:10 and 03:50 CEST), unsubscribe 01:30Z
+      [t[4], 0, 0, 0],
+      [t[5], 1, 1, 0], // 03:05Z
+      [t[6], 0, 0, 0],
+    ];
+    // Whole quarter hours (the outcome summary), and a range that cuts them (the emails).
+    assert.deepEqual(await hourly('2026-03-28T22:00:00Z', '2026-03-29T04:00:00Z'), want);
+    assert.deepEqual(await hourly('2026-03-28T22:07:00Z', '2026-03-29T03:59:00Z'), want.slice(0, 6));
+  });
+
+  test('when the clocks go back, the two hours of the same local wall time are two buckets', async () => {
+    const t = hours('2026-10-24T22:00:00Z', 7);
+    const want = [
+      [t[0], 0, 0, 0],
+      [t[1], 0, 0, 0],
+      [t[2], 2, 2, 1], // 00:15Z and 00:45Z (02:15, 02:45 CEST), unsubscribe 00:30Z
+      [t[3], 1, 1, 1], // 01:30Z (02:30 CET), unsubscribe 01:20Z
+      [t[4], 1, 1, 0], // 02:05Z
+      [t[5], 0, 0, 0],
+      [t[6], 0, 0, 0],
+    ];
+    assert.deepEqual(await hourly('2026-10-24T22:00:00Z', '2026-10-25T04:00:00Z'), want);
+    assert.deepEqual(await hourly('2026-10-24T22:07:00Z', '2026-10-25T03:59:00Z'), want.slice(0, 6));
+  });
+
+  test('days stay local calendar days: 29 March is 23 hours long', async () => {
+    const res = await d.sk.get('/analytics/timeseries?interval=day&from=2026-03-28T12:00:00Z&to=2026-03-30T00:00:00Z');
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(
+      res.body.points.map((p: Record<string, number | string>) => [p.t, p.sent, p.unsubscribed]),
+      [
+        ['2026-03-27T23:00:00Z', 0, 0],
+        ['2026-03-28T23:00:00Z', 5, 2], // 23:20Z is 00:20 on the 29th in Berlin
+        ['2026-03-29T22:00:00Z', 0, 0],
+      ],
+    );
+  });
+});

@@ -289,9 +289,9 @@ describe('usage and deletion', () => {
     await trackAt(b.pk, '2024-04-01T00:00:00.000Z', { email: 'u@example.com', event: 'trial started' });
     const res = await b.sk.get(`/events/${encodeURIComponent('trial started')}/usage`);
     assert.equal(res.status, 200, res.text);
-    assert.deepEqual(res.body, { segments: [], workflows: [], eventCount: 1, canDelete: true });
+    assert.deepEqual(res.body, { segments: [], campaigns: [], workflows: [], eventCount: 1, canDelete: true });
     const reserved = await b.sk.get('/events/email.sent/usage');
-    assert.deepEqual(reserved.body, { segments: [], workflows: [], eventCount: 0, canDelete: false });
+    assert.deepEqual(reserved.body, { segments: [], campaigns: [], workflows: [], eventCount: 0, canDelete: false });
   });
 
   test('a name referenced through a usage provider cannot be deleted (409), others can (204)', async () => {
@@ -300,7 +300,7 @@ describe('usage and deletion', () => {
     const provider = mock.method(usageOf, 'eventNameUsers', async (...args: Parameters<typeof real>) => {
       const [, projectId, eventName] = args;
       return projectId === b.project.id && eventName === 'upgraded'
-        ? { segments: [{ id: 'seg-1', name: 'Upgraders' }], workflows: [{ id: 'wf-1', name: 'Upsell' }] }
+        ? { segments: [{ id: 'seg-1', name: 'Upgraders' }], campaigns: [], workflows: [{ id: 'wf-1', name: 'Upsell' }] }
         : real(...args);
     });
     try {
@@ -308,6 +308,7 @@ describe('usage and deletion', () => {
       const usage = await b.sk.get('/events/upgraded/usage');
       assert.deepEqual(usage.body, {
         segments: [{ id: 'seg-1', name: 'Upgraders' }],
+        campaigns: [],
         workflows: [{ id: 'wf-1', name: 'Upsell' }],
         eventCount: 1,
         canDelete: false,
@@ -349,7 +350,7 @@ describe('usage and deletion', () => {
     const b = await bootstrap(server.api);
     await trackAt(b.pk, '2024-04-03T00:00:00.000Z', { email: 'c@example.com', event: 'contact' });
     const res = await b.sk.get('/events/contact/usage');
-    assert.deepEqual(res.body, { segments: [], workflows: [], eventCount: 1, canDelete: true });
+    assert.deepEqual(res.body, { segments: [], campaigns: [], workflows: [], eventCount: 1, canDelete: true });
   });
 
   test('a name over 255 characters in the path is 422', async () => {

@@ -1401,6 +1401,10 @@ export interface Operations {
         id: string;
         name: string;
       }>;
+      campaigns: Array<{
+        id: string;
+        name: string;
+      }>;
       workflows: Array<{
         id: string;
         name: string;
@@ -1491,13 +1495,17 @@ export interface Operations {
     body: never;
     response: void;
   };
-  /** GET /events/{eventName}/usage: Segments and workflows that use an event name */
+  /** GET /events/{eventName}/usage: Segments, unfinished campaigns and workflows that use an event name */
   "events.usage": {
     path: [eventName: string];
     query: never;
     body: never;
     response: {
       segments: Array<{
+        id: string;
+        name: string;
+      }>;
+      campaigns: Array<{
         id: string;
         name: string;
       }>;

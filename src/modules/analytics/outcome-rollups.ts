@@ -1,6 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
 import type { DeliveryCounts } from '../campaigns/stats.ts';
+import { bucketOf } from './buckets.ts';
 
 /**
  * The email-outcome summaries (db/schema/emails.ts: email_outcome_slots per project and quarter
@@ -83,7 +84,7 @@ export function slotRows(scope: OutcomeScope, from: Date, to: Date, interval: st
   );
   return sql`
     SELECT v.m, t.b, v.n
-      FROM (SELECT date_trunc(${interval}, s.slot AT TIME ZONE ${tz}) AS b, ${sums}
+      FROM (SELECT ${bucketOf(interval, sql`s.slot`, tz)} AS b, ${sums}
               FROM ${scope.campaignId ? sql`campaign_outcome_slots` : sql`email_outcome_slots`} AS s
              WHERE s.project_id = ${scope.projectId} ${scope.campaignId ? sql`AND s.campaign_id = ${scope.campaignId}::uuid` : sql``} AND s.slot >= ${from.toISOString()}::timestamptz AND s.slot < ${to.toISOString()}::timestamptz
              GROUP BY 1) AS t

@@ -7,6 +7,7 @@ import { OUTCOME_TIME, campaignStats } from '../campaigns/stats.ts';
 import { type Outcome, type OutcomeScope, SLOT_MS, campaignOutcomeTotals, slotRows } from './outcome-rollups.ts';
 import type { CampaignStats } from '../campaigns/schemas.ts';
 import { METRICS, type Metric, type Point } from './schemas.ts';
+import { bucketOf, bucketSeries, bucketStartText } from './buckets.ts';
 
 /**
  * The four analytics endpoints, computed in SQL. Email outcomes are counted per email (an email
@@ -14,7 +15,8 @@ import { METRICS, type Metric, type Point } from './schemas.ts';
  * GET /campaigns/:id/stats (campaigns/stats.ts); unsubscribes and event counts come from the events
  * table, as GET /activity/stats counts them. Whole quarter hours come from the outcome summary
  * (outcome-rollups.ts), the rest are index-only range scans of each outcome's partial index
- * (emails_project_<outcome>_at_idx); buckets are zero-filled in the project's time zone.
+ * (emails_project_<outcome>_at_idx); buckets are zero-filled in the project's time zone: absolute
+ * hours, local days and weeks (buckets.ts).
  */
 
 type Interval = 'hour' | 'day' | 'week';
@@ -28,7 +30,7 @@ function emailRows(scope: OutcomeScope, within: Within, interval: Interval, tz: 
   const count = (m: Outcome, column: string, extra: SQL = sql``) => {
     const col = sql.identifier(column);
     return sql`
-      SELECT ${m}::text AS m, date_trunc(${interval}, e.${col} AT TIME ZONE ${tz}) AS b, count(*)::int AS n
+      SELECT ${m}::text AS m, ${bucketOf(interval, sql`e.${col}`, tz)} AS b, count(*)::int AS n
         FROM emails AS e
        WHERE e.project_id = ${scope.projectId} ${ofCampaign} AND e.${col} IS NOT NULL AND ${within(sql`e.${col}`)} ${extra}
        GROUP BY 2`;
@@ -56,7 +58,7 @@ function metricRows(projectId: string, r: TimeRange, interval: Interval, tz: str
       ? [sql`cu.unsubscribed_at`, sql`campaign_unsubscribes AS cu WHERE cu.project_id = ${projectId} AND cu.campaign_id = ${campaignId}`]
       : [sql`ev.created_at`, sql`events AS ev WHERE ev.project_id = ${projectId} AND ev.name = 'contact.unsubscribed'`];
     parts.push(sql`
-      SELECT 'unsubscribed'::text AS m, date_trunc(${interval}, ${at} AT TIME ZONE ${tz}) AS b, count(*)::int AS n
+      SELECT 'unsubscribed'::text AS m, ${bucketOf(interval, at, tz)} AS b, count(*)::int AS n
         FROM ${rows} AND ${inRange(at, r)}
        GROUP BY 2`);
   }
@@ -84,13 +86,9 @@ export async function timeseries(
   const echo = rangeEcho(q.range);
   const tz = q.timezone;
   const { rows } = await db.execute<Record<string, number | string>>(sql`
-    WITH buckets AS (
-      SELECT generate_series(
-               date_trunc(${q.interval}, ${echo.from}::timestamptz AT TIME ZONE ${tz}),
-               date_trunc(${q.interval}, ${echo.to}::timestamptz AT TIME ZONE ${tz}),
-               ('1 ' || ${q.interval})::interval) AS b
-    ), data AS (${metricRows(projectId, q.range, q.interval, tz, metrics, q.campaignId)})
-    SELECT to_char((bk.b AT TIME ZONE ${tz}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS t,
+    WITH buckets AS (${bucketSeries(q.interval, echo.from, echo.to, tz)}),
+         data AS (${metricRows(projectId, q.range, q.interval, tz, metrics, q.campaignId)})
+    SELECT ${bucketStartText(q.interval, sql`bk.b`, tz)} AS t,
            ${sql.join(
              metrics.map((m) => sql`coalesce(sum(d.n) FILTER (WHERE d.m = ${m}), 0)::int AS ${sql.identifier(m)}`),
              sql`, `,

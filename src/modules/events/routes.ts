@@ -186,7 +186,7 @@ export function eventRoutes(app: FastifyInstance, ctx: AppContext): void {
       onRequest,
       schema: doc({
         operationId: 'events.usage',
-        summary: 'Segments and workflows that use an event name',
+        summary: 'Segments, unfinished campaigns and workflows that use an event name',
         params: eventNameParams,
         responses: { 200: eventUsageSchema },
       }),
@@ -201,7 +201,7 @@ export function eventRoutes(app: FastifyInstance, ctx: AppContext): void {
       schema: doc({
         operationId: 'events.deleteName',
         summary: 'Delete every event with this name',
-        description: `Deletes the events in short batches and answers when all are gone (409 while a segment or workflow uses the name). At most ${EVENT_DELETES_PER_PROJECT} delete of many events of a project at once (${EVENT_DELETES_PER_PROCESS} of all projects, per process; a contact delete of many events counts too); another is a 429 at once, with \`details.retryAfter\` and Retry-After. A batch held past 10 s (events locked by another delete) stops the delete with a 409 whose \`details.deleted\` counts the events gone; ask again to finish.`,
+        description: `Deletes the events in short batches and answers when all are gone (409 while a segment, a workflow or a campaign not yet sent (DRAFT, SCHEDULED, SENDING) uses the name). At most ${EVENT_DELETES_PER_PROJECT} delete of many events of a project at once (${EVENT_DELETES_PER_PROCESS} of all projects, per process; a contact delete of many events counts too); another is a 429 at once, with \`details.retryAfter\` and Retry-After. A batch held past 10 s (events locked by another delete) stops the delete with a 409 whose \`details.deleted\` counts the events gone; ask again to finish.`,
         params: eventNameParams,
         responses: { 204: null },
         errors: [400, 409, 429],

@@ -14,7 +14,7 @@ import { forgetDeletedEvents, forgetEmptyEventNameDays, forgetEventNameContacts 
 
 export type EventUsage = EventNameUsers;
 
-const inUse = (u: EventUsage) => u.segments.length + u.workflows.length > 0;
+const inUse = (u: EventUsage) => u.segments.length + u.campaigns.length + u.workflows.length > 0;
 
 export async function eventUsage(db: Db, projectId: string, eventName: string): Promise<EventUsage & { eventCount: number; canDelete: boolean }> {
   const [users, counted] = await Promise.all([usage.eventNameUsers(db, projectId, eventName), countEvents(db, projectId, eventName)]);
@@ -53,9 +53,9 @@ export const EVENT_DELETE_BATCH: BatchSizes = { first: 1000, min: 100, max: 50_0
 const NAME_CONTACTS_BATCH: BatchSizes = { first: 1000, min: 100, max: 20_000, targetMs: 200 };
 
 /**
- * Deletes every event with the name: 400 for a name the service emits, 409 while a segment or
- * workflow references it, 429 past EVENT_DELETES_PER_PROJECT (or _PER_PROCESS) deletes under way,
- * each before any work. Deleting a name nothing was tracked under is not an error.
+ * Deletes every event with the name: 400 for a name the service emits, 409 while a segment, a
+ * workflow or the audience of a campaign not yet sent references it, 429 past
+ * EVENT_DELETES_PER_PROJECT (or _PER_PROCESS) deletes under way, each before any work. Deleting a name nothing was tracked under is not an error.
  *
  * Every event of the name tracked before the delete began is deleted; one tracked while it runs is
  * deleted if its time is past the batches done, and stays otherwise, counted. Once the events are

@@ -1,5 +1,5 @@
 import { type SQL, sql } from 'drizzle-orm';
-import { type Condition, compileCondition, parseCondition, validateCondition } from '../../conditions/index.ts';
+import { type Condition, compileCondition, parseCondition, segmentReferences, validateCondition } from '../../conditions/index.ts';
 import { BESIDE_CONDITION_STATEMENT_MS, boundStatementsBesideCondition, conditionRead, requestConditionRead } from '../../conditions/time-bound.ts';
 import { answerTimeout } from '../../db/statement-timeout.ts';
 import type { AppContext } from '../../context.ts';
@@ -7,6 +7,7 @@ import { type Database, type Db, withTransaction } from '../../db/client.ts';
 import { type BatchSizes, heldBatchConflict, nextBatchSize, runBatch } from '../../db/batches.ts';
 import { NUMBERED_PAGE_BUDGET, assertPageWithinBudget, budgetedPage, dataWithinBudget } from '../../db/page-budget.ts';
 import { UUID, uuidv7 } from '../../db/ids.ts';
+import { lockKey } from '../../db/key-lock.ts';
 import { type SegmentType, segments } from '../../db/schema/segments.ts';
 import { ApiError, badRequest, conflict, notFound } from '../../http/errors.ts';
 import { asHeavyRead, boundedHeavyReadWhen, heavyReadNote } from '../../http/heavy-reads.ts';
@@ -199,6 +200,15 @@ export async function storeMemberCount(db: Db, segmentId: string, count: number,
   await db.execute(sql`UPDATE segments SET member_count = ${count}, member_count_at = ${now.toISOString()}::timestamptz WHERE id = ${segmentId}::uuid`);
 }
 
+/**
+ * Serialises, until the transaction ends, the writes of the project that add `segment.<id>`
+ * references (a PATCHed condition holding any) with their reference check. Checked at once, PATCH
+ * A {member of B} and PATCH B {member of A} each passed, seeing the other's old condition, and
+ * together stored a cycle, which left both segments unreadable and undeletable. A created segment cannot close a cycle (nothing
+ * can reference its new id yet), so POST /segments does not take it.
+ */
+const lockSegmentReferences = (tx: Db, projectId: string): Promise<void> => lockKey(tx, `segment-references:${projectId}`);
+
 async function checkedCondition(db: Db, projectId: string, raw: unknown, selfSegmentId?: string): Promise<Condition> {
   const condition = parseCondition(raw);
   await validateCondition(db, projectId, condition, { types: await customFieldTypes(db, projectId), selfSegmentId });
@@ -276,6 +286,11 @@ export async function updateSegment(ctx: AppContext, projectId: string, id: stri
     besideConditionOrBusy(() =>
       withTransaction(ctx.database, async ({ tx }) => {
         await boundStatementsBesideCondition(tx);
+        if (condition !== undefined && segmentReferences(condition).length > 0) {
+          // Checked again under the project's lock, seeing every reference committed before it (a cycle is a 400).
+          await lockSegmentReferences(tx, projectId);
+          await checkedCondition(tx, projectId, input.condition, current.id);
+        }
         const row = await getSegmentRow(tx, projectId, id, { lock: true });
         const next: SegmentRow = {
           ...row,

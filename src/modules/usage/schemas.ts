@@ -10,7 +10,11 @@ export const fieldUsersSchema = z.object({
   workflows: z.array(usageRefSchema),
 });
 
-export const eventNameUsersSchema = z.object({ segments: z.array(usageRefSchema), workflows: z.array(usageRefSchema) });
+export const eventNameUsersSchema = z.object({
+  segments: z.array(usageRefSchema),
+  campaigns: z.array(usageRefSchema),
+  workflows: z.array(usageRefSchema),
+});
 
 export const templateUsersSchema = z.object({
   campaigns: z.array(usageRefSchema),

@@ -17,7 +17,7 @@ import { upcomingWorkflowSteps, workflowsUsingEvent, workflowsUsingField, workfl
 
 export type UsageRef = { id: string; name: string };
 export type FieldUsers = { segments: UsageRef[]; campaigns: UsageRef[]; workflows: UsageRef[] };
-export type EventNameUsers = { segments: UsageRef[]; workflows: UsageRef[] };
+export type EventNameUsers = { segments: UsageRef[]; campaigns: UsageRef[]; workflows: UsageRef[] };
 export type TemplateUsers = { campaigns: UsageRef[]; workflows: (UsageRef & { stepId: string })[] };
 
 /** Segments, unfinished campaigns and workflows whose conditions reference `field` (`data.<path>` or a standard name). */
@@ -29,11 +29,15 @@ async function fieldUsers(db: Db, projectId: string, field: string): Promise<Fie
   return { segments, campaigns, workflows };
 }
 
-/** Segments and workflows that filter on, are triggered by or wait for the event name. */
+/**
+ * Segments and unfinished campaigns (DRAFT, SCHEDULED, SENDING, as for a field) that filter on the
+ * event name, and workflows triggered by, waiting for or testing it.
+ */
 async function eventNameUsers(db: Db, projectId: string, eventName: string): Promise<EventNameUsers> {
   const segments = await segmentsUsingField(db, projectId, `event.${eventName}`, false);
+  const campaigns = await campaignsUsingField(db, projectId, `event.${eventName}`);
   const workflows = await workflowsUsingEvent(db, projectId, eventName);
-  return { segments, workflows };
+  return { segments, campaigns, workflows };
 }
 
 /**
