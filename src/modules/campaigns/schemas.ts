@@ -33,19 +33,20 @@ const fields = {
   audienceCondition: z.record(z.unknown()).nullable(),
 };
 
-export const createCampaignBody = z.object({
-  name: fields.name,
-  description: fields.description.optional(),
-  subject: fields.subject,
-  body: fields.body,
-  from: fields.from,
-  fromName: fields.fromName.optional(),
-  replyTo: fields.replyTo.optional(),
-  type: fields.type.default('MARKETING'),
-  audienceType: fields.audienceType.default('ALL'),
-  segmentId: fields.segmentId.optional(),
-  audienceCondition: fields.audienceCondition.optional(),
-})
+export const createCampaignBody = z
+  .object({
+    name: fields.name,
+    description: fields.description.optional(),
+    subject: fields.subject,
+    body: fields.body,
+    from: fields.from,
+    fromName: fields.fromName.optional(),
+    replyTo: fields.replyTo.optional(),
+    type: fields.type.default('MARKETING'),
+    audienceType: fields.audienceType.default('ALL'),
+    segmentId: fields.segmentId.optional(),
+    audienceCondition: fields.audienceCondition.optional(),
+  })
   // Unknown keys are 422 (as for segments, contacts and workflows): `status` or `scheduledFor` here
   // was accepted and ignored, which reads as done.
   .strict();
