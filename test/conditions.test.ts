@@ -277,10 +277,15 @@ describe('bad condition trees: 400 BAD_REQUEST naming the place, field and opera
     assert.match(e.message, /needs a non-negative number of days, got 'soon'/);
   });
 
-  test('a non-numeric value for greaterThan on a number field', async () => {
+  test("a value of no type greaterThan compares: the types it compares, not a guess at the field's", async () => {
     const e = await refused(one({ field: 'data.score', operator: 'greaterThan', value: 'lots' }));
-    assert.match(e.message, /Operator 'greaterThan' on number field 'data\.score' needs a number value, got 'lots'/);
+    assert.equal(e.message, "Operator 'greaterThan' on field 'data.score' needs a number or a date (YYYY-MM-DD or an ISO 8601 date-time), got 'lots'");
     assert.deepEqual(e.details, { path: 'groups[0].filters[0]', field: 'data.score', operator: 'greaterThan' });
+    // A date field: its impossible date and a boolean were told they needed a number.
+    for (const value of ['2024-02-30', true]) {
+      const date = await refused(one({ field: 'data.signup', operator: 'gt', value }));
+      assert.match(date.message, /^Operator 'gt' on field 'data\.signup' needs a number or a date /, date.message);
+    }
   });
 
   test('other values that do not fit: a bad date, a non-array for in, a missing value', async () => {

@@ -287,6 +287,23 @@ export function convertOperand(def: OperatorDef, f: Filter, kind: FieldKind, pla
 }
 
 /**
+ * The error for a `data.*` filter whose field's type is not known yet (the condition's shape is
+ * checked before the project's field types are read), when its one value is of no type the
+ * operator fits: it names every such type. Naming the first one alone told a `date` field's
+ * `gt "2026-02-30"` that it was a number field and needed a number. Null for other failures
+ * (a missing value, an over-long string, a list or a count), which convertOperand names.
+ */
+export function noTypeReads(def: OperatorDef, f: Filter, place: Place): Error | null {
+  if (def.shape !== 'scalar' || f.value === undefined || f.value === null || (typeof f.value === 'string' && f.value.length > MAX_TEXT)) return null;
+  const fitting = (['number', 'date', 'string', 'boolean'] as const).filter((t) => def.fits.includes(t));
+  if (fitting.length === 0) return null;
+  return conditionError(
+    `Operator ${quote(f.operator)} on field ${quote(f.field)} needs ${fitting.map((t) => TYPE_NEEDS[t]).join(' or ')}, got ${quote(f.value)}`,
+    place,
+  );
+}
+
+/**
  * The types an untyped `data.*` field may be read as for this filter, best first: guessed from
  * the operator and the value (a numeric string compared with `greaterThan` reads as a number).
  */

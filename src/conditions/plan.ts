@@ -1,7 +1,7 @@
 import { type Place, conditionError, quote } from './errors.ts';
 import { COLUMNS, type FieldKind, type FieldRef, parseField } from './fields.ts';
 import { type Node, and, or } from './ir.ts';
-import { type OperatorDef, type Target, buildNode, candidateTypes, convertOperand, operatorDef, operatorsFor } from './operators.ts';
+import { type OperatorDef, type Target, buildNode, candidateTypes, convertOperand, noTypeReads, operatorDef, operatorsFor } from './operators.ts';
 import type { Condition, FieldType, Filter } from './types.ts';
 
 /**
@@ -77,7 +77,9 @@ export function planFilter(f: Filter, place: Place, opts: PlanOptions): Node {
     if (node) return node;
   }
   if (opts.strict) {
-    // No type fits: report against the type the operator expects first.
+    const unread = noTypeReads(def, f, place);
+    if (unread) throw unread;
+    // Otherwise report against the type the operator expects first.
     const expected = candidateTypes(def, f)[0];
     if (!expected) throw doesNotFit(f, null, place);
     convertOperand(def, f, expected, place);
