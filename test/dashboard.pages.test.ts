@@ -6,7 +6,7 @@ import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { BROWSER_SETUP_TIMEOUT_MS, journey, openPage } from './helpers/browser.ts';
 import { waitForStatus } from './helpers/mail.ts';
 import { openDashboard } from './helpers/dashboard.ts';
-import { acceptInvitationAs, joinWithInvitation } from './helpers/invitations.ts';
+import { acceptInvitationAs, invitationTokenFor, joinWithInvitation } from './helpers/invitations.ts';
 import { waitFor } from './helpers/workflows.ts';
 import type { TestServer } from './helpers/server.ts';
 
@@ -208,6 +208,39 @@ test('members: an existing account is invited, accepts and is promoted, a new ad
     await page.getByText(/email/i, { exact: false }).and(page.locator('.mantine-TextInput-error, .mantine-InputWrapper-error')).waitFor();
     assert.equal((await server.api.get(`/projects/${owner.project.id}/members`, { cookie: owner.cookie })).body.invitations.length, 0);
   });
+});
+
+test('an invitation to an address without an account: the emailed link, signed out, leads through signup into the project', { timeout: 180_000 }, async () => {
+  const email = `invitee-${Date.now()}@example.org`;
+  const invited = await server.api.post(`/projects/${owner.project.id}/members`, { email, role: 'MEMBER' }, { cookie: owner.cookie });
+  assert.equal(invited.status, 201, invited.text);
+  const link = `${server.url}/invitations/accept?token=${invitationTokenFor(server.ctx, invited.body.invitation)}`;
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  try {
+    const invitee = await openPage(context);
+    await invitee.goto(link);
+    await invitee.getByText('You were invited to a project on Herald. Log in, or create an account, with the invited address to join it.').waitFor();
+    await invitee.getByRole('link', { name: 'Log in' }).click();
+    await invitee.getByRole('heading', { name: 'Log in to Herald' }).waitFor();
+    // No account yet: the login page's link to signup keeps where to go next.
+    await invitee.getByRole('link', { name: 'Create an account' }).click();
+    await invitee.getByLabel('Email').fill(email);
+    await invitee.getByRole('textbox', { name: 'Password' }).fill('correct horse battery');
+    await invitee.getByRole('button', { name: 'Sign up' }).click();
+    await invitee.waitForURL(new RegExp(`/app/p/${owner.project.id}$`));
+    await invitee.getByText('You joined the project as MEMBER').waitFor();
+    const listed = await server.api.get(`/projects/${owner.project.id}/members`, { cookie: owner.cookie });
+    assert.equal(listed.body.members.find((m: { email: string }) => m.email === email)?.role, 'MEMBER');
+
+    // The link again, now used: the page says why, with a way on.
+    await invitee.goto(`${server.url}/app/invitation?token=${new URL(link).searchParams.get('token')}`);
+    await invitee
+      .getByTestId('invitation-error')
+      .filter({ hasText: /already used/ })
+      .waitFor();
+  } finally {
+    await context.close();
+  }
 });
 
 test('an email page: status, what happened when, and the captured source', { timeout: 180_000 }, async () => {

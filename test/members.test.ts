@@ -351,7 +351,7 @@ describe('invitations', () => {
     const token = invitationToken(await waitForMail(sink, email, 'invited'));
     const anonymous = await server.api.get(`/invitations/accept?token=${token}`);
     assert.equal(anonymous.status, 200);
-    assert.match(anonymous.text, /Sign up or sign in/);
+    assert.match(anonymous.text, /Log in, or create an account, with the invited address[^]*href="\/app\/signup\?next=%2Finvitation%3Ftoken%3D/);
     const user = await signupUser(server.api, email);
     const page = await server.api.get(`/invitations/accept?token=${token}`, { cookie: user.cookie });
     assert.equal(page.status, 200, page.text);

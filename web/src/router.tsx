@@ -12,6 +12,7 @@ import { DomainsPage } from './pages/Domains.tsx';
 import { EmailPage } from './pages/Email.tsx';
 import { EmailsPage } from './pages/Emails.tsx';
 import { HomePage } from './pages/Home.tsx';
+import { InvitationPage } from './pages/Invitation.tsx';
 import { ProjectRedirect, ProjectsPage } from './pages/Projects.tsx';
 import { SettingsPage } from './pages/Settings.tsx';
 import { SuppressionsPage } from './pages/Suppressions.tsx';
@@ -38,6 +39,7 @@ export function createRouter() {
         children: [
           { index: true, element: <ProjectRedirect /> },
           { path: 'projects', element: <ProjectsPage /> },
+          { path: 'invitation', element: <InvitationPage /> },
           {
             path: 'p/:projectId',
             element: <ProjectLayout />,

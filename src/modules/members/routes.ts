@@ -148,12 +148,19 @@ export function memberRoutes(app: FastifyInstance, ctx: AppContext): void {
     async (req, reply) => {
       const { token } = parse(acceptBody, req.query);
       const userId = await sessionUserId(ctx, req);
-      const send = (status: number, message: string) =>
+      const send = (status: number, message: string, links?: { text: string; href: string }[]) =>
         reply
           .status(status)
           .headers(PAGE_HEADERS)
-          .send(page({ title: 'Invitation', message }));
-      if (!userId) return send(200, 'Sign up or sign in to Herald with the invited address, then open this link again.');
+          .send(page({ title: 'Invitation', message, links }));
+      if (!userId) {
+        // The dashboard accepts at /app/invitation once the browser has an account (web/src/pages/Invitation.tsx).
+        const next = encodeURIComponent(`/invitation?token=${encodeURIComponent(token)}`);
+        return send(200, 'You were invited to a project on Herald. Log in, or create an account, with the invited address to join it.', [
+          { text: 'Log in', href: `/app/login?next=${next}` },
+          { text: 'Create an account', href: `/app/signup?next=${next}` },
+        ]);
+      }
       try {
         await acceptInvitation(ctx, userId, token);
         return send(200, 'You joined the project. Open the dashboard to start.');

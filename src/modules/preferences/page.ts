@@ -14,6 +14,8 @@ export function page(opts: {
   };
   /** Who sends the emails: the project's name, shown above the title. */
   sender?: string | null;
+  /** Links shown below the message (same-site paths). */
+  links?: { text: string; href: string }[];
 }): string {
   const f = opts.form;
   const form = f
@@ -33,7 +35,9 @@ p.sender{color:#6b7280;font-size:.875rem;margin:0 0 -.5rem}
 label{display:block;font-size:.875rem;margin:0 0 .25rem}
 input[type=email]{display:block;box-sizing:border-box;width:100%;font:inherit;padding:.5rem;border:1px solid #9ca3af;border-radius:.375rem;margin:0 0 .75rem}
 button{font:inherit;padding:.5rem 1rem;border-radius:.375rem;border:1px solid #111827;background:#111827;color:#fff;cursor:pointer}</style>
-</head><body>${opts.sender ? `<p class="sender">${escapeHtml(opts.sender)}</p>` : ''}<h1>${escapeHtml(opts.title)}</h1><p>${escapeHtml(opts.message)}</p>${form}</body></html>`;
+</head><body>${opts.sender ? `<p class="sender">${escapeHtml(opts.sender)}</p>` : ''}<h1>${escapeHtml(opts.title)}</h1><p>${escapeHtml(opts.message)}</p>${form}${
+    opts.links?.length ? `<p>${opts.links.map((l) => `<a href="${escapeHtml(l.href)}">${escapeHtml(l.text)}</a>`).join(' · ')}</p>` : ''
+  }</body></html>`;
 }
 
 export const PAGE_HEADERS = {

@@ -27,11 +27,14 @@ function AuthForm({ mode }: { mode: 'login' | 'signup' }) {
     onSuccess: (user) => {
       queryClient.setQueryData(['me'], user);
       void queryClient.invalidateQueries({ queryKey: ['projects'] });
-      navigate(mode === 'signup' ? '/projects' : safeNext(params.get('next')), { replace: true });
+      // A new account has no project yet, unless it came to accept an invitation (`next`).
+      navigate(safeNext(params.get('next') ?? (mode === 'signup' ? '/projects' : null)), { replace: true });
     },
     onError: (err) => showApiError(err, form),
   });
   const title = mode === 'login' ? 'Log in to Herald' : 'Create your Herald account';
+  // The other form keeps where to go afterwards.
+  const keepNext = params.get('next') ? `?next=${encodeURIComponent(params.get('next')!)}` : '';
   return (
     <Center mih="100vh" p="md" bg="gray.0">
       <Paper withBorder shadow="sm" p="xl" w="100%" maw={400} component="main">
@@ -60,14 +63,14 @@ function AuthForm({ mode }: { mode: 'login' | 'signup' }) {
               {mode === 'login' ? (
                 <>
                   New to Herald?{' '}
-                  <Anchor component={Link} to="/signup">
+                  <Anchor component={Link} to={`/signup${keepNext}`}>
                     Create an account
                   </Anchor>
                 </>
               ) : (
                 <>
                   Already have an account?{' '}
-                  <Anchor component={Link} to="/login">
+                  <Anchor component={Link} to={`/login${keepNext}`}>
                     Log in
                   </Anchor>
                 </>
