@@ -246,8 +246,12 @@ test('an invitation to an address without an account: the emailed link, signed o
 test('an email page: status, what happened when, and the captured source', { timeout: 180_000 }, async () => {
   await journey(page, 'email-page', async () => {
     const { emailId: id } = await sendDelivered('detail@example.org', 'Detail page');
+    const tracked = await owner.pk.post('/v1/track', { email: 'detail@example.org', event: 'purchase', data: { sku: 'A-1', amount: 42 } });
+    assert.equal(tracked.status, 200, tracked.text);
 
     await page.goto(`${base()}/activity`);
+    // A tracked event's row shows its data, as the contact's page does.
+    await page.getByRole('row').filter({ hasText: 'purchase' }).getByText('amount: 42 · sku: A-1').waitFor();
     await page.getByRole('link', { name: 'Detail page' }).first().click();
     await page.waitForURL(new RegExp(`/emails/${id}$`));
     await page.getByTestId('email-status').filter({ hasText: 'DELIVERED' }).waitFor();

@@ -2,6 +2,7 @@ import { Anchor, Badge, MultiSelect, Table, Text } from '@mantine/core';
 import { useInfiniteQuery, useQuery } from '@tanstack/react-query';
 import { Link, useSearchParams } from 'react-router';
 import { herald } from '../api.ts';
+import { dataLine } from '../components/data-line.ts';
 import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { cursorPaging, formatDate, useProjectId } from '../hooks.ts';
 
@@ -88,7 +89,7 @@ export function ActivityPage() {
                         </Anchor>
                       ) : (
                         <Text size="sm" lineClamp={1}>
-                          {a.subject ?? ''}
+                          {a.subject ?? dataLine(a.data)}
                         </Text>
                       )}
                     </Table.Td>

@@ -25,6 +25,7 @@ import { useCallback, useState } from 'react';
 import { Link, useNavigate, useParams, useSearchParams } from 'react-router';
 import { herald } from '../api.ts';
 import { BulkBar, ImportModal, MAX_BULK } from '../components/ContactJobs.tsx';
+import { dataLine } from '../components/data-line.ts';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { SuppressionNotice } from '../components/SuppressionNotice.tsx';
@@ -264,17 +265,6 @@ function CreateContactModal({ opened, onClose }: { opened: boolean; onClose: () 
       </form>
     </Modal>
   );
-}
-
-/** A tracked event's data in a line: its first keys A–Z, each value cut short (an event may hold 256 KB of it). */
-function dataLine(data: Record<string, unknown>): string {
-  const keys = Object.keys(data).sort();
-  const shown = keys.slice(0, 5).map((k) => {
-    const v = data[k];
-    const text = typeof v === 'string' ? v : JSON.stringify(v);
-    return `${k}: ${text.length > 60 ? `${text.slice(0, 59)}…` : text}`;
-  });
-  return shown.join(' · ') + (keys.length > shown.length ? ' …' : '');
 }
 
 /**
