@@ -243,6 +243,41 @@ test('an invitation to an address without an account: the emailed link, signed o
   }
 });
 
+test(
+  'while mail is captured, the checklist and the From field name the sandbox sender, and a sent email completes its first step',
+  { timeout: 180_000 },
+  async () => {
+    await journey(page, 'sandbox-sender', async () => {
+      const created = await server.api.post('/users/@me/projects', { name: 'Sandbox' }, { cookie: owner.cookie });
+      assert.equal(created.status, 201, created.text);
+      const home = `${server.url}/app/p/${created.body.id}`;
+      await page.goto(home);
+      const onboarding = page.getByTestId('onboarding');
+      await onboarding.getByText('0 of 4 done').waitFor();
+      await onboarding.getByRole('link', { name: 'Verify a sending domain, or send from any address @sandbox.herald.test while mail is captured' }).waitFor();
+
+      await page.goto(`${home}/templates/new`);
+      await page.getByText('Mail is captured: any address @sandbox.herald.test sends without a verified domain').waitFor();
+      assert.equal(await page.getByRole('textbox', { name: 'From address' }).getAttribute('placeholder'), 'hello@sandbox.herald.test');
+
+      const sk = server.api.as({ key: created.body.secretKey });
+      const sent = await sk.post('/v1/send', { to: 'first@example.org', from: 'hello@sandbox.herald.test', subject: 'First', body: '<p>First</p>' });
+      assert.equal(sent.status, 200, sent.text);
+      await waitForStatus(sk, sent.body.data.emails[0].email, ['DELIVERED']);
+      await page.goto(home);
+      // The email, and the contact it made: the sender step and the send step are done.
+      await onboarding.getByText('3 of 4 done').waitFor();
+      assert.equal(
+        await onboarding
+          .getByRole('link')
+          .allInnerTexts()
+          .then((links) => links.join()),
+        'Write a template',
+      );
+    });
+  },
+);
+
 test('an email page: status, what happened when, and the captured source', { timeout: 180_000 }, async () => {
   await journey(page, 'email-page', async () => {
     const { emailId: id } = await sendDelivered('detail@example.org', 'Detail page');

@@ -27,6 +27,7 @@ describe('health and config', () => {
     assert.equal(res.status, 200);
     assert.equal(res.body.signupEnabled, true);
     assert.equal(res.body.smtpConfigured, false);
+    assert.equal(res.body.sandboxDomain, 'sandbox.herald.test', 'mail is captured: the sandbox sender works');
     assert.equal(res.body.billingEnabled, false);
     assert.deepEqual(res.body.oauth, { github: false, google: false });
   });

@@ -1616,6 +1616,8 @@ export interface Operations {
     response: {
       signupEnabled: boolean;
       smtpConfigured: boolean;
+      /** While mail is captured (no SMTP_URL): the domain any project may send from without verifying one */
+      sandboxDomain: string | null;
       billingEnabled: boolean;
       oauth: {
         github: boolean;

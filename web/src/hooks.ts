@@ -1,7 +1,8 @@
 import { useDebouncedValue } from '@mantine/hooks';
+import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useParams, useSearchParams } from 'react-router';
-import { isApiError } from './api.ts';
+import { herald, isApiError } from './api.ts';
 
 /** The project id from the URL (/p/:projectId/...). */
 export function useProjectId(): string {
@@ -62,3 +63,6 @@ export function useUrlSearch(onTermChange?: () => void): [string, (text: string)
   }
   return [text, setText, term];
 }
+
+/** The server's public configuration (GET /config): read once per page load. */
+export const useServerConfig = () => useQuery({ queryKey: ['config'], queryFn: () => herald.meta.config(), staleTime: Infinity });

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { type SecretCheck, currentSecretCheck } from './secret-check.ts';
 import { describe } from '../../http/openapi.ts';
+import { SANDBOX_DOMAIN } from '../domains/sandbox.ts';
 
 const checks = z.object({
   database: z.enum(['ok', 'unavailable']),
@@ -54,6 +55,7 @@ export function systemRoutes(app: FastifyInstance, ctx: AppContext): void {
           200: z.object({
             signupEnabled: z.boolean(),
             smtpConfigured: z.boolean(),
+            sandboxDomain: z.string().nullable().describe('While mail is captured (no SMTP_URL): the domain any project may send from without verifying one'),
             billingEnabled: z.boolean(),
             oauth: z.object({ github: z.boolean(), google: z.boolean() }),
             publicUrl: z.string(),
@@ -64,6 +66,7 @@ export function systemRoutes(app: FastifyInstance, ctx: AppContext): void {
     async () => ({
       signupEnabled: !ctx.config.disableSignup,
       smtpConfigured: Boolean(ctx.config.smtpUrl),
+      sandboxDomain: ctx.config.smtpUrl ? null : SANDBOX_DOMAIN,
       billingEnabled: Boolean(ctx.config.stripeSecretKey),
       oauth: { github: false, google: false },
       publicUrl: ctx.config.publicUrl,

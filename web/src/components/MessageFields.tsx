@@ -2,6 +2,7 @@ import { Button, Grid, Group, Input, Select, TextInput, Textarea } from '@mantin
 import { Suspense, lazy, useRef, useState } from 'react';
 import type { UseFormReturnType } from '@mantine/form';
 import { EMAIL_TYPES, type EmailType } from '../types.ts';
+import { useServerConfig } from '../hooks.ts';
 import { ImageLibrary } from './ImageLibrary.tsx';
 
 const CodeEditor = lazy(() => import('./CodeEditor.tsx'));
@@ -21,6 +22,7 @@ export type MessageValues = {
 /** The content fields templates and campaigns share. */
 export function MessageFields<T extends MessageValues>({ form }: { form: UseFormReturnType<T> }) {
   const [imagesOpen, setImagesOpen] = useState(false);
+  const sandbox = useServerConfig().data?.sandboxDomain;
   const insertAtCursor = useRef<((text: string) => void) | null>(null);
   // At the editor's cursor; at the end while the editor is still loading.
   const insert = (tag: string) =>
@@ -31,7 +33,13 @@ export function MessageFields<T extends MessageValues>({ form }: { form: UseForm
       <TextInput label="Subject" required {...form.getInputProps('subject')} />
       <Grid>
         <Grid.Col span={{ base: 12, sm: 6 }}>
-          <TextInput label="From address" placeholder="hello@mail.example.com" required {...form.getInputProps('from')} />
+          <TextInput
+            label="From address"
+            placeholder={sandbox ? `hello@${sandbox}` : 'hello@mail.example.com'}
+            description={sandbox ? `Mail is captured: any address @${sandbox} sends without a verified domain` : undefined}
+            required
+            {...form.getInputProps('from')}
+          />
         </Grid.Col>
         <Grid.Col span={{ base: 12, sm: 6 }}>
           <TextInput label="From name" placeholder="Acme" {...form.getInputProps('fromName')} />

@@ -5,7 +5,7 @@ import { Link } from 'react-router';
 import { herald } from '../api.ts';
 import { useProject } from '../components/ProjectLayout.tsx';
 import { Loading, PageError } from '../components/states.tsx';
-import { useProjectId } from '../hooks.ts';
+import { useProjectId, useServerConfig } from '../hooks.ts';
 
 // The small charts bring the charts library: loaded after the page, not with it.
 const WeekSparklines = lazy(() => import('../components/WeekSparklines.tsx'));
@@ -15,10 +15,18 @@ export function HomePage() {
   const project = useProject();
   const setup = useQuery({ queryKey: [projectId, 'setup-state'], queryFn: () => herald.projects.setupState(projectId) });
   const base = `/p/${projectId}`;
+  const sandbox = useServerConfig().data?.sandboxDomain;
 
   const steps = setup.data
     ? [
-        { done: setup.data.hasVerifiedDomain, label: 'Verify a sending domain', to: `${base}/domains` },
+        sandbox
+          ? // While mail is captured a sent email shows a sender worked, from a domain or the sandbox.
+            {
+              done: setup.data.hasVerifiedDomain || setup.data.hasSentEmail,
+              label: `Verify a sending domain, or send from any address @${sandbox} while mail is captured`,
+              to: `${base}/domains`,
+            }
+          : { done: setup.data.hasVerifiedDomain, label: 'Verify a sending domain', to: `${base}/domains` },
         { done: setup.data.contactCount > 0, label: 'Add your first contacts', to: `${base}/contacts` },
         { done: setup.data.hasTemplate, label: 'Write a template', to: `${base}/templates/new` },
         { done: setup.data.hasSentEmail, label: 'Send your first email', to: `${base}/campaigns/new` },
