@@ -109,6 +109,8 @@ test('sign up, create a project, verify a domain, add a contact, write a templat
     await page.getByTestId('preview-subject').filter({ hasText: 'Welcome, Ada!' }).waitFor();
     const frame = page.frameLocator('iframe[title="Email preview"]');
     await frame.getByRole('heading', { name: 'Hi Ada' }).waitFor();
+    // A MARKETING template's preview ends with the unsubscribe footer its emails get.
+    await frame.getByText(/You are receiving this email because you subscribed to our updates/).waitFor();
     await page.getByRole('button', { name: 'Create template' }).click();
     await page.waitForURL(/\/templates\/[0-9a-f-]{36}$/);
 

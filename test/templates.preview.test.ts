@@ -41,6 +41,19 @@ test('without a contact, a sample contact with no data is used (fallbacks show)'
   assert.match(res.body.html, /^<h1>Hello friend<\/h1>/);
 });
 
+test('type MARKETING shows the unsubscribe footer a send adds, unless the body places the link itself', async () => {
+  const body = '<p>News</p>';
+  const marketing = await a.sk.post('/templates/preview', { subject: 'S', body, type: 'MARKETING', contactId: adaId });
+  assert.equal(marketing.status, 200, marketing.text);
+  assert.match(marketing.body.html, /^<p>News<\/p>.*You are receiving this email because you subscribed to our updates\..*\/unsubscribe\/[\w.-]+.*Project A/s);
+  assert.match(marketing.body.text, /You are receiving this email because you subscribed to our updates\./);
+  for (const other of [{ type: 'TRANSACTIONAL', body }, { type: 'HEADLESS', body }, { body }, { type: 'MARKETING', body: SRC.body }]) {
+    const res = await a.sk.post('/templates/preview', { subject: 'S', ...other });
+    assert.equal(res.status, 200, res.text);
+    assert.doesNotMatch(res.body.html, /You are receiving this email/, JSON.stringify(other));
+  }
+});
+
 test('works with the dashboard session (cookie + X-Project-Id)', async () => {
   const res = await server.api.post(
     '/templates/preview',

@@ -2143,6 +2143,7 @@ export interface Operations {
       subject: string;
       body: string;
       contactId?: string;
+      type?: "TRANSACTIONAL" | "MARKETING" | "HEADLESS";
     };
     response: {
       subject: string;

@@ -6,12 +6,16 @@ import { RenderLimitError, TemplateRenderError } from '../../render/engine.ts';
 import { checkTemplateSources } from '../../render/template-check.ts';
 import { buildVariables } from '../../render/variables.ts';
 import { getContact } from '../contacts/service.ts';
+import { marketingFooter } from '../emails/delivery/compose.ts';
+import { projectForMail } from '../projects/settings.ts';
 
 export const previewTemplateBody = z.object({
   subject: z.string().max(998),
   body: z.string().max(1_000_000),
   /** Render with this contact's data; without it a sample contact with no data is used. */
   contactId: z.string().min(1).max(100).optional(),
+  /** MARKETING shows the unsubscribe footer a send adds (unless the body places `{{unsubscribeUrl}}`). */
+  type: z.enum(['TRANSACTIONAL', 'MARKETING', 'HEADLESS']).optional(),
 });
 
 export type PreviewInput = z.output<typeof previewTemplateBody>;
@@ -66,14 +70,17 @@ async function renderPreview(ctx: AppContext, projectId: string, input: PreviewI
   const syntax = await checkTemplateSources(ctx.threads.compose, { subject: input.subject, body: input.body });
   if (syntax.length > 0) throw validationError(syntax);
   const contact = input.contactId ? await getContact(ctx.database.db, projectId, input.contactId) : SAMPLE_CONTACT;
+  const project = await projectForMail(ctx, projectId);
   const vars = buildVariables({
     publicUrl: ctx.config.publicUrl,
     secret: ctx.config.jwtSecret,
     projectId,
     contact: { id: contact.id, email: contact.email, data: contact.data ?? {} },
+    defaultLocale: project.language,
   });
+  const footer = input.type ? marketingFooter(input.type, input.body, vars, project) : null;
   try {
-    return await ctx.threads.compose.compose({ subject: input.subject, body: input.body, vars, footer: null, tracking: null }, { ahead: true });
+    return await ctx.threads.compose.compose({ subject: input.subject, body: input.body, vars, footer, tracking: null }, { ahead: true });
   } catch (err) {
     if (err instanceof TemplateRenderError) {
       throw validationError([{ field: err.field ?? 'body', message: err.message, code: 'render_error' }]);

@@ -4,20 +4,21 @@ import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
 import { fieldErrors, herald, isApiError } from '../api.ts';
 import { useProjectId } from '../hooks.ts';
+import type { EmailType } from '../types.ts';
 import { ContactPicker } from './ContactPicker.tsx';
 
 /**
  * The server renders subject and body for the chosen contact (same sandbox and limits as a send);
  * the HTML shows in a sandboxed frame that can run no script.
  */
-export function LivePreview({ subject, body }: { subject: string; body: string }) {
+export function LivePreview({ subject, body, type }: { subject: string; body: string; type?: EmailType }) {
   const projectId = useProjectId();
   const [contactId, setContactId] = useState<string | null>(null);
   const [view, setView] = useState('html');
-  const [input] = useDebouncedValue({ subject, body, contactId }, 400);
+  const [input] = useDebouncedValue({ subject, body, contactId, type }, 400);
   const preview = useQuery({
     queryKey: [projectId, 'preview', input],
-    queryFn: () => herald.templates.preview({ subject: input.subject, body: input.body, contactId: input.contactId ?? undefined }),
+    queryFn: () => herald.templates.preview({ subject: input.subject, body: input.body, contactId: input.contactId ?? undefined, type: input.type }),
     enabled: input.body.length > 0 || input.subject.length > 0,
     placeholderData: keepPreviousData,
     // A 429 (other previews of the project or server are rendering) is asked again after its wait: query-retry.ts.

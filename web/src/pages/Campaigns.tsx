@@ -312,7 +312,7 @@ function Composer({ campaign }: { campaign?: Campaign }) {
           {campaign && <SendPanel campaign={campaign} dirty={form.isDirty()} />}
         </Grid.Col>
         <Grid.Col span={{ base: 12, md: 6 }}>
-          <LivePreview subject={form.values.subject} body={form.values.body} />
+          <LivePreview subject={form.values.subject} body={form.values.body} type={form.values.type} />
         </Grid.Col>
       </Grid>
     </Stack>

@@ -206,7 +206,7 @@ function TemplateEditor({ template }: { template?: Template }) {
           </form>
         </Grid.Col>
         <Grid.Col span={{ base: 12, md: 6 }}>
-          <LivePreview subject={form.values.subject} body={form.values.body} />
+          <LivePreview subject={form.values.subject} body={form.values.body} type={form.values.type} />
         </Grid.Col>
       </Grid>
       <Modal opened={confirmDelete} onClose={() => setConfirmDelete(false)} title="Delete this template?">

@@ -13,6 +13,21 @@ export type ComposedMessage = { raw: Buffer; subject: string; messageId: string 
 const USES_UNSUBSCRIBE_URL = /\{\{-?\s*unsubscribeUrl\b/;
 
 /**
+ * The unsubscribe footer a MARKETING email gets (in the recipient's language, naming the project
+ * and its postal address), unless its body places `{{unsubscribeUrl}}` itself. The preview shows
+ * the same one (templates/preview.ts).
+ */
+export const marketingFooter = (
+  type: string,
+  bodySource: string,
+  vars: Record<string, unknown>,
+  project: Pick<ProjectForMail, 'name' | 'postalAddress'>,
+): UnsubscribeFooter | null =>
+  type === 'MARKETING' && !USES_UNSUBSCRIBE_URL.test(bodySource)
+    ? { locale: vars.locale, unsubscribeUrl: String(vars.unsubscribeUrl), sender: project.name, postalAddress: project.postalAddress }
+    : null;
+
+/**
  * How long an email of a project whose messages are slow to compose (over SLOW_COMPOSE_MS on
  * average) may wait for a compose thread before it is given back to the queue (ComposeDeferredError;
  * delivery/index.ts, giveBack): its batch then ends, and the poller holding it takes the next.
@@ -50,9 +65,7 @@ export async function composeMessage(
     headers['List-Unsubscribe'] = `<${unsubscribeUrl}>`;
     headers['List-Unsubscribe-Post'] = 'List-Unsubscribe=One-Click';
     headers['Precedence'] = 'bulk';
-    if (email.type === 'MARKETING' && !USES_UNSUBSCRIBE_URL.test(content.bodySource)) {
-      footer = { locale: vars.locale, unsubscribeUrl, sender: project.name, postalAddress: project.postalAddress };
-    }
+    footer = marketingFooter(email.type, content.bodySource, vars, project);
   }
   const messageId = `<${email.id}@${sender.domain}>`;
   const rendered = await ctx.threads.compose.compose(
