@@ -115,6 +115,24 @@ describe('content and sender on create', () => {
     assertError(await p.sk.post('/campaigns', valid({ audienceType: 'SOME' })), 422, 'VALIDATION_ERROR', 'audienceType');
   });
 
+  test('a segment or a condition for another audience type is a 422 on it, not dropped; null is fine', async () => {
+    const condition = { logic: 'AND', groups: [{ filters: [{ field: 'email', operator: 'contains', value: 'e1' }] }] };
+    const created = await p.sk.post('/campaigns', valid({ audienceCondition: condition }));
+    assertError(created, 422, 'VALIDATION_ERROR', 'audienceCondition');
+    assert.equal(created.body.error.errors[0].message, "audienceCondition applies when audienceType is FILTERED; this campaign's is ALL");
+    const { id } = await draft(p.sk, { segmentId: null, audienceCondition: null });
+    assertError(await p.sk.put(`/campaigns/${id}`, { audienceCondition: condition }), 422, 'VALIDATION_ERROR', 'audienceCondition');
+    assertError(
+      await p.sk.put(`/campaigns/${id}`, { audienceType: 'FILTERED', segmentId: '01900000-0000-7000-8000-000000000001', audienceCondition: condition }),
+      422,
+      'VALIDATION_ERROR',
+      'segmentId',
+    );
+    const filtered = await p.sk.put(`/campaigns/${id}`, { audienceType: 'FILTERED', audienceCondition: condition });
+    assert.equal(filtered.status, 200, filtered.text);
+    assert.deepEqual([filtered.body.audienceType, filtered.body.totalRecipients], ['FILTERED', 1]);
+  });
+
   test('unknown keys are 422 unrecognized_keys on create and on PUT, not accepted and ignored', async () => {
     const created = await p.sk.post('/campaigns', valid({ status: 'SENT', sentCount: 5 }));
     assert.equal(created.status, 422, created.text);

@@ -32,6 +32,26 @@ export type StoredAudience = Pick<Audience, 'audienceType' | 'segmentId' | 'audi
  * Checks the audience rule (SEGMENT needs a segment of this project, FILTERED a valid condition tree)
  * and returns the fields to store.
  */
+/**
+ * A segment or a condition given for an audience of another type is a 422 on it: the type decides,
+ * and the other was dropped without a word (a PUT of a condition on an ALL campaign answered 200
+ * and kept ALL). Null, which the dashboard sends for the fields its type does not use, is fine.
+ */
+export function assertAudienceFields(audienceType: AudienceType, given: { segmentId?: string | null; audienceCondition?: unknown }): void {
+  const misplaced = [
+    audienceType !== 'SEGMENT' && given.segmentId != null ? { field: 'segmentId', needs: 'SEGMENT' } : null,
+    audienceType !== 'FILTERED' && given.audienceCondition != null ? { field: 'audienceCondition', needs: 'FILTERED' } : null,
+  ].filter((m) => m !== null);
+  if (misplaced.length === 0) return;
+  throw validationError(
+    misplaced.map((m) => ({
+      field: m.field,
+      code: 'custom',
+      message: `${m.field} applies when audienceType is ${m.needs}; this campaign's is ${audienceType}`,
+    })),
+  );
+}
+
 export async function checkAudience(
   db: Db,
   projectId: string,

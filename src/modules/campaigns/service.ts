@@ -6,7 +6,7 @@ import { type CampaignStatus, campaigns } from '../../db/schema/campaigns.ts';
 import { conflict, notFound } from '../../http/errors.ts';
 import { type PageList, pageList } from '../../http/pagination.ts';
 import { senderDomainFor } from '../domains/sender.ts';
-import { checkAudience, countRecipientsInTime } from './audience.ts';
+import { assertAudienceFields, checkAudience, countRecipientsInTime } from './audience.ts';
 import type { CampaignRecord, CreateCampaignInput, ListCampaignsQuery, UpdateCampaignInput } from './schemas.ts';
 import { type DeliveryCounts, ZERO_COUNTS } from './stats.ts';
 import { campaignOutcomeTotals } from '../analytics/outcome-rollups.ts';
@@ -97,6 +97,7 @@ export async function getCampaign(ctx: AppContext, projectId: string, id: string
 export async function createCampaign(ctx: AppContext, projectId: string, input: CreateCampaignInput): Promise<CampaignRecord> {
   await assertTemplatesParse(ctx, input);
   const now = ctx.clock.now();
+  assertAudienceFields(input.audienceType, input);
   const audience = await checkAudience(ctx.database.db, projectId, input);
   await senderDomainFor(ctx, projectId, input.from);
   const totalRecipients = await countRecipientsInTime(ctx, projectId, { ...audience, type: input.type }, now);
@@ -149,6 +150,7 @@ export async function updateCampaign(ctx: AppContext, projectId: string, id: str
   const current = await campaignRow(ctx.database.db, projectId, id);
   if (!EDITABLE.includes(current.status)) throw notEditable(current);
   const audienceType = input.audienceType ?? current.audienceType;
+  assertAudienceFields(audienceType, input);
   const audience = await checkAudience(ctx.database.db, projectId, {
     audienceType,
     segmentId: input.segmentId !== undefined ? input.segmentId : current.segmentId,
