@@ -414,6 +414,35 @@ test("a scheduled campaign's report reads the campaign again at its start, not e
   });
 });
 
+test('New contact with an existing address changes nothing and links the contact; a new address is created', { timeout: 180_000 }, async () => {
+  await journey(page, 'new-contact-exists', async () => {
+    const made = await owner.sk.post('/contacts', { email: 'left@exists.test', subscribed: false, data: { plan: 'pro' } });
+    assert.equal(made.status, 201, made.text);
+    const id: string = made.body.id;
+
+    await page.goto(`${base()}/contacts`);
+    await page.getByRole('button', { name: 'New contact' }).click();
+    const dialog = page.getByRole('dialog', { name: 'New contact' });
+    await dialog.getByRole('textbox', { name: 'Email' }).fill('Left@Exists.test');
+    await dialog.getByRole('textbox', { name: 'First name' }).fill('Overwritten');
+    await dialog.getByRole('button', { name: 'Create contact' }).click();
+    await dialog.getByTestId('contact-exists').filter({ hasText: 'left@exists.test is already a contact; nothing was changed.' }).waitFor();
+    const kept = await owner.sk.get(`/contacts/${id}`);
+    assert.equal(kept.body.subscribed, false, 'not re-subscribed');
+    assert.deepEqual(kept.body.data, { plan: 'pro' });
+    await dialog.getByRole('link', { name: 'Open their page' }).click();
+    await page.waitForURL(new RegExp(`/contacts/${id}$`));
+    await page.getByRole('heading', { name: 'left@exists.test' }).waitFor();
+
+    await page.goto(`${base()}/contacts`);
+    await page.getByRole('button', { name: 'New contact' }).click();
+    await dialog.getByRole('textbox', { name: 'Email' }).fill('fresh@exists.test');
+    await dialog.getByRole('button', { name: 'Create contact' }).click();
+    await page.getByRole('heading', { name: 'fresh@exists.test' }).waitFor();
+    assert.equal((await owner.sk.post('/contacts/lookup', { emails: ['fresh@exists.test'] })).body.found.length, 1);
+  });
+});
+
 test("a contact's page: its events and emails, 25 at a time, each email opening its page", { timeout: 180_000 }, async () => {
   await journey(page, 'contact-timeline', async () => {
     const { emailId, contactId } = await sendDelivered('timeline@example.org', 'Your receipt', '<p>Thanks</p><a href="{{unsubscribeUrl}}">Unsubscribe</a>');
