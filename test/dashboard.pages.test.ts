@@ -147,6 +147,10 @@ test('workflows: list, enable from the list, steps with counts, an execution can
     const execution = page.getByTestId('workflow-executions').getByRole('row', { name: /newbie@example\.org/ });
     await execution.getByText('WAITING').waitFor();
     await execution.getByRole('button', { name: 'Cancel' }).click();
+    const confirm = page.getByRole('dialog', { name: 'Cancel this execution?' });
+    await confirm.getByText('newbie@example.org leaves Welcome series now: its remaining steps are skipped, and the execution cannot be resumed.').waitFor();
+    assert.equal((await owner.sk.get(`/workflows/${w.id}/executions/${executionId}`)).body.status, 'WAITING', 'nothing before the confirmation');
+    await confirm.getByRole('button', { name: 'Cancel execution' }).click();
     await page.getByText('Execution cancelled').waitFor();
     await execution.getByText('CANCELLED').waitFor();
     assert.equal((await owner.sk.get(`/workflows/${w.id}/executions/${executionId}`)).body.status, 'CANCELLED');
@@ -390,29 +394,54 @@ test(
   },
 );
 
-test("a scheduled campaign's report reads the campaign again at its start, not every 2 s (each read recounts its audience)", { timeout: 180_000 }, async () => {
-  await journey(page, 'scheduled report', async () => {
-    assert.equal((await owner.sk.post('/contacts', { email: 'later@example.org' })).status, 201);
-    const created = await owner.sk.post('/campaigns', { name: 'Later', subject: 'Later', body: '<p>Later</p>', from: 'hi@sandbox.herald.test' });
-    assert.equal(created.status, 201, created.text);
-    const id: string = created.body.data.id;
-    const scheduled = await owner.sk.post(`/campaigns/${id}/send`, { scheduledFor: new Date(Date.now() + 3_600_000).toISOString() });
-    assert.equal(scheduled.status, 200, scheduled.text);
-    const reads: string[] = [];
-    const onRequest = (r: { url: () => string; method: () => string }) => {
-      if (r.method() === 'GET' && new URL(r.url()).pathname.endsWith(`/campaigns/${id}`)) reads.push(r.url());
-    };
-    page.on('request', onRequest);
-    try {
-      await page.goto(`${base()}/campaigns/${id}/report`);
-      await page.getByText(/scheduled for/).waitFor();
-      await new Promise((r) => setTimeout(r, 7_000));
-      assert.equal(reads.length, 1, `the campaign was read ${reads.length} times in 7 s`);
-    } finally {
-      page.off('request', onRequest);
-    }
-  });
-});
+test(
+  "a scheduled campaign's report reads the campaign again at its start, not every 2 s (each read recounts its audience); Cancel sending asks first",
+  { timeout: 180_000 },
+  async () => {
+    await journey(page, 'scheduled report', async () => {
+      assert.equal((await owner.sk.post('/contacts', { email: 'later@example.org' })).status, 201);
+      const created = await owner.sk.post('/campaigns', { name: 'Later', subject: 'Later', body: '<p>Later</p>', from: 'hi@sandbox.herald.test' });
+      assert.equal(created.status, 201, created.text);
+      const id: string = created.body.data.id;
+      const scheduled = await owner.sk.post(`/campaigns/${id}/send`, { scheduledFor: new Date(Date.now() + 3_600_000).toISOString() });
+      assert.equal(scheduled.status, 200, scheduled.text);
+      const reads: string[] = [];
+      const onRequest = (r: { url: () => string; method: () => string }) => {
+        if (r.method() === 'GET' && new URL(r.url()).pathname.endsWith(`/campaigns/${id}`)) reads.push(r.url());
+      };
+      page.on('request', onRequest);
+      try {
+        await page.goto(`${base()}/campaigns/${id}/report`);
+        await page.getByText(/scheduled for/).waitFor();
+        await new Promise((r) => setTimeout(r, 7_000));
+        assert.equal(reads.length, 1, `the campaign was read ${reads.length} times in 7 s`);
+      } finally {
+        page.off('request', onRequest);
+      }
+
+      // Cancelling asks first, saying the campaign goes back to draft.
+      await page.getByRole('button', { name: 'Cancel sending' }).click();
+      const confirm = page.getByRole('dialog', { name: 'Cancel the scheduled send?' });
+      await confirm.getByText(/^“Later” will not go out on .+: the campaign goes back to draft, to edit and send or schedule again\.$/).waitFor();
+      assert.equal((await owner.sk.get(`/campaigns/${id}`)).body.status, 'SCHEDULED', 'nothing before the confirmation');
+      await confirm.getByRole('button', { name: 'Back to draft' }).click();
+      await page.getByText('Schedule cancelled: the campaign is a draft again').waitFor();
+      assert.equal((await owner.sk.get(`/campaigns/${id}`)).body.status, 'DRAFT');
+
+      // A sending one (held there: no sender job) says its queued emails are skipped for good.
+      const sending = await owner.sk.post('/campaigns', { name: 'Sending', subject: 'Now', body: '<p>Now</p>', from: 'hi@sandbox.herald.test' });
+      assert.equal(sending.status, 201, sending.text);
+      await server.sql(`UPDATE campaigns SET status = 'SENDING' WHERE id = $1`, [sending.body.data.id]);
+      await page.goto(`${base()}/campaigns/${sending.body.data.id}/report`);
+      await page.getByRole('button', { name: 'Cancel sending' }).click();
+      const stop = page.getByRole('dialog', { name: 'Stop sending this campaign?' });
+      await stop.getByText('The emails still queued for its recipients are skipped and cannot be resumed; those already sent stay sent.').waitFor();
+      await stop.getByRole('button', { name: 'Stop sending' }).click();
+      await page.getByText('Sending stopped: the queued emails were skipped').waitFor();
+      assert.equal((await owner.sk.get(`/campaigns/${sending.body.data.id}`)).body.status, 'CANCELLED');
+    });
+  },
+);
 
 test('New contact with an existing address changes nothing and links the contact; a new address is created', { timeout: 180_000 }, async () => {
   await journey(page, 'new-contact-exists', async () => {
