@@ -472,6 +472,30 @@ test('New contact with an existing address changes nothing and links the contact
   });
 });
 
+test("a contact's Set field refuses an empty value of any type, and writes nothing", { timeout: 180_000 }, async () => {
+  await journey(page, 'set-field-empty', async () => {
+    const made = await owner.sk.post('/contacts', { email: 'fields@empty.test', data: { plan: 'pro' } });
+    assert.equal(made.status, 201, made.text);
+    await page.goto(`${base()}/contacts/${made.body.id}`);
+    const field = page.getByRole('textbox', { name: 'Field' });
+    const type = page.getByRole('textbox', { name: 'Type' }).or(page.getByRole('combobox', { name: 'Type' }));
+    const setField = page.getByRole('button', { name: 'Set field' });
+    await field.fill('plan');
+    await setField.click();
+    await page.getByText('Enter a value', { exact: true }).waitFor();
+    for (const [choice, message] of [
+      ['number', 'Enter a number'],
+      ['boolean', 'Choose true or false'],
+    ]) {
+      await type.first().click();
+      await page.getByRole('option', { name: choice, exact: true }).click();
+      await setField.click();
+      await page.getByText(message, { exact: true }).waitFor();
+    }
+    assert.deepEqual((await owner.sk.get(`/contacts/${made.body.id}`)).body.data, { plan: 'pro' });
+  });
+});
+
 test("a contact's page: its events and emails, 25 at a time, each email opening its page", { timeout: 180_000 }, async () => {
   await journey(page, 'contact-timeline', async () => {
     const { emailId, contactId } = await sendDelivered('timeline@example.org', 'Your receipt', '<p>Thanks</p><a href="{{unsubscribeUrl}}">Unsubscribe</a>');

@@ -377,7 +377,12 @@ export function ContactPage() {
     initialValues: { key: '', type: 'string' as FieldType, value: '' },
     validate: {
       key: (v) => (v.trim() ? null : 'Name the field'),
-      value: (v, values) => (values.type === 'number' && Number.isNaN(Number(v)) ? 'Enter a number' : null),
+      // An empty value is refused, not saved as 0, false or nothing.
+      value: (v, values) => {
+        if (values.type === 'number') return v.trim() === '' || Number.isNaN(Number(v)) ? 'Enter a number' : null;
+        if (values.type === 'boolean') return v === 'true' || v === 'false' ? null : 'Choose true or false';
+        return v === '' ? 'Enter a value' : null;
+      },
     },
   });
 
