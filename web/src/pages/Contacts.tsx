@@ -60,21 +60,24 @@ export function ContactsPage() {
     setSelected([]);
   });
 
-  const list = useQuery({
-    queryKey: [projectId, 'contacts', { search, subscribed, cursor, order: order.value }],
+  const pageQuery = (pageCursor: string | undefined) => ({
+    queryKey: [projectId, 'contacts', { search, subscribed, cursor: pageCursor, order: order.value }],
     queryFn: () =>
       herald.contacts.list({
         limit: PAGE_SIZE,
-        cursor,
+        cursor: pageCursor,
         search: search || undefined,
-        subscribed: subscribed === 'all' ? undefined : subscribed === 'subscribed' ? 'true' : 'false',
+        subscribed: subscribed === 'all' ? undefined : subscribed === 'subscribed' ? ('true' as const) : ('false' as const),
         sort: order.sort,
         dir: order.dir,
       }),
     placeholderData: keepPreviousData,
   });
-  const [total, setTotal] = useState<number | null>(null);
-  if (list.data?.total !== undefined && list.data.total !== total && cursors.length === 0) setTotal(list.data.total);
+  const list = useQuery(pageQuery(cursor));
+  // The total comes with the first page only. That page is watched from the later ones too (the same
+  // query on the first page), so a change there (a bulk delete) fetches it again and the total follows.
+  const firstPage = useQuery(pageQuery(undefined));
+  const total = firstPage.data?.total ?? null;
 
   return (
     <>
