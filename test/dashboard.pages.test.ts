@@ -230,6 +230,16 @@ test('an email page: status, what happened when, and the captured source', { tim
     const raw = await page.getByTestId('email-raw').innerText();
     assert.match(raw, /^DKIM-Signature: /);
     assert.match(raw, /Subject: Detail page/);
+
+    // An email to a suppressed address was never sent: the page says so, not that sources are kept for captured mail only.
+    await server.sql(`INSERT INTO suppressions (project_id, email, reason) VALUES ($1, 'held@never-sent.test', 'manual')`, [owner.project.id]);
+    const held = await owner.sk.post('/v1/send', { to: 'held@never-sent.test', from: 'hi@sandbox.herald.test', subject: 'Held back', body: '<p>x</p>' });
+    assert.equal(held.status, 200, held.text);
+    const heldId: string = held.body.data.emails[0].email;
+    await waitForStatus(owner.sk, heldId, ['SUPPRESSED']);
+    await page.goto(`${base()}/emails/${heldId}`);
+    await page.getByText('This email was never sent (suppressed), so there is no message source.').waitFor();
+    assert.equal(await page.getByText(/Not stored/).count(), 0);
   });
 });
 
