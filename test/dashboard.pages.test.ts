@@ -606,6 +606,28 @@ test('settings: monthly sending caps with usage bars; a MEMBER sees them but can
   });
 });
 
+test('domains: a MEMBER reads and checks the records but has no Add domain or Remove (both need ADMIN)', { timeout: 180_000 }, async () => {
+  await journey(page, 'domains-member', async () => {
+    const added = await owner.sk.post('/domains', { domain: 'member-view.example.test' });
+    assert.equal(added.status, 201, added.text);
+    await asMember('Reads domains', async (memberPage) => {
+      await memberPage.goto(`${base()}/domains`);
+      const card = memberPage.getByTestId('domain-member-view.example.test');
+      await card.getByTestId('domain-status').filter({ hasText: 'pending' }).waitFor();
+      assert.equal(await memberPage.getByRole('button', { name: 'Add domain' }).count(), 0);
+      assert.equal(await memberPage.getByLabel('Sending domain').count(), 0);
+      assert.equal(await card.getByRole('button', { name: 'Remove' }).count(), 0);
+      // Checking the records is a read, which a MEMBER may do.
+      await card.getByRole('button', { name: 'Verify now' }).click();
+      await memberPage.getByText('member-view.example.test is not verified yet: some required records were not found').waitFor();
+    });
+    await page.goto(`${base()}/domains`);
+    const card = page.getByTestId('domain-member-view.example.test');
+    await card.getByRole('button', { name: 'Remove' }).waitFor();
+    await page.getByRole('button', { name: 'Add domain' }).waitFor();
+  });
+});
+
 test("a template's page says which workflows send it", { timeout: 180_000 }, async () => {
   await journey(page, 'template-usage', async () => {
     const template = await owner.sk.post('/templates', {
