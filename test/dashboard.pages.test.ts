@@ -244,7 +244,7 @@ test('an email page: status, what happened when, and the captured source', { tim
 });
 
 test(
-  "a campaign report lists its recipients' emails with their status; a status narrows the list, and an address opens its email",
+  "a campaign report lists its recipients' emails with their status, following them while it sends; a status narrows the list, and an address opens its email",
   { timeout: 180_000 },
   async () => {
     await journey(page, 'campaign-recipients', async () => {
@@ -262,14 +262,26 @@ test(
       const id: string = created.body.data.id;
       assert.equal((await owner.sk.post(`/campaigns/${id}/send`, {})).status, 200);
       await waitFor('the campaign to be sent', async () => (await owner.sk.get(`/campaigns/${id}`)).body.status === 'SENT');
-      // Bob's bounced since, as the relay's report would mark it.
+      // Shown as still SENDING (held there), the list follows its emails as the stats do.
+      await server.sql(`UPDATE campaigns SET status = 'SENDING' WHERE id = $1`, [id]);
+      await page.goto(`${base()}/campaigns/${id}/report`);
+      const table = page.getByTestId('email-list');
+      await table
+        .getByRole('row', { name: /bob@recipients\.test/ })
+        .getByText('DELIVERED')
+        .waitFor();
+      // Bob's bounced since, as the relay's report would mark it: the open list shows it without a reload.
       const [bounced] = await server.sql<{ id: string }>(
         `UPDATE emails SET status = 'BOUNCED', error = '550 5.1.1 No such user', bounced_at = now() WHERE campaign_id = $1 AND to_email = $2 RETURNING id`,
         [id, 'bob@recipients.test'],
       );
+      await table
+        .getByRole('row', { name: /bob@recipients\.test/ })
+        .getByText('BOUNCED')
+        .waitFor({ timeout: 10_000 });
+      await server.sql(`UPDATE campaigns SET status = 'SENT' WHERE id = $1`, [id]);
 
       await page.goto(`${base()}/campaigns/${id}/report`);
-      const table = page.getByTestId('email-list');
       await table.waitFor();
       await page.getByTestId('email-list-total').filter({ hasText: /^3$/ }).waitFor();
       // The charts above load on their own and push the list down: a status menu opened before they did was left off screen.

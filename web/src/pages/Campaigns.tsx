@@ -537,7 +537,13 @@ export function CampaignReportPage() {
             </Box>
           )}
           {c.status !== 'DRAFT' && c.status !== 'SCHEDULED' && (
-            <EmailList title="Recipients" param="recipients" campaignId={c.id} empty="Each recipient's email appears here as the campaign goes out." />
+            <EmailList
+              title="Recipients"
+              param="recipients"
+              campaignId={c.id}
+              live={c.status === 'SENDING'}
+              empty="Each recipient's email appears here as the campaign goes out."
+            />
           )}
         </>
       ) : null}
