@@ -147,6 +147,10 @@ test('workflows: list, enable from the list, steps with counts, an execution can
     const execution = page.getByTestId('workflow-executions').getByRole('row', { name: /newbie@example\.org/ });
     await execution.getByText('WAITING').waitFor();
     await execution.getByRole('button', { name: 'Cancel' }).click();
+    const confirm = page.getByRole('dialog', { name: 'Cancel this execution?' });
+    await confirm.getByText('newbie@example.org leaves Welcome series now: its remaining steps are skipped, and the execution cannot be resumed.').waitFor();
+    assert.equal((await owner.sk.get(`/workflows/${w.id}/executions/${executionId}`)).body.status, 'WAITING', 'nothing before the confirmation');
+    await confirm.getByRole('button', { name: 'Cancel execution' }).click();
     await page.getByText('Execution cancelled').waitFor();
     await execution.getByText('CANCELLED').waitFor();
     assert.equal((await owner.sk.get(`/workflows/${w.id}/executions/${executionId}`)).body.status, 'CANCELLED');
@@ -298,11 +302,22 @@ test('an email page: status, what happened when, and the captured source', { tim
     const raw = await page.getByTestId('email-raw').innerText();
     assert.match(raw, /^DKIM-Signature: /);
     assert.match(raw, /Subject: Detail page/);
+
+    // An email to a suppressed address was never sent: the page says so, not that sources are kept for captured mail only.
+    await server.sql(`INSERT INTO suppressions (project_id, email, reason) VALUES ($1, 'held@never-sent.test', 'manual')`, [owner.project.id]);
+    const held = await owner.sk.post('/v1/send', { to: 'held@never-sent.test', from: 'hi@sandbox.herald.test', subject: 'Held back', body: '<p>x</p>' });
+    assert.equal(held.status, 200, held.text);
+    const heldId: string = held.body.data.emails[0].email;
+    await waitForStatus(owner.sk, heldId, ['SUPPRESSED']);
+    await page.goto(`${base()}/emails/${heldId}`);
+    await page.getByText('This email was never sent (suppressed), so there is no message source.').waitFor();
+    assert.equal(await page.getByText(/Not stored/).count(), 0);
+    assert.equal((await owner.sk.delete('/suppressions/held@never-sent.test')).status, 204, 'the suppressions test counts its own');
   });
 });
 
 test(
-  "a campaign report lists its recipients' emails with their status; a status narrows the list, and an address opens its email",
+  "a campaign report lists its recipients' emails with their status, following them while it sends; a status narrows the list, and an address opens its email",
   { timeout: 180_000 },
   async () => {
     await journey(page, 'campaign-recipients', async () => {
@@ -320,14 +335,26 @@ test(
       const id: string = created.body.data.id;
       assert.equal((await owner.sk.post(`/campaigns/${id}/send`, {})).status, 200);
       await waitFor('the campaign to be sent', async () => (await owner.sk.get(`/campaigns/${id}`)).body.status === 'SENT');
-      // Bob's bounced since, as the relay's report would mark it.
+      // Shown as still SENDING (held there), the list follows its emails as the stats do.
+      await server.sql(`UPDATE campaigns SET status = 'SENDING' WHERE id = $1`, [id]);
+      await page.goto(`${base()}/campaigns/${id}/report`);
+      const table = page.getByTestId('email-list');
+      await table
+        .getByRole('row', { name: /bob@recipients\.test/ })
+        .getByText('DELIVERED')
+        .waitFor();
+      // Bob's bounced since, as the relay's report would mark it: the open list shows it without a reload.
       const [bounced] = await server.sql<{ id: string }>(
         `UPDATE emails SET status = 'BOUNCED', error = '550 5.1.1 No such user', bounced_at = now() WHERE campaign_id = $1 AND to_email = $2 RETURNING id`,
         [id, 'bob@recipients.test'],
       );
+      await table
+        .getByRole('row', { name: /bob@recipients\.test/ })
+        .getByText('BOUNCED')
+        .waitFor({ timeout: 10_000 });
+      await server.sql(`UPDATE campaigns SET status = 'SENT' WHERE id = $1`, [id]);
 
       await page.goto(`${base()}/campaigns/${id}/report`);
-      const table = page.getByTestId('email-list');
       await table.waitFor();
       await page.getByTestId('email-list-total').filter({ hasText: /^3$/ }).waitFor();
       // The charts above load on their own and push the list down: a status menu opened before they did was left off screen.
@@ -462,27 +489,105 @@ test(
   },
 );
 
-test("a scheduled campaign's report reads the campaign again at its start, not every 2 s (each read recounts its audience)", { timeout: 180_000 }, async () => {
-  await journey(page, 'scheduled report', async () => {
-    assert.equal((await owner.sk.post('/contacts', { email: 'later@example.org' })).status, 201);
-    const created = await owner.sk.post('/campaigns', { name: 'Later', subject: 'Later', body: '<p>Later</p>', from: 'hi@sandbox.herald.test' });
-    assert.equal(created.status, 201, created.text);
-    const id: string = created.body.data.id;
-    const scheduled = await owner.sk.post(`/campaigns/${id}/send`, { scheduledFor: new Date(Date.now() + 3_600_000).toISOString() });
-    assert.equal(scheduled.status, 200, scheduled.text);
-    const reads: string[] = [];
-    const onRequest = (r: { url: () => string; method: () => string }) => {
-      if (r.method() === 'GET' && new URL(r.url()).pathname.endsWith(`/campaigns/${id}`)) reads.push(r.url());
-    };
-    page.on('request', onRequest);
-    try {
-      await page.goto(`${base()}/campaigns/${id}/report`);
-      await page.getByText(/scheduled for/).waitFor();
-      await new Promise((r) => setTimeout(r, 7_000));
-      assert.equal(reads.length, 1, `the campaign was read ${reads.length} times in 7 s`);
-    } finally {
-      page.off('request', onRequest);
+test(
+  "a scheduled campaign's report reads the campaign again at its start, not every 2 s (each read recounts its audience); Cancel sending asks first",
+  { timeout: 180_000 },
+  async () => {
+    await journey(page, 'scheduled report', async () => {
+      assert.equal((await owner.sk.post('/contacts', { email: 'later@example.org' })).status, 201);
+      const created = await owner.sk.post('/campaigns', { name: 'Later', subject: 'Later', body: '<p>Later</p>', from: 'hi@sandbox.herald.test' });
+      assert.equal(created.status, 201, created.text);
+      const id: string = created.body.data.id;
+      const scheduled = await owner.sk.post(`/campaigns/${id}/send`, { scheduledFor: new Date(Date.now() + 3_600_000).toISOString() });
+      assert.equal(scheduled.status, 200, scheduled.text);
+      const reads: string[] = [];
+      const onRequest = (r: { url: () => string; method: () => string }) => {
+        if (r.method() === 'GET' && new URL(r.url()).pathname.endsWith(`/campaigns/${id}`)) reads.push(r.url());
+      };
+      page.on('request', onRequest);
+      try {
+        await page.goto(`${base()}/campaigns/${id}/report`);
+        await page.getByText(/scheduled for/).waitFor();
+        await new Promise((r) => setTimeout(r, 7_000));
+        assert.equal(reads.length, 1, `the campaign was read ${reads.length} times in 7 s`);
+      } finally {
+        page.off('request', onRequest);
+      }
+
+      // Cancelling asks first, saying the campaign goes back to draft.
+      await page.getByRole('button', { name: 'Cancel sending' }).click();
+      const confirm = page.getByRole('dialog', { name: 'Cancel the scheduled send?' });
+      await confirm.getByText(/^“Later” will not go out on .+: the campaign goes back to draft, to edit and send or schedule again\.$/).waitFor();
+      assert.equal((await owner.sk.get(`/campaigns/${id}`)).body.status, 'SCHEDULED', 'nothing before the confirmation');
+      await confirm.getByRole('button', { name: 'Back to draft' }).click();
+      await page.getByText('Schedule cancelled: the campaign is a draft again').waitFor();
+      assert.equal((await owner.sk.get(`/campaigns/${id}`)).body.status, 'DRAFT');
+
+      // A sending one (held there: no sender job) says its queued emails are skipped for good.
+      const sending = await owner.sk.post('/campaigns', { name: 'Sending', subject: 'Now', body: '<p>Now</p>', from: 'hi@sandbox.herald.test' });
+      assert.equal(sending.status, 201, sending.text);
+      await server.sql(`UPDATE campaigns SET status = 'SENDING' WHERE id = $1`, [sending.body.data.id]);
+      await page.goto(`${base()}/campaigns/${sending.body.data.id}/report`);
+      await page.getByRole('button', { name: 'Cancel sending' }).click();
+      const stop = page.getByRole('dialog', { name: 'Stop sending this campaign?' });
+      await stop.getByText('The emails still queued for its recipients are skipped and cannot be resumed; those already sent stay sent.').waitFor();
+      await stop.getByRole('button', { name: 'Stop sending' }).click();
+      await page.getByText('Sending stopped: the queued emails were skipped').waitFor();
+      assert.equal((await owner.sk.get(`/campaigns/${sending.body.data.id}`)).body.status, 'CANCELLED');
+    });
+  },
+);
+
+test('New contact with an existing address changes nothing and links the contact; a new address is created', { timeout: 180_000 }, async () => {
+  await journey(page, 'new-contact-exists', async () => {
+    const made = await owner.sk.post('/contacts', { email: 'left@exists.test', subscribed: false, data: { city: 'Oslo' } });
+    assert.equal(made.status, 201, made.text);
+    const id: string = made.body.id;
+
+    await page.goto(`${base()}/contacts`);
+    await page.getByRole('button', { name: 'New contact' }).click();
+    const dialog = page.getByRole('dialog', { name: 'New contact' });
+    await dialog.getByRole('textbox', { name: 'Email' }).fill('Left@Exists.test');
+    await dialog.getByRole('textbox', { name: 'First name' }).fill('Overwritten');
+    await dialog.getByRole('button', { name: 'Create contact' }).click();
+    await dialog.getByTestId('contact-exists').filter({ hasText: 'left@exists.test is already a contact; nothing was changed.' }).waitFor();
+    const kept = await owner.sk.get(`/contacts/${id}`);
+    assert.equal(kept.body.subscribed, false, 'not re-subscribed');
+    assert.deepEqual(kept.body.data, { city: 'Oslo' });
+    await dialog.getByRole('link', { name: 'Open their page' }).click();
+    await page.waitForURL(new RegExp(`/contacts/${id}$`));
+    await page.getByRole('heading', { name: 'left@exists.test' }).waitFor();
+
+    await page.goto(`${base()}/contacts`);
+    await page.getByRole('button', { name: 'New contact' }).click();
+    await dialog.getByRole('textbox', { name: 'Email' }).fill('fresh@exists.test');
+    await dialog.getByRole('button', { name: 'Create contact' }).click();
+    await page.getByRole('heading', { name: 'fresh@exists.test' }).waitFor();
+    assert.equal((await owner.sk.post('/contacts/lookup', { emails: ['fresh@exists.test'] })).body.found.length, 1);
+  });
+});
+
+test("a contact's Set field refuses an empty value of any type, and writes nothing", { timeout: 180_000 }, async () => {
+  await journey(page, 'set-field-empty', async () => {
+    const made = await owner.sk.post('/contacts', { email: 'fields@empty.test', data: { city: 'Oslo' } });
+    assert.equal(made.status, 201, made.text);
+    await page.goto(`${base()}/contacts/${made.body.id}`);
+    const field = page.getByRole('textbox', { name: 'Field' });
+    const type = page.getByRole('textbox', { name: 'Type' }).or(page.getByRole('combobox', { name: 'Type' }));
+    const setField = page.getByRole('button', { name: 'Set field' });
+    await field.fill('plan');
+    await setField.click();
+    await page.getByText('Enter a value', { exact: true }).waitFor();
+    for (const [choice, message] of [
+      ['number', 'Enter a number'],
+      ['boolean', 'Choose true or false'],
+    ]) {
+      await type.first().click();
+      await page.getByRole('option', { name: choice, exact: true }).click();
+      await setField.click();
+      await page.getByText(message, { exact: true }).waitFor();
     }
+    assert.deepEqual((await owner.sk.get(`/contacts/${made.body.id}`)).body.data, { city: 'Oslo' });
   });
 });
 
@@ -583,6 +688,28 @@ test('settings: monthly sending caps with usage bars; a MEMBER sees them but can
       assert.equal(await memberPage.getByRole('button', { name: 'Rotate keys…' }).count(), 0);
       assert.equal(await memberPage.getByRole('button', { name: 'Invite' }).count(), 0);
     });
+  });
+});
+
+test('domains: a MEMBER reads and checks the records but has no Add domain or Remove (both need ADMIN)', { timeout: 180_000 }, async () => {
+  await journey(page, 'domains-member', async () => {
+    const added = await owner.sk.post('/domains', { domain: 'member-view.example.test' });
+    assert.equal(added.status, 201, added.text);
+    await asMember('Reads domains', async (memberPage) => {
+      await memberPage.goto(`${base()}/domains`);
+      const card = memberPage.getByTestId('domain-member-view.example.test');
+      await card.getByTestId('domain-status').filter({ hasText: 'pending' }).waitFor();
+      assert.equal(await memberPage.getByRole('button', { name: 'Add domain' }).count(), 0);
+      assert.equal(await memberPage.getByLabel('Sending domain').count(), 0);
+      assert.equal(await card.getByRole('button', { name: 'Remove' }).count(), 0);
+      // Checking the records is a read, which a MEMBER may do.
+      await card.getByRole('button', { name: 'Verify now' }).click();
+      await memberPage.getByText('member-view.example.test is not verified yet: some required records were not found').waitFor();
+    });
+    await page.goto(`${base()}/domains`);
+    const card = page.getByTestId('domain-member-view.example.test');
+    await card.getByRole('button', { name: 'Remove' }).waitFor();
+    await page.getByRole('button', { name: 'Add domain' }).waitFor();
   });
 });
 

@@ -152,6 +152,12 @@ test('segments: a static list with members added and removed, tracked membership
     const id = page.url().split('/').pop()!;
     await page.getByText('No members').waitFor();
 
+    // A bad address among good ones: the notification names it, and nothing is added.
+    await page.getByLabel('Add members').fill('ann@example.org, not-an-email');
+    await page.getByRole('button', { name: 'Add', exact: true }).click();
+    await page.locator('.mantine-Notification-root', { hasText: 'Request validation failed' }).getByText('emails.1: Invalid email address').waitFor();
+    assert.equal((await owner.sk.get(`/segments/${id}/contacts`)).body.data.length, 0);
+
     await page.getByLabel('Add members').fill('ann@example.org, newbie@example.org');
     await page.getByRole('button', { name: 'Add', exact: true }).click();
     await page.getByText('2 added (1 new contact)').waitFor();
@@ -198,6 +204,13 @@ test('campaigns: a filtered audience built with the same builder, saved with the
     await page.goto(`${base()}/campaigns/new`);
     await label('Name').fill('Gold news');
     await label('Subject').fill('For our gold members');
+    // A sender the project has not verified: the notification says what to do, as the API suggests.
+    await label('From address').fill('hi@unverified.test');
+    await page.getByRole('button', { name: 'Create draft' }).click();
+    await page
+      .locator('.mantine-Notification-root', { hasText: 'Domain unverified.test is not verified for this project' })
+      .getByText(/^Add the domain with POST \/domains, publish its DNS records/)
+      .waitFor();
     await label('From address').fill('hi@sandbox.herald.test');
     await page.getByText('A filter', { exact: true }).click();
     await choose('Condition, group 1, filter 1: field', 'data.tier (string)');
@@ -206,6 +219,11 @@ test('campaigns: a filtered audience built with the same builder, saved with the
     await page.waitForURL(/\/campaigns\/[0-9a-f-]{36}$/);
     const id = page.url().split('/').pop()!;
     await page.getByTestId('recipient-count').filter({ hasText: /^2$/ }).waitFor();
+
+    // A refused test send says which field and why, not only 'Request validation failed'.
+    await page.getByLabel('Send a test to').fill('not-an-email');
+    await page.getByRole('button', { name: 'Send test' }).click();
+    await page.locator('.mantine-Notification-root', { hasText: 'Request validation failed' }).getByText('email: Invalid email', { exact: true }).waitFor();
 
     const saved = await owner.sk.get(`/campaigns/${id}`);
     assert.equal(saved.body.audienceType, 'FILTERED');

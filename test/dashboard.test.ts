@@ -22,6 +22,7 @@ let browser: Browser;
 let context: BrowserContext;
 let page: Page;
 let projectId = '';
+let secretKey = '';
 
 before(
   async () => {
@@ -66,8 +67,15 @@ test('sign up, create a project, verify a domain, add a contact, write a templat
 
     await label(page, 'Project name').fill('Acme');
     await page.getByRole('button', { name: 'Create project' }).click();
+    // The secret key, shown this once, before the project opens.
+    const keyDialog = page.getByRole('dialog', { name: 'Your secret API key' });
+    await keyDialog.getByText('Copy it now: it will not be shown again.', { exact: false }).waitFor();
+    await keyDialog.getByRole('button', { name: 'Copy secret key' }).waitFor();
+    secretKey = await keyDialog.getByTestId('new-secret-key').innerText();
+    await keyDialog.getByRole('button', { name: 'I have copied it' }).click();
     await page.getByTestId('onboarding').getByText('0 of 4 done').waitFor();
     projectId = projectIdFromUrl();
+    assert.equal((await page.request.get(`${env.server.url}/contacts`, { headers: { authorization: `Bearer ${secretKey}` } })).status(), 200);
 
     // Domain: add, publish the records it shows in the test DNS, verify.
     await page.getByRole('link', { name: 'Domains' }).click();
@@ -154,6 +162,24 @@ test('sign up, create a project, verify a domain, add a contact, write a templat
     // Home: the checklist is done.
     await page.getByRole('link', { name: 'Home' }).click();
     await page.getByTestId('onboarding').getByText('4 of 4 done').waitFor();
+  });
+});
+
+test("rotating the keys in Settings shows the new secret key once, with the same 'copy it now'", { timeout: 180_000 }, async () => {
+  await journey(page, 'rotate-keys', async () => {
+    assert.ok(projectId && secretKey, 'the first journey created the project');
+    await page.goto(`${env.server.url}/app/p/${projectId}/settings`);
+    await page.getByRole('button', { name: 'Rotate keys…' }).click();
+    await page.getByRole('dialog', { name: 'Rotate both API keys?' }).getByRole('button', { name: 'Rotate keys' }).click();
+    const keyDialog = page.getByRole('dialog', { name: 'Your secret API key' });
+    await keyDialog.getByText('Copy it now: it will not be shown again.', { exact: false }).waitFor();
+    const rotated = await keyDialog.getByTestId('new-secret-key').innerText();
+    assert.notEqual(rotated, secretKey);
+    await keyDialog.getByRole('button', { name: 'I have copied it' }).click();
+    await keyDialog.waitFor({ state: 'hidden' });
+    const status = async (key: string) => (await page.request.get(`${env.server.url}/contacts`, { headers: { authorization: `Bearer ${key}` } })).status();
+    assert.equal(await status(rotated), 200);
+    assert.equal(await status(secretKey), 401);
   });
 });
 

@@ -57,3 +57,11 @@ export function fieldErrors(err: unknown): FieldError[] {
   const field = simple ? /^(\w+) (is|are) required$/.exec(err.message)?.[1] : undefined;
   return field ? [{ field, message: err.message, code: 'required' }] : [];
 }
+
+/** What the API suggests doing about an error (its `error.suggestion`), if anything. */
+export function errorSuggestion(err: unknown): string | undefined {
+  if (!(err instanceof HeraldError) || typeof err.body !== 'object' || err.body === null) return undefined;
+  const error = (err.body as { error?: unknown }).error;
+  const suggestion = typeof error === 'object' && error !== null ? (error as { suggestion?: unknown }).suggestion : undefined;
+  return typeof suggestion === 'string' ? suggestion : undefined;
+}

@@ -1,5 +1,6 @@
 import { Anchor, Badge, Card, Group, Table, Text, Title } from '@mantine/core';
 import { useInfiniteQuery } from '@tanstack/react-query';
+import { useEffect, useRef } from 'react';
 import { Link } from 'react-router';
 import { herald } from '../api.ts';
 import { cursorPaging, formatDate, formatNumber, useProjectId } from '../hooks.ts';
@@ -12,16 +13,36 @@ const PAGE_SIZE = 50;
 /**
  * Emails with their status (GET /emails), newest first, 50 at a time: a campaign's recipients on its
  * report, or every email of the project on the Emails page (with their subjects). A status kept in
- * the URL's `param` narrows them; each address opens its email's page.
+ * the URL's `param` narrows them; each address opens its email's page. While `live` (a campaign
+ * sending) they are read again every 3 s, and once more when it ends.
  */
-export function EmailList({ title, param, campaignId, empty }: { title: string; param: string; campaignId?: string; empty: string }) {
+export function EmailList({
+  title,
+  param,
+  campaignId,
+  empty,
+  live = false,
+}: {
+  title: string;
+  param: string;
+  campaignId?: string;
+  empty: string;
+  live?: boolean;
+}) {
   const projectId = useProjectId();
   const [status, setStatus] = useUrlChoice(param, EMAIL_STATUSES);
   const emails = useInfiniteQuery({
     queryKey: [projectId, 'emails-list', campaignId ?? null, status],
     queryFn: ({ pageParam }) => herald.emails.list({ campaignId, status: status ?? undefined, limit: PAGE_SIZE, cursor: pageParam }),
     ...cursorPaging,
+    refetchInterval: live ? 3_000 : false,
   });
+  const wasLive = useRef(live);
+  const { refetch } = emails;
+  useEffect(() => {
+    if (wasLive.current && !live) void refetch();
+    wasLive.current = live;
+  }, [live, refetch]);
   const items = emails.data?.pages.flatMap((p) => p.data) ?? [];
   const total = emails.data?.pages[0]?.total;
   const withSubject = campaignId === undefined;

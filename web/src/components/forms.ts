@@ -1,27 +1,36 @@
 import { notifications } from '@mantine/notifications';
-import { fieldErrors } from '../api.ts';
+import { errorSuggestion, type FieldError, fieldErrors } from '../api.ts';
 
 type FormLike = { setFieldError: (path: string, error: string) => void; getValues: () => object };
+
+/** Field errors listed in a notification: the first few, then how many more. */
+const LISTED = 3;
 
 /**
  * Shows an API error where it belongs: each `errors[]` entry on the form field it names (the first
  * path segment: `data.plan` lands on a `data` field if the form has no `data.plan`), the rest as a
- * notification.
+ * notification under the error's message (`emails.1: Invalid email address`), with the API's
+ * suggestion if it made one.
  */
 export function showApiError(err: unknown, form?: FormLike): void {
-  const unplaced: string[] = [];
-  const errors = fieldErrors(err);
-  if (form && errors.length > 0) {
+  const message = err instanceof Error ? err.message : 'Something went wrong';
+  const suggestion = errorSuggestion(err);
+  let unplaced: FieldError[] = fieldErrors(err);
+  if (form && unplaced.length > 0) {
     const values = form.getValues() as Record<string, unknown>;
-    for (const e of errors) {
+    unplaced = unplaced.filter((e) => {
       const field = e.field in values ? e.field : e.field.split('.')[0];
       if (field in values) form.setFieldError(field, e.message);
-      else unplaced.push(`${e.field}: ${e.message}`);
-    }
-    if (unplaced.length === 0) return;
+      return !(field in values);
+    });
+    if (unplaced.length === 0 && !suggestion) return;
   }
-  const message = err instanceof Error ? err.message : 'Something went wrong';
-  notifications.show({ color: 'red', title: message, message: unplaced.join('\n') || ' ', autoClose: 8000 });
+  // The simple `{ error: "from is required" }` body is its own message: not listed again.
+  const listed = unplaced.filter((e) => e.message !== message);
+  const lines = listed.slice(0, LISTED).map((e) => `${e.field}: ${e.message}`);
+  if (listed.length > LISTED) lines.push(`and ${listed.length - LISTED} more`);
+  if (suggestion) lines.push(suggestion);
+  notifications.show({ color: 'red', title: message, message: lines.join('\n') || ' ', autoClose: 8000, styles: { description: { whiteSpace: 'pre-line' } } });
 }
 
 export function notifySuccess(message: string): void {

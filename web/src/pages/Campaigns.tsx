@@ -21,6 +21,7 @@ import {
   Title,
 } from '@mantine/core';
 import { useForm } from '@mantine/form';
+import { useDisclosure } from '@mantine/hooks';
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useState } from 'react';
 import { Link, Navigate, useNavigate, useParams, useSearchParams } from 'react-router';
@@ -439,10 +440,18 @@ export function CampaignReportPage() {
     queryFn: () => herald.campaigns.stats(campaignId),
     refetchInterval: () => (campaign.data && ['SENDING', 'SCHEDULED', 'SENT'].includes(campaign.data.status) ? 3000 : false),
   });
+  const [confirmCancel, cancelModal] = useDisclosure(false);
   const cancel = useMutation({
     mutationFn: () => herald.campaigns.cancel(campaignId),
-    onSuccess: () => void queryClient.invalidateQueries({ queryKey: [projectId] }),
-    onError: (err) => showApiError(err),
+    onSuccess: (c) => {
+      cancelModal.close();
+      void queryClient.invalidateQueries({ queryKey: [projectId] });
+      notifySuccess(c.status === 'DRAFT' ? 'Schedule cancelled: the campaign is a draft again' : 'Sending stopped: the queued emails were skipped');
+    },
+    onError: (err) => {
+      cancelModal.close();
+      showApiError(err);
+    },
   });
   if (campaign.isPending) return <Loading />;
   if (campaign.error) return <PageError error={campaign.error} onRetry={() => void campaign.refetch()} />;
@@ -466,7 +475,7 @@ export function CampaignReportPage() {
               </Button>
             )}
             {(c.status === 'SCHEDULED' || c.status === 'SENDING') && (
-              <Button color="red" variant="light" size="xs" loading={cancel.isPending} onClick={() => cancel.mutate()}>
+              <Button color="red" variant="light" size="xs" onClick={cancelModal.open}>
                 Cancel sending
               </Button>
             )}
@@ -528,10 +537,33 @@ export function CampaignReportPage() {
             </Box>
           )}
           {c.status !== 'DRAFT' && c.status !== 'SCHEDULED' && (
-            <EmailList title="Recipients" param="recipients" campaignId={c.id} empty="Each recipient's email appears here as the campaign goes out." />
+            <EmailList
+              title="Recipients"
+              param="recipients"
+              campaignId={c.id}
+              live={c.status === 'SENDING'}
+              empty="Each recipient's email appears here as the campaign goes out."
+            />
           )}
         </>
       ) : null}
+      <Modal opened={confirmCancel} onClose={cancelModal.close} title={c.status === 'SCHEDULED' ? 'Cancel the scheduled send?' : 'Stop sending this campaign?'}>
+        <Stack>
+          <Text size="sm" data-testid="cancel-text">
+            {c.status === 'SCHEDULED'
+              ? `“${c.subject}” will not go out${c.scheduledFor ? ` on ${formatDate(c.scheduledFor)}` : ''}: the campaign goes back to draft, to edit and send or schedule again.`
+              : 'The emails still queued for its recipients are skipped and cannot be resumed; those already sent stay sent.'}
+          </Text>
+          <Group justify="flex-end">
+            <Button variant="default" onClick={cancelModal.close}>
+              Keep it
+            </Button>
+            <Button color="red" loading={cancel.isPending} onClick={() => cancel.mutate()}>
+              {c.status === 'SCHEDULED' ? 'Back to draft' : 'Stop sending'}
+            </Button>
+          </Group>
+        </Stack>
+      </Modal>
     </Stack>
   );
 }

@@ -1,5 +1,6 @@
 import {
   ActionIcon,
+  Alert,
   Anchor,
   Badge,
   Button,
@@ -23,7 +24,7 @@ import { useDisclosure } from '@mantine/hooks';
 import { keepPreviousData, useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useCallback, useState } from 'react';
 import { Link, useNavigate, useParams, useSearchParams } from 'react-router';
-import { herald } from '../api.ts';
+import { herald, isApiError } from '../api.ts';
 import { BulkBar, ImportModal, MAX_BULK } from '../components/ContactJobs.tsx';
 import { dataLine } from '../components/data-line.ts';
 import { notifySuccess, showApiError } from '../components/forms.ts';
@@ -60,21 +61,24 @@ export function ContactsPage() {
     setSelected([]);
   });
 
-  const list = useQuery({
-    queryKey: [projectId, 'contacts', { search, subscribed, cursor, order: order.value }],
+  const pageQuery = (pageCursor: string | undefined) => ({
+    queryKey: [projectId, 'contacts', { search, subscribed, cursor: pageCursor, order: order.value }],
     queryFn: () =>
       herald.contacts.list({
         limit: PAGE_SIZE,
-        cursor,
+        cursor: pageCursor,
         search: search || undefined,
-        subscribed: subscribed === 'all' ? undefined : subscribed === 'subscribed' ? 'true' : 'false',
+        subscribed: subscribed === 'all' ? undefined : subscribed === 'subscribed' ? ('true' as const) : ('false' as const),
         sort: order.sort,
         dir: order.dir,
       }),
     placeholderData: keepPreviousData,
   });
-  const [total, setTotal] = useState<number | null>(null);
-  if (list.data?.total !== undefined && list.data.total !== total && cursors.length === 0) setTotal(list.data.total);
+  const list = useQuery(pageQuery(cursor));
+  // The total comes with the first page only. That page is watched from the later ones too (the same
+  // query on the first page), so a change there (a bulk delete) fetches it again and the total follows.
+  const firstPage = useQuery(pageQuery(undefined));
+  const total = firstPage.data?.total ?? null;
 
   return (
     <>
@@ -222,6 +226,10 @@ function typedValue(type: FieldType, raw: string): string | number | boolean {
   return raw;
 }
 
+/**
+ * Creates a contact, never changes one: an address that already exists (which POST /contacts would
+ * overwrite, re-subscribing someone who left) is named in the form with a link to its page instead.
+ */
 function CreateContactModal({ opened, onClose }: { opened: boolean; onClose: () => void }) {
   const projectId = useProjectId();
   const navigate = useNavigate();
@@ -230,27 +238,51 @@ function CreateContactModal({ opened, onClose }: { opened: boolean; onClose: () 
     mode: 'controlled',
     initialValues: { email: '', subscribed: true, firstName: '' },
   });
+  const [existing, setExisting] = useState<{ id: string; email: string } | null>(null);
   const create = useMutation({
-    mutationFn: (v: typeof form.values) =>
-      herald.contacts.upsert({
+    mutationFn: async (v: typeof form.values) => {
+      // An address the lookup refuses is left to the create, whose error names the Email field.
+      const {
+        found: [hit],
+      } = await herald.contacts.lookup({ emails: [v.email] }).catch((err: unknown) => {
+        if (isApiError(err, 400, 422)) return { found: [] };
+        throw err;
+      });
+      if (hit) return { existing: hit };
+      const contact = await herald.contacts.upsert({
         email: v.email,
         subscribed: v.subscribed,
         ...(v.firstName ? { data: { firstName: v.firstName } } : {}),
-      }),
-    onSuccess: (contact) => {
+      });
+      return { created: contact };
+    },
+    onSuccess: (result) => {
+      if (!result.created) {
+        setExisting(result.existing);
+        return;
+      }
       void queryClient.invalidateQueries({ queryKey: [projectId] });
       form.reset();
       onClose();
       notifySuccess('Contact saved');
-      navigate(`/p/${projectId}/contacts/${contact.id}`);
+      navigate(`/p/${projectId}/contacts/${result.created.id}`);
     },
     onError: (err) => showApiError(err, form),
   });
+  const shownExisting = existing && existing.email === form.values.email.trim().toLowerCase() ? existing : null;
   return (
     <Modal opened={opened} onClose={onClose} title="New contact">
       <form onSubmit={form.onSubmit((v) => create.mutate(v))} noValidate>
         <Stack>
           <TextInput label="Email" required {...form.getInputProps('email')} />
+          {shownExisting && (
+            <Alert color="yellow" p="xs" data-testid="contact-exists">
+              {shownExisting.email} is already a contact; nothing was changed.{' '}
+              <Anchor component={Link} to={`/p/${projectId}/contacts/${shownExisting.id}`} onClick={onClose}>
+                Open their page
+              </Anchor>
+            </Alert>
+          )}
           <TextInput label="First name" description="Stored as data.firstName" {...form.getInputProps('firstName')} />
           <Checkbox label="Subscribed to marketing email" {...form.getInputProps('subscribed', { type: 'checkbox' })} />
           <Group justify="flex-end">
@@ -338,7 +370,12 @@ export function ContactPage() {
     initialValues: { key: '', type: 'string' as FieldType, value: '' },
     validate: {
       key: (v) => (v.trim() ? null : 'Name the field'),
-      value: (v, values) => (values.type === 'number' && Number.isNaN(Number(v)) ? 'Enter a number' : null),
+      // An empty value is refused, not saved as 0, false or nothing.
+      value: (v, values) => {
+        if (values.type === 'number') return v.trim() === '' || Number.isNaN(Number(v)) ? 'Enter a number' : null;
+        if (values.type === 'boolean') return v === 'true' || v === 'false' ? null : 'Choose true or false';
+        return v === '' ? 'Enter a value' : null;
+      },
     },
   });
 

@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { herald } from '../api.ts';
 import { Copy } from '../components/Copy.tsx';
+import { useProject } from '../components/ProjectLayout.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, useProjectId } from '../hooks.ts';
@@ -18,7 +19,8 @@ export function DomainStatus({ status }: { status: string }) {
   );
 }
 
-function DomainCard({ domain }: { domain: Domain }) {
+/** A domain's records and status; `canManage` (ADMIN and OWNER) adds its Remove. */
+function DomainCard({ domain, canManage }: { domain: Domain; canManage: boolean }) {
   const projectId = useProjectId();
   const queryClient = useQueryClient();
   const [confirm, setConfirm] = useState(false);
@@ -50,9 +52,11 @@ function DomainCard({ domain }: { domain: Domain }) {
           <Button size="xs" onClick={() => verify.mutate()} loading={verify.isPending}>
             Verify now
           </Button>
-          <Button size="xs" variant="subtle" color="red" onClick={() => setConfirm(true)}>
-            Remove
-          </Button>
+          {canManage && (
+            <Button size="xs" variant="subtle" color="red" onClick={() => setConfirm(true)}>
+              Remove
+            </Button>
+          )}
         </Group>
       </Group>
       <Text size="xs" c="dimmed" mb="sm">
@@ -125,6 +129,8 @@ function DomainCard({ domain }: { domain: Domain }) {
 
 export function DomainsPage() {
   const projectId = useProjectId();
+  // Adding and removing a domain needs ADMIN: a MEMBER reads the records (and may check them).
+  const canManage = useProject().role !== 'MEMBER';
   const queryClient = useQueryClient();
   const domains = useQuery({
     queryKey: [projectId, 'domains'],
@@ -142,32 +148,36 @@ export function DomainsPage() {
   return (
     <>
       <PageHeader title="Domains" />
-      <Card withBorder mb="lg">
-        <form onSubmit={form.onSubmit((v) => add.mutate(v))} noValidate>
-          <Group align="flex-start" wrap="wrap">
-            <TextInput
-              label="Sending domain"
-              placeholder="mail.example.com"
-              description="Emails are sent from addresses at this domain, signed with its DKIM key."
-              w={{ base: '100%', sm: 380 }}
-              {...form.getInputProps('domain')}
-            />
-            <Button type="submit" mt={{ base: 0, sm: 44 }} loading={add.isPending}>
-              Add domain
-            </Button>
-          </Group>
-        </form>
-      </Card>
+      {canManage && (
+        <Card withBorder mb="lg">
+          <form onSubmit={form.onSubmit((v) => add.mutate(v))} noValidate>
+            <Group align="flex-start" wrap="wrap">
+              <TextInput
+                label="Sending domain"
+                placeholder="mail.example.com"
+                description="Emails are sent from addresses at this domain, signed with its DKIM key."
+                w={{ base: '100%', sm: 380 }}
+                {...form.getInputProps('domain')}
+              />
+              <Button type="submit" mt={{ base: 0, sm: 44 }} loading={add.isPending}>
+                Add domain
+              </Button>
+            </Group>
+          </form>
+        </Card>
+      )}
       {domains.isPending ? (
         <Loading />
       ) : domains.error ? (
         <PageError error={domains.error} onRetry={() => void domains.refetch()} />
       ) : domains.data.length === 0 ? (
-        <Empty title="No domains yet">Add the domain you send from; Herald shows the DNS records to publish.</Empty>
+        <Empty title="No domains yet">
+          {canManage ? 'Add the domain you send from; Herald shows the DNS records to publish.' : 'An admin of this project adds the domains it sends from.'}
+        </Empty>
       ) : (
         <Stack>
           {domains.data.map((d) => (
-            <DomainCard key={d.id} domain={d} />
+            <DomainCard key={d.id} domain={d} canManage={canManage} />
           ))}
         </Stack>
       )}

@@ -8,6 +8,9 @@ import { EMAIL_STATUS_COLORS } from '../types.ts';
 
 /** One email: its status and what happened when (from GET /emails/:id), the SMTP answer of a failure, and the raw message when it was captured. */
 
+/** An email that ended without going out (skipped, suppressed, failed): it has no message source. */
+const neverSent = (e: { status: string; sentAt: string | null }) => !e.sentAt && ['SKIPPED', 'SUPPRESSED', 'FAILED'].includes(e.status);
+
 export function EmailPage() {
   const projectId = useProjectId();
   const { emailId = '' } = useParams();
@@ -23,7 +26,7 @@ export function EmailPage() {
         if (isApiError(err, 404)) return null;
         throw err;
       }),
-    enabled: email.isSuccess,
+    enabled: email.isSuccess && !neverSent(email.data),
   });
   if (email.isPending) return <Loading />;
   if (email.error) return <PageError error={email.error} onRetry={() => void email.refetch()} />;
@@ -122,7 +125,11 @@ export function EmailPage() {
         <Title order={3} size="h4" mb="sm">
           Message source
         </Title>
-        {raw.isPending ? (
+        {neverSent(e) ? (
+          <Text size="sm" c="dimmed">
+            This email was never sent ({e.status.toLowerCase()}), so there is no message source.
+          </Text>
+        ) : raw.isPending ? (
           <Loading />
         ) : raw.error ? (
           <PageError error={raw.error} onRetry={() => void raw.refetch()} />

@@ -1,10 +1,12 @@
 import { Button, Card, Center, Container, Group, SimpleGrid, Stack, Text, TextInput, Title } from '@mantine/core';
 import { useForm } from '@mantine/form';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
 import { Link, Navigate, useNavigate } from 'react-router';
 import { herald } from '../api.ts';
 import { LAST_PROJECT_KEY, logout, useProjects } from '../components/ProjectLayout.tsx';
 import { showApiError } from '../components/forms.ts';
+import { SecretKeyModal } from '../components/SecretKeyModal.tsx';
 import { Loading, PageError } from '../components/states.tsx';
 
 /** `/`: the project you used last, or the first one, or the page to create one. */
@@ -26,11 +28,14 @@ export function ProjectsPage() {
     initialValues: { name: '' },
     validate: { name: (v) => (v.trim() ? null : 'Name your project') },
   });
+  // The new project, kept while its secret key is shown (once); closing the key opens the project.
+  const [created, setCreated] = useState<{ id: string; secretKey: string | null } | null>(null);
   const create = useMutation({
     mutationFn: (values: { name: string }) => herald.projects.create(values),
     onSuccess: async (project) => {
       await queryClient.invalidateQueries({ queryKey: ['projects'] });
-      navigate(`/p/${project.id}`);
+      if (project.secretKey) setCreated(project);
+      else navigate(`/p/${project.id}`);
     },
     onError: (err) => showApiError(err, form),
   });
@@ -81,6 +86,7 @@ export function ProjectsPage() {
           ))}
         </SimpleGrid>
       )}
+      <SecretKeyModal secretKey={created?.secretKey ?? null} onClose={() => created && navigate(`/p/${created.id}`)} />
     </Container>
   );
 }

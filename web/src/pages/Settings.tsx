@@ -10,6 +10,7 @@ import { MembersCard } from '../components/Members.tsx';
 import { useProject } from '../components/ProjectLayout.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { PageHeader } from '../components/states.tsx';
+import { SecretKeyModal } from '../components/SecretKeyModal.tsx';
 import type { Project } from '../types.ts';
 
 function KeyRow({ label, value, secret, help }: { label: string; value: string | null; secret: boolean; help: string }) {
@@ -51,6 +52,7 @@ export function SettingsPage() {
   const canManage = project.role !== 'MEMBER';
   const [confirmRotate, setConfirmRotate] = useState(false);
   const [rotated, setRotated] = useState<Project | null>(null);
+  const [keyShown, setKeyShown] = useState(false);
   const form = useForm({
     mode: 'controlled',
     initialValues: { name: project.name, tracking: project.tracking, language: project.language, postalAddress: project.postalAddress ?? '' },
@@ -69,6 +71,7 @@ export function SettingsPage() {
     onSuccess: (p) => {
       setRotated(p);
       setConfirmRotate(false);
+      setKeyShown(true);
       void queryClient.invalidateQueries({ queryKey: ['projects'] });
       notifySuccess('New keys issued; the old ones no longer work');
     },
@@ -159,6 +162,7 @@ export function SettingsPage() {
           </Group>
         </Stack>
       </Modal>
+      <SecretKeyModal secretKey={keyShown ? (rotated?.secretKey ?? null) : null} onClose={() => setKeyShown(false)} />
     </Stack>
   );
 }

@@ -1,6 +1,7 @@
-import { Anchor, Badge, Button, Card, Group, Pagination, Stack, Switch, Table, Text, TextInput, Title } from '@mantine/core';
+import { Anchor, Badge, Button, Card, Group, Modal, Pagination, Stack, Switch, Table, Text, TextInput, Title } from '@mantine/core';
 import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { Link, useParams, useSearchParams } from 'react-router';
+import { useState } from 'react';
 import { herald } from '../api.ts';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
@@ -187,13 +188,19 @@ export function WorkflowPage() {
     ...cursorPaging,
   });
   const toggle = useToggleWorkflow(projectId);
+  // The execution whose Cancel was clicked, until it is confirmed or kept.
+  const [confirmCancel, setConfirmCancel] = useState<{ id: string; email: string | null } | null>(null);
   const cancel = useMutation({
     mutationFn: (executionId: string) => herald.workflows.cancelExecution(workflowId, executionId),
     onSuccess: () => {
+      setConfirmCancel(null);
       void queryClient.invalidateQueries({ queryKey: [projectId, 'workflows', workflowId] });
       notifySuccess('Execution cancelled');
     },
-    onError: (err) => showApiError(err),
+    onError: (err) => {
+      setConfirmCancel(null);
+      showApiError(err);
+    },
   });
 
   if (workflow.isPending) return <Loading />;
@@ -326,13 +333,7 @@ export function WorkflowPage() {
                     <Table.Td>{formatDate(x.startedAt)}</Table.Td>
                     <Table.Td>
                       {(x.status === 'RUNNING' || x.status === 'WAITING') && (
-                        <Button
-                          size="xs"
-                          variant="light"
-                          color="red"
-                          loading={cancel.isPending && cancel.variables === x.id}
-                          onClick={() => cancel.mutate(x.id)}
-                        >
+                        <Button size="xs" variant="light" color="red" onClick={() => setConfirmCancel({ id: x.id, email: x.contact?.email ?? null })}>
                           Cancel
                         </Button>
                       )}
@@ -345,6 +346,21 @@ export function WorkflowPage() {
         )}
         <LoadMore list={executions} />
       </Card>
+      <Modal opened={confirmCancel !== null} onClose={() => setConfirmCancel(null)} title="Cancel this execution?">
+        <Stack>
+          <Text size="sm">
+            {confirmCancel?.email ?? 'The contact'} leaves {w.name} now: its remaining steps are skipped, and the execution cannot be resumed.
+          </Text>
+          <Group justify="flex-end">
+            <Button variant="default" onClick={() => setConfirmCancel(null)}>
+              Keep it
+            </Button>
+            <Button color="red" loading={cancel.isPending} onClick={() => confirmCancel && cancel.mutate(confirmCancel.id)}>
+              Cancel execution
+            </Button>
+          </Group>
+        </Stack>
+      </Modal>
     </Stack>
   );
 }
