@@ -128,6 +128,27 @@ test('the fresh-link form answers the same for a contact and a stranger, and mai
   await new Promise((r) => setTimeout(r, 1000));
   assert.equal(mailsTo('ada@example.com').length, 1);
   assert.equal(sink.messages.filter((m) => m.envelope.to.includes('stranger@example.com')).length, 0);
+
+  // Another contact of the project is not the link's: nothing is sent to it either. Else a project
+  // could have Herald's own address mail whomever it had added as a contact.
+  assert.equal((await b.sk.post('/contacts', { email: 'someone-else@example.com' })).status, 201);
+  assert.equal((await freshLink(expired, 'someone-else@example.com')).text, known.text);
+  await new Promise((r) => setTimeout(r, 1000));
+  assert.equal(mailsTo('someone-else@example.com').length, 0);
+});
+
+test("the fresh link's email names a project whose name holds $ patterns as it is", async () => {
+  const odd = await bootstrap(server.api, "Acme $' & $& Co");
+  const created = await odd.sk.post('/contacts', { email: 'dollar@example.com' });
+  assert.equal(created.status, 201, created.text);
+  const expired = signLinkToken(server.ctx.config.jwtSecret, { projectId: odd.project.id, contactId: created.body.id, action: 'manage' }, SIX_YEARS_AGO);
+  assert.equal((await freshLink(expired, 'dollar@example.com')).status, 200);
+  const deadline = Date.now() + 10_000;
+  while (mailsTo('dollar@example.com').length === 0) {
+    assert.ok(Date.now() < deadline, 'the fresh link was mailed');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.equal(mailsTo('dollar@example.com')[0].parsed.subject, "Your link to manage emails from Acme $' & $& Co");
 });
 
 test('the fresh-link form is rate limited per address, known or not', async () => {

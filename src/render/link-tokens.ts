@@ -27,14 +27,14 @@ export function signLinkToken(secret: string, t: LinkToken, now = Date.now()): s
 }
 
 /**
- * The project of a link token signed with `secret`, expired or not: a genuine link that no longer
- * works still tells which project's contact is asking (for the "send me a fresh link" form).
- * Null when the signature is not ours.
+ * The project and contact of a link token signed with `secret`, expired or not: a genuine link that
+ * no longer works still tells which project's contact is asking (for the "send me a fresh link"
+ * form). Null when the signature is not ours.
  */
-export function projectOfSignedLinkToken(secret: string, token: string): string | null {
+export function claimsOfSignedLinkToken(secret: string, token: string): { projectId: string; contactId: string } | null {
   if (typeof token !== 'string' || token.length > 2048) return null;
   const payload = verifyJwt(token, TYP, linkKey(secret), 0);
-  return payload && typeof payload.p === 'string' ? payload.p : null;
+  return payload && typeof payload.p === 'string' && typeof payload.c === 'string' ? { projectId: payload.p, contactId: payload.c } : null;
 }
 
 /** The token's claims when it is a valid, unexpired link token signed with `secret`; otherwise null. */

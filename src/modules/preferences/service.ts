@@ -1,10 +1,11 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { contacts } from '../../db/schema/contacts.ts';
+import { projects } from '../../db/schema/users.ts';
 import { ApiError } from '../../http/errors.ts';
 import { escapeHtml, stringsFor } from '../../mail/locales.ts';
 import { SYSTEM_MAIL_QUEUE } from '../../mail/system-mail.ts';
-import { type LinkAction, type LinkToken, projectOfSignedLinkToken, signLinkToken, verifyLinkToken } from '../../render/link-tokens.ts';
+import { type LinkAction, type LinkToken, claimsOfSignedLinkToken, signLinkToken, verifyLinkToken } from '../../render/link-tokens.ts';
 import { type Rule, admit, byAccount, byIp, firstInWindow } from '../auth/throttle.ts';
 import { CONTACT_ID, emailSchema } from '../contacts/schemas.ts';
 import { setSubscribed } from '../contacts/service.ts';
@@ -54,13 +55,17 @@ export async function resolveLink(ctx: AppContext, rawToken: string, allowed: Li
 
 /**
  * The project of a link that does not work but carries our signature (expired, contact deleted,
- * another action): its name and language. Null when nothing about the link can be trusted.
+ * another action): its name and language, and the contact the link was for. Null when nothing
+ * about the link can be trusted.
  */
-export async function projectOfBrokenLink(ctx: AppContext, rawToken: string): Promise<{ projectId: string; sender: string; language: string } | null> {
-  const projectId = projectOfSignedLinkToken(ctx.config.jwtSecret, rawToken);
-  const sender = projectId ? await projectName(ctx.database.db, projectId) : null;
-  if (!projectId || sender === null) return null;
-  return { projectId, sender, language: await projectLanguage(ctx, projectId) };
+export async function projectOfBrokenLink(
+  ctx: AppContext,
+  rawToken: string,
+): Promise<{ projectId: string; contactId: string; sender: string; language: string } | null> {
+  const claims = claimsOfSignedLinkToken(ctx.config.jwtSecret, rawToken);
+  const sender = claims ? await projectName(ctx.database.db, claims.projectId) : null;
+  if (!claims || sender === null) return null;
+  return { ...claims, sender, language: await projectLanguage(ctx, claims.projectId) };
 }
 
 /**
@@ -84,13 +89,16 @@ export type FreshLinkOutcome =
 
 /**
  * The "send me a fresh link" form of a broken link. Always the same answer, whether or not the
- * address is a contact of the link's project (no enumeration); the fresh manage link goes by
- * email to that contact only, so only the address's owner can use it.
+ * address is the link's contact (no enumeration); the fresh manage link goes by email to that
+ * contact only, so only the address's owner can use it. Only the contact the link was sent to:
+ * with any contact of the project, a project could have Herald's own address mail whomever it had
+ * added as a contact, its name in the subject, with a link of its own; and not for a disabled
+ * project.
  */
 export async function requestFreshLink(ctx: AppContext, input: { token: string; email: string; ip: string }): Promise<FreshLinkOutcome> {
   const project = await projectOfBrokenLink(ctx, input.token);
   if (!project) return { kind: 'broken' };
-  const { projectId, sender, language } = project;
+  const { projectId, contactId, sender, language } = project;
   const email = emailSchema.safeParse(input.email);
   const address = email.success ? email.data : input.email.trim().toLowerCase();
   const keys = [byIp(FRESH_LINK_IP, input.ip), byAccount(FRESH_LINK_ADDRESS, address)];
@@ -106,15 +114,17 @@ export async function requestFreshLink(ctx: AppContext, input: { token: string; 
     const [contact] = await ctx.database.db
       .select({ id: contacts.id, email: contacts.email })
       .from(contacts)
-      .where(and(eq(contacts.projectId, projectId), eq(contacts.email, email.data)))
+      .innerJoin(projects, eq(projects.id, contacts.projectId))
+      .where(and(eq(contacts.id, contactId), eq(contacts.projectId, projectId), eq(contacts.email, email.data), eq(projects.disabled, false)))
       .limit(1);
     if (contact) {
       const s = stringsFor(language);
       const link = `${ctx.config.publicUrl}/manage/${signLinkToken(ctx.config.jwtSecret, { projectId, contactId: contact.id, action: 'manage' })}`;
       await ctx.jobs.send(SYSTEM_MAIL_QUEUE, {
         to: contact.email,
-        subject: s.freshLinkSubject.replace('{sender}', sender),
-        html: `<p>${escapeHtml(s.freshLinkIntro).replace('{sender}', escapeHtml(sender))}</p><p><a href="${escapeHtml(link)}">${escapeHtml(link)}</a></p><p>${escapeHtml(s.freshLinkIgnore)}</p>`,
+        // Replacer functions: a `$&` or `$'` in the project's name is text, not a pattern.
+        subject: s.freshLinkSubject.replace('{sender}', () => sender),
+        html: `<p>${escapeHtml(s.freshLinkIntro).replace('{sender}', () => escapeHtml(sender))}</p><p><a href="${escapeHtml(link)}">${escapeHtml(link)}</a></p><p>${escapeHtml(s.freshLinkIgnore)}</p>`,
       });
       ctx.jobs.wake(SYSTEM_MAIL_QUEUE);
     }
