@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createHmac, randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { signTrackingToken } from '../src/mail/tracking.ts';
+import { bootstrap } from './helpers/bootstrap.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 /** Issue 14 finding 10: click and open links expire (TRACKING_LINK_TTL_DAYS); an expired click names its destination. */
@@ -28,11 +29,17 @@ function legacyClickToken(emailId: string, url: string): string {
 }
 
 describe('tracking link expiry', () => {
-  test('a click link younger than the TTL redirects', async () => {
-    const token = signTrackingToken(SECRET, { kind: 'click', emailId: randomUUID(), url: URL_ }, new Date(Date.now() - 29 * DAY));
-    const res = await get(`/t/c/${token}`);
+  test("a click link younger than the TTL redirects while its email exists; a gone email's is 404", async () => {
+    const b = await bootstrap(server.api);
+    const sent = await b.sk.post('/v1/send', { to: 'reader@example.org', from: 'hi@sandbox.herald.test', subject: 'S', body: '<p>B</p>' });
+    assert.equal(sent.status, 200, sent.text);
+    const signedAt = new Date(Date.now() - 29 * DAY);
+    const res = await get(`/t/c/${signTrackingToken(SECRET, { kind: 'click', emailId: sent.body.data.emails[0].email, url: URL_ }, signedAt)}`);
     assert.equal(res.status, 302);
     assert.equal(res.headers.get('location'), new URL(URL_).href);
+    const gone = await get(`/t/c/${signTrackingToken(SECRET, { kind: 'click', emailId: randomUUID(), url: URL_ }, signedAt)}`);
+    assert.equal(gone.status, 404);
+    assert.equal(gone.headers.get('location'), null);
   });
 
   test('an expired click link shows a page naming the destination and does not redirect', async () => {

@@ -154,6 +154,32 @@ describe('open and click tracking', () => {
     );
   });
 
+  test("HEAD (a link scanner's) answers as GET without counting; a deleted project's links redirect no more", async () => {
+    const other = await bootstrap(server.api, 'Gone soon');
+    await verifyDomain(other.sk, dns, 'gone.example.test');
+    const tpl = await template(other.sk, 'MARKETING', BODY, 'news@gone.example.test');
+    const { emailId, html } = await sendAndReceive(other.sk, tpl, 'scanned@example.org');
+    const [pixel, link] = [pathOf(pixelOf(html)!), pathOf(clickLinks(html)[0])];
+    const head = (path: string) => fetch(server.url + path, { method: 'HEAD', redirect: 'manual' });
+    const [headOpen, headClick] = [await head(pixel), await head(link)];
+    assert.deepEqual([headOpen.status, headOpen.headers.get('content-type')], [200, 'image/gif']);
+    assert.deepEqual([headClick.status, headClick.headers.get('location')], [302, 'https://shop.example.com/pricing?a=1&b=2']);
+    const email = await other.sk.get(`/emails/${emailId}`);
+    assert.deepEqual([email.body.openCount, email.body.clickCount], [0, 0]);
+
+    assert.equal((await server.api.delete(`/users/@me/projects/${other.project.id}`, { cookie: other.cookie })).status, 204);
+    const deadline = Date.now() + 15_000;
+    while ((await server.sql('SELECT 1 FROM emails WHERE id = $1', [emailId])).length > 0) {
+      assert.ok(Date.now() < deadline, 'the project was purged');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    for (const res of [await server.api.get(link), await head(link)]) {
+      assert.equal(res.status, 404);
+      assert.equal(res.headers.get('location'), null);
+    }
+    assert.equal((await server.api.get(pixel)).status, 200, 'the pixel still answers its image');
+  });
+
   test('a flood of one email’s pixel and links is written a group at a time: every hit counted, no connection held waiting on its row', async () => {
     const tpl = await template(b.sk, 'MARKETING');
     const { emailId, contactId, html } = await sendAndReceive(b.sk, tpl, 'flood@example.org');

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { notFound } from '../../http/errors.ts';
@@ -39,9 +39,14 @@ export function trackingRoutes(app: FastifyInstance, ctx: AppContext): void {
     const issuedAt = token.issuedAt ?? (await emailCreatedAt(ctx, token.emailId));
     return !issuedAt || ctx.clock.now().getTime() - issuedAt.getTime() > ctx.config.trackingLinkTtlDays * 86_400_000;
   };
-  const safely = async (reply: FastifyReply, work: Promise<unknown>) => {
-    await work.catch((err) => reply.log.error({ err }, 'recording an open or click failed'));
-  };
+  // A recording that fails is logged, and the pixel or the redirect still answers.
+  const safely = async (reply: FastifyReply, work: Promise<boolean>): Promise<boolean> =>
+    work.catch((err) => {
+      reply.log.error({ err }, 'recording an open or click failed');
+      return true;
+    });
+  // HEAD (link scanners, prefetchers) answers as GET would without counting an open or a click.
+  const counts = (req: FastifyRequest) => req.method === 'GET';
 
   app.get(
     '/t/o/*',
@@ -52,7 +57,7 @@ export function trackingRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     async (req, reply) => {
       const token = tokenOf(req.params, 'open');
-      if (!(await expired(token))) await safely(reply, recordOpen(ctx, token.emailId));
+      if (counts(req) && !(await expired(token))) await safely(reply, recordOpen(ctx, token.emailId));
       return reply
         .status(200)
         .headers({ ...NO_CACHE, 'content-type': 'image/gif' })
@@ -80,7 +85,10 @@ export function trackingRoutes(app: FastifyInstance, ctx: AppContext): void {
           .headers({ ...NO_CACHE, 'content-type': 'text/html; charset=utf-8' })
           .send(page);
       }
-      await safely(reply, recordClick(ctx, token.emailId, token.url));
+      // An email that is gone (its project deleted or reset) redirects no more: a removed tenant's
+      // links to a phishing page would otherwise go on working from this domain.
+      const exists = counts(req) ? await safely(reply, recordClick(ctx, token.emailId, token.url)) : (await emailCreatedAt(ctx, token.emailId)) !== null;
+      if (!exists) throw notFound('link', '');
       // The WHATWG serialisation percent-encodes what an HTTP header cannot carry.
       return reply
         .status(302)
