@@ -158,6 +158,20 @@ describe('POST /uploads/image', () => {
     assert.equal(json.status, 400);
     assert.equal(json.body.error.code, 'BAD_REQUEST');
     assert.equal(json.body.error.message, 'Request must be multipart/form-data');
+
+    // A body the multipart parser cannot read is the client's fault: 400, not 500.
+    const cutOff = '--b\r\nContent-Disposition: form-data; name="file"; filename="a.gif"\r\n\r\nGIF89a';
+    for (const [contentType, raw, reason] of [
+      ['multipart/form-data', 'x', 'Boundary not found'],
+      ['multipart/form-data; boundary=b', cutOff, 'Part terminated early'],
+    ]) {
+      for (const path of ['/uploads/image', '/contacts/import']) {
+        const res = await b.sk.request('POST', path, { raw, headers: { 'content-type': contentType } });
+        assert.equal(res.status, 400, `${path} ${contentType}: ${res.text}`);
+        assert.equal(res.body.error.code, 'BAD_REQUEST');
+        assert.match(res.body.error.message, new RegExp(`^The multipart body is malformed: .*${reason}`));
+      }
+    }
   });
 
   test('uploading needs a secret key or a session', async () => {

@@ -137,6 +137,13 @@ export function errorBody(req: FastifyRequest, err: ApiError): ErrorBody {
   return { success: false, error, timestamp: new Date().toISOString() };
 }
 
+/**
+ * The multipart parser's (busboy's) errors for a body it cannot read, which it throws as plain
+ * errors: a content type without a boundary, a body cut off, a part header it cannot parse. The
+ * client's request is at fault; they were 500s.
+ */
+const MALFORMED_MULTIPART = /^(Multipart: Boundary not found|Unexpected end of form|Part terminated early|Malformed part header|Malformed content type)/;
+
 /** Maps every thrown thing (ours, zod's, Fastify's) to one ApiError. */
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
@@ -166,6 +173,9 @@ export function toApiError(err: unknown): ApiError {
       return new ApiError(400, 'BAD_REQUEST', 'The URL is not valid');
     case 'FST_INVALID_MULTIPART_CONTENT_TYPE':
       return new ApiError(400, 'BAD_REQUEST', 'Request must be multipart/form-data');
+  }
+  if (err instanceof Error && MALFORMED_MULTIPART.test(err.message)) {
+    return new ApiError(400, 'BAD_REQUEST', `The multipart body is malformed: ${err.message}`);
   }
   const sqlState = databaseErrorOf(err)?.code;
   if (typeof sqlState === 'string' && sqlState.startsWith('22')) {
