@@ -215,6 +215,9 @@ test('campaigns: a filtered audience built with the same builder, saved with the
     await page.getByText('A filter', { exact: true }).click();
     await choose('Condition, group 1, filter 1: field', 'data.tier (string)');
     await valueInput('Condition, group 1, filter 1: value').fill('gold');
+    // The contacts the filter matches show while it is built, before the draft is saved (the unsubscribed one too: left out when sent).
+    await page.getByText('Contacts matching now:').waitFor();
+    await page.getByTestId('live-count').filter({ hasText: /^3$/ }).waitFor();
     await page.getByRole('button', { name: 'Create draft' }).click();
     await page.waitForURL(/\/campaigns\/[0-9a-f-]{36}$/);
     const id = page.url().split('/').pop()!;

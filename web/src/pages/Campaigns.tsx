@@ -28,6 +28,7 @@ import { Link, Navigate, useNavigate, useParams, useSearchParams } from 'react-r
 import { fieldErrors, herald, isApiError } from '../api.ts';
 import { MessageFields, type MessageValues, messagePayload } from '../components/MessageFields.tsx';
 import type { Condition } from '../components/ConditionBuilder.tsx';
+import { LiveCount } from '../components/LiveCount.tsx';
 import { LivePreview } from '../components/Preview.tsx';
 import { EmailList } from '../components/EmailList.tsx';
 import { useMe } from '../components/RequireUser.tsx';
@@ -301,6 +302,15 @@ function Composer({ campaign }: { campaign?: Campaign }) {
                     onChange={(c) => form.setFieldValue('audienceCondition', c)}
                     error={form.errors.audienceCondition}
                   />
+                  <Group gap="xs" align="baseline" wrap="wrap">
+                    <Text size="sm" c="dimmed">
+                      Contacts matching now:
+                    </Text>
+                    <LiveCount condition={form.values.audienceCondition} fz="lg" />
+                  </Group>
+                  <Text size="xs" c="dimmed" mt={-8}>
+                    Suppressed addresses, and for marketing unsubscribed contacts, are left out when it is sent.
+                  </Text>
                 </Suspense>
               )}
               <Group justify="flex-end">
