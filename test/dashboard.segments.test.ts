@@ -228,6 +228,14 @@ test('campaigns: a filtered audience built with the same builder, saved with the
     await page.getByRole('button', { name: 'Send test' }).click();
     await page.locator('.mantine-Notification-root', { hasText: 'Request validation failed' }).getByText('email: Invalid email', { exact: true }).waitFor();
 
+    // A time that has passed is not offered (min is now) and, typed, is refused on the field in the user's time, before any request.
+    const when = page.getByLabel('Or schedule for (your time zone)');
+    assert.ok(((await when.getAttribute('min')) ?? '') > '2026-01-01T00:00', 'the picker starts at now');
+    await when.fill('2020-01-01T09:00');
+    const local = await page.evaluate(() => new Date('2020-01-01T09:00').toLocaleString());
+    await page.getByText(`${local} has passed: choose a later time`, { exact: true }).waitFor();
+    assert.ok(await page.getByRole('button', { name: 'Schedule…' }).isDisabled());
+
     const saved = await owner.sk.get(`/campaigns/${id}`);
     assert.equal(saved.body.audienceType, 'FILTERED');
     assert.deepEqual(saved.body.audienceCondition, { logic: 'AND', groups: [{ filters: [{ field: 'data.tier', operator: 'equals', value: 'gold' }] }] });

@@ -330,6 +330,9 @@ function Composer({ campaign }: { campaign?: Campaign }) {
   );
 }
 
+/** A date as a datetime-local input's value in the user's time zone (`2026-05-04T09:30`). */
+const localInputValue = (d: Date) => new Date(d.getTime() - d.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+
 function SendPanel({ campaign, dirty }: { campaign: Campaign; dirty: boolean }) {
   const projectId = useProjectId();
   const navigate = useNavigate();
@@ -350,13 +353,17 @@ function SendPanel({ campaign, dirty }: { campaign: Campaign; dirty: boolean }) 
       notifySuccess(res.message);
       navigate(`/p/${projectId}/campaigns/${campaign.id}/report`);
     },
-    onError: (err) => {
+    onError: (err, scheduledFor) => {
       setConfirm(null);
-      showApiError(err);
+      // The time passed while the confirmation was open: said on the field, in the user's time.
+      if (scheduledFor && isApiError(err, 400) && err.details?.now) setPassedAt(scheduledFor);
+      else showApiError(err);
     },
   });
+  const [passedAt, setPassedAt] = useState<string | null>(null);
   const recipients = campaign.totalRecipients;
   const scheduledIso = when ? new Date(when).toISOString() : null;
+  const passed = scheduledIso !== null && (scheduledIso === passedAt || Date.parse(scheduledIso) <= Date.now());
   return (
     <Card withBorder mt="lg">
       <Stack gap="sm">
@@ -381,8 +388,15 @@ function SendPanel({ campaign, dirty }: { campaign: Campaign; dirty: boolean }) 
           <Button onClick={() => setConfirm('now')} disabled={dirty || recipients === 0}>
             Send now…
           </Button>
-          <TextInput type="datetime-local" label="Or schedule for (your time zone)" value={when} onChange={(e) => setWhen(e.currentTarget.value)} />
-          <Button variant="default" onClick={() => setConfirm('schedule')} disabled={dirty || !when}>
+          <TextInput
+            type="datetime-local"
+            label="Or schedule for (your time zone)"
+            min={localInputValue(new Date())}
+            value={when}
+            onChange={(e) => setWhen(e.currentTarget.value)}
+            error={passed && `${new Date(when).toLocaleString()} has passed: choose a later time`}
+          />
+          <Button variant="default" onClick={() => setConfirm('schedule')} disabled={dirty || !when || passed}>
             Schedule…
           </Button>
         </Group>
