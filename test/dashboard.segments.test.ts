@@ -212,6 +212,17 @@ test('campaigns: a filtered audience built with the same builder, saved with the
       .getByText(/^Add the domain with POST \/domains, publish its DNS records/)
       .waitFor();
     await label('From address').fill('hi@sandbox.herald.test');
+    // A segment audience with no segment chosen is refused on the field, before any request.
+    const creates: string[] = [];
+    const onCreate = (r: { method: () => string; url: () => string }) => {
+      if (r.method() === 'POST' && r.url().endsWith('/campaigns')) creates.push(r.url());
+    };
+    page.on('request', onCreate);
+    await page.getByText('A segment', { exact: true }).click();
+    await page.getByRole('button', { name: 'Create draft' }).click();
+    await page.getByText('Choose a segment', { exact: true }).waitFor();
+    page.off('request', onCreate);
+    assert.deepEqual(creates, []);
     await page.getByText('A filter', { exact: true }).click();
     await choose('Condition, group 1, filter 1: field', 'data.tier (string)');
     await valueInput('Condition, group 1, filter 1: value').fill('gold');

@@ -202,7 +202,11 @@ function Composer({ campaign }: { campaign?: Campaign }) {
   const projectId = useProjectId();
   const navigate = useNavigate();
   const queryClient = useQueryClient();
-  const form = useForm<ComposerValues>({ mode: 'controlled', initialValues: campaign ? toValues(campaign) : EMPTY });
+  const form = useForm<ComposerValues>({
+    mode: 'controlled',
+    initialValues: campaign ? toValues(campaign) : EMPTY,
+    validate: { segmentId: (id, v) => (v.audienceType === 'SEGMENT' && !id ? 'Choose a segment' : null) },
+  });
   const segments = useQuery({ queryKey: [projectId, 'segments'], queryFn: () => herald.segments.list() });
   const [pickerSize, fitPickerSize] = useFittingPageSize(50);
   const templates = useQuery({
