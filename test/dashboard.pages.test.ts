@@ -572,6 +572,16 @@ test(
       await stop.getByRole('button', { name: 'Stop sending' }).click();
       await page.getByText('Sending stopped: the queued emails were skipped').waitFor();
       assert.equal((await owner.sk.get(`/campaigns/${sending.body.data.id}`)).body.status, 'CANCELLED');
+
+      // The campaigns list follows a campaign that is sending: once it ends, its row says SENT without a reload.
+      const finishing = await owner.sk.post('/campaigns', { name: 'Finishing', subject: 'Soon', body: '<p>Soon</p>', from: 'hi@sandbox.herald.test' });
+      assert.equal(finishing.status, 201, finishing.text);
+      await server.sql(`UPDATE campaigns SET status = 'SENDING' WHERE id = $1`, [finishing.body.data.id]);
+      await page.goto(`${base()}/campaigns`);
+      const row = page.getByRole('row', { name: /Finishing/ });
+      await row.getByTestId('campaign-status').filter({ hasText: 'SENDING' }).waitFor();
+      await server.sql(`UPDATE campaigns SET status = 'SENT', sent_at = now() WHERE id = $1`, [finishing.body.data.id]);
+      await row.getByTestId('campaign-status').filter({ hasText: 'SENT' }).waitFor({ timeout: 10_000 });
     });
   },
 );

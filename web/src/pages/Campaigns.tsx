@@ -66,6 +66,11 @@ export function CampaignsPage() {
     queryKey: [projectId, 'campaigns', { page, pageSize, status }],
     queryFn: () => herald.campaigns.list({ page, pageSize, status: status ?? undefined }),
     placeholderData: keepPreviousData,
+    // Read again while a listed campaign may change by itself (sending, or scheduled to start): as soon as the first of them would be.
+    refetchInterval: (q) => {
+      const soonest = Math.min(...(q.state.data?.data ?? []).map((c) => watchInterval(c) || Infinity));
+      return soonest === Infinity ? false : soonest;
+    },
   });
   fitPageSize(list.error);
   const setParam = (key: string, value: string | null) => {
