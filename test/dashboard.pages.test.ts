@@ -154,6 +154,44 @@ test('workflows: list, enable from the list, steps with counts, an execution can
     await page.getByText('Execution cancelled').waitFor();
     await execution.getByText('CANCELLED').waitFor();
     assert.equal((await owner.sk.get(`/workflows/${w.id}/executions/${executionId}`)).body.status, 'CANCELLED');
+
+    // Each step says what it does: the template a SEND_EMAIL sends, by name and linked; what a CONDITION checks.
+    // On a phone, the step types are whole; a link leads back to the list.
+    const template = await owner.sk.post('/templates', {
+      name: 'Day one',
+      subject: 'Day one',
+      body: '<p>Hi</p>',
+      from: 'hi@sandbox.herald.test',
+      type: 'MARKETING',
+    });
+    assert.equal(template.status, 201, template.text);
+    const send = await owner.sk.post(`/workflows/${w.id}/steps`, { type: 'SEND_EMAIL', name: 'Say hello', config: { templateId: template.body.id } });
+    assert.equal(send.status, 201, send.text);
+    const check = await owner.sk.post(`/workflows/${w.id}/steps`, {
+      type: 'CONDITION',
+      name: 'Activated?',
+      config: { field: 'data.activated', operator: 'equals', value: true },
+    });
+    assert.equal(check.status, 201, check.text);
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      await page.reload();
+      await steps
+        .getByRole('row', { name: /^CONDITION/ })
+        .getByText('data.activated equals true', { exact: true })
+        .waitFor();
+      const templateLink = steps.getByRole('row', { name: /^SEND_EMAIL/ }).getByRole('link', { name: 'Day one' });
+      assert.equal(await templateLink.getAttribute('href'), `/app/p/${owner.project.id}/templates/${template.body.id}`);
+      type Measured = { scrollWidth: number; clientWidth: number; textContent: string | null };
+      const cut = await steps
+        .locator('.mantine-Badge-label')
+        .evaluateAll((els) => (els as unknown as Measured[]).filter((e) => e.scrollWidth > e.clientWidth).map((e) => e.textContent));
+      assert.deepEqual(cut, []);
+      await page.getByRole('link', { name: '← Workflows' }).click();
+      await page.getByRole('link', { name: 'Welcome series' }).waitFor();
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 });
+    }
   });
 });
 
@@ -534,6 +572,16 @@ test(
       await stop.getByRole('button', { name: 'Stop sending' }).click();
       await page.getByText('Sending stopped: the queued emails were skipped').waitFor();
       assert.equal((await owner.sk.get(`/campaigns/${sending.body.data.id}`)).body.status, 'CANCELLED');
+
+      // The campaigns list follows a campaign that is sending: once it ends, its row says SENT without a reload.
+      const finishing = await owner.sk.post('/campaigns', { name: 'Finishing', subject: 'Soon', body: '<p>Soon</p>', from: 'hi@sandbox.herald.test' });
+      assert.equal(finishing.status, 201, finishing.text);
+      await server.sql(`UPDATE campaigns SET status = 'SENDING' WHERE id = $1`, [finishing.body.data.id]);
+      await page.goto(`${base()}/campaigns`);
+      const row = page.getByRole('row', { name: /Finishing/ });
+      await row.getByTestId('campaign-status').filter({ hasText: 'SENDING' }).waitFor();
+      await server.sql(`UPDATE campaigns SET status = 'SENT', sent_at = now() WHERE id = $1`, [finishing.body.data.id]);
+      await row.getByTestId('campaign-status').filter({ hasText: 'SENT' }).waitFor({ timeout: 10_000 });
     });
   },
 );

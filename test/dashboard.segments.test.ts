@@ -212,9 +212,23 @@ test('campaigns: a filtered audience built with the same builder, saved with the
       .getByText(/^Add the domain with POST \/domains, publish its DNS records/)
       .waitFor();
     await label('From address').fill('hi@sandbox.herald.test');
+    // A segment audience with no segment chosen is refused on the field, before any request.
+    const creates: string[] = [];
+    const onCreate = (r: { method: () => string; url: () => string }) => {
+      if (r.method() === 'POST' && r.url().endsWith('/campaigns')) creates.push(r.url());
+    };
+    page.on('request', onCreate);
+    await page.getByText('A segment', { exact: true }).click();
+    await page.getByRole('button', { name: 'Create draft' }).click();
+    await page.getByText('Choose a segment', { exact: true }).waitFor();
+    page.off('request', onCreate);
+    assert.deepEqual(creates, []);
     await page.getByText('A filter', { exact: true }).click();
     await choose('Condition, group 1, filter 1: field', 'data.tier (string)');
     await valueInput('Condition, group 1, filter 1: value').fill('gold');
+    // The contacts the filter matches show while it is built, before the draft is saved (the unsubscribed one too: left out when sent).
+    await page.getByText('Contacts matching now:').waitFor();
+    await page.getByTestId('live-count').filter({ hasText: /^3$/ }).waitFor();
     await page.getByRole('button', { name: 'Create draft' }).click();
     await page.waitForURL(/\/campaigns\/[0-9a-f-]{36}$/);
     const id = page.url().split('/').pop()!;
@@ -224,6 +238,14 @@ test('campaigns: a filtered audience built with the same builder, saved with the
     await page.getByLabel('Send a test to').fill('not-an-email');
     await page.getByRole('button', { name: 'Send test' }).click();
     await page.locator('.mantine-Notification-root', { hasText: 'Request validation failed' }).getByText('email: Invalid email', { exact: true }).waitFor();
+
+    // A time that has passed is not offered (min is now) and, typed, is refused on the field in the user's time, before any request.
+    const when = page.getByLabel('Or schedule for (your time zone)');
+    assert.ok(((await when.getAttribute('min')) ?? '') > '2026-01-01T00:00', 'the picker starts at now');
+    await when.fill('2020-01-01T09:00');
+    const local = await page.evaluate(() => new Date('2020-01-01T09:00').toLocaleString());
+    await page.getByText(`${local} has passed: choose a later time`, { exact: true }).waitFor();
+    assert.ok(await page.getByRole('button', { name: 'Schedule…' }).isDisabled());
 
     const saved = await owner.sk.get(`/campaigns/${id}`);
     assert.equal(saved.body.audienceType, 'FILTERED');

@@ -17,6 +17,16 @@ const MAX_IMPORT_BYTES = 5 * 1024 * 1024;
 
 const pct = (done: number, total: number) => (total > 0 ? Math.min(100, Math.round((done / total) * 100)) : 0);
 
+/** Why a row was not imported, for each reason the import emits (src/modules/contacts/import/schemas.ts ImportReason). */
+const IMPORT_REASONS: Record<string, string> = {
+  missing_email: 'No email address',
+  invalid_email: 'Not a valid email address',
+  duplicate_email: 'The address is on a later row too (that row was imported)',
+  too_many_columns: 'More cells than the header has columns',
+  data_too_big: 'Its values are too large (256 KB a row, 1 MB a contact)',
+  invalid_data: 'A value that cannot be stored (a NUL character)',
+};
+
 export function ImportModal({ opened, onClose }: { opened: boolean; onClose: () => void }) {
   const projectId = useProjectId();
   const queryClient = useQueryClient();
@@ -136,7 +146,7 @@ export function ImportModal({ opened, onClose }: { opened: boolean; onClose: () 
                             <Table.Tr key={`${e.row}`}>
                               <Table.Td>{e.row}</Table.Td>
                               <Table.Td style={{ wordBreak: 'break-all' }}>{e.email || '—'}</Table.Td>
-                              <Table.Td>{e.reason}</Table.Td>
+                              <Table.Td>{IMPORT_REASONS[e.reason] ?? e.reason}</Table.Td>
                             </Table.Tr>
                           ))}
                         </Table.Tbody>

@@ -28,6 +28,7 @@ import { Link, Navigate, useNavigate, useParams, useSearchParams } from 'react-r
 import { fieldErrors, herald, isApiError } from '../api.ts';
 import { MessageFields, type MessageValues, messagePayload } from '../components/MessageFields.tsx';
 import type { Condition } from '../components/ConditionBuilder.tsx';
+import { LiveCount } from '../components/LiveCount.tsx';
 import { LivePreview } from '../components/Preview.tsx';
 import { EmailList } from '../components/EmailList.tsx';
 import { useMe } from '../components/RequireUser.tsx';
@@ -65,6 +66,11 @@ export function CampaignsPage() {
     queryKey: [projectId, 'campaigns', { page, pageSize, status }],
     queryFn: () => herald.campaigns.list({ page, pageSize, status: status ?? undefined }),
     placeholderData: keepPreviousData,
+    // Read again while a listed campaign may change by itself (sending, or scheduled to start): as soon as the first of them would be.
+    refetchInterval: (q) => {
+      const soonest = Math.min(...(q.state.data?.data ?? []).map((c) => watchInterval(c) || Infinity));
+      return soonest === Infinity ? false : soonest;
+    },
   });
   fitPageSize(list.error);
   const setParam = (key: string, value: string | null) => {
@@ -201,7 +207,11 @@ function Composer({ campaign }: { campaign?: Campaign }) {
   const projectId = useProjectId();
   const navigate = useNavigate();
   const queryClient = useQueryClient();
-  const form = useForm<ComposerValues>({ mode: 'controlled', initialValues: campaign ? toValues(campaign) : EMPTY });
+  const form = useForm<ComposerValues>({
+    mode: 'controlled',
+    initialValues: campaign ? toValues(campaign) : EMPTY,
+    validate: { segmentId: (id, v) => (v.audienceType === 'SEGMENT' && !id ? 'Choose a segment' : null) },
+  });
   const segments = useQuery({ queryKey: [projectId, 'segments'], queryFn: () => herald.segments.list() });
   const [pickerSize, fitPickerSize] = useFittingPageSize(50);
   const templates = useQuery({
@@ -301,6 +311,15 @@ function Composer({ campaign }: { campaign?: Campaign }) {
                     onChange={(c) => form.setFieldValue('audienceCondition', c)}
                     error={form.errors.audienceCondition}
                   />
+                  <Group gap="xs" align="baseline" wrap="wrap">
+                    <Text size="sm" c="dimmed">
+                      Contacts matching now:
+                    </Text>
+                    <LiveCount condition={form.values.audienceCondition} fz="lg" />
+                  </Group>
+                  <Text size="xs" c="dimmed" mt={-8}>
+                    Suppressed addresses, and for marketing unsubscribed contacts, are left out when it is sent.
+                  </Text>
                 </Suspense>
               )}
               <Group justify="flex-end">
@@ -319,6 +338,9 @@ function Composer({ campaign }: { campaign?: Campaign }) {
     </Stack>
   );
 }
+
+/** A date as a datetime-local input's value in the user's time zone (`2026-05-04T09:30`). */
+const localInputValue = (d: Date) => new Date(d.getTime() - d.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
 
 function SendPanel({ campaign, dirty }: { campaign: Campaign; dirty: boolean }) {
   const projectId = useProjectId();
@@ -340,13 +362,17 @@ function SendPanel({ campaign, dirty }: { campaign: Campaign; dirty: boolean }) 
       notifySuccess(res.message);
       navigate(`/p/${projectId}/campaigns/${campaign.id}/report`);
     },
-    onError: (err) => {
+    onError: (err, scheduledFor) => {
       setConfirm(null);
-      showApiError(err);
+      // The time passed while the confirmation was open: said on the field, in the user's time.
+      if (scheduledFor && isApiError(err, 400) && err.details?.now) setPassedAt(scheduledFor);
+      else showApiError(err);
     },
   });
+  const [passedAt, setPassedAt] = useState<string | null>(null);
   const recipients = campaign.totalRecipients;
   const scheduledIso = when ? new Date(when).toISOString() : null;
+  const passed = scheduledIso !== null && (scheduledIso === passedAt || Date.parse(scheduledIso) <= Date.now());
   return (
     <Card withBorder mt="lg">
       <Stack gap="sm">
@@ -371,8 +397,15 @@ function SendPanel({ campaign, dirty }: { campaign: Campaign; dirty: boolean }) 
           <Button onClick={() => setConfirm('now')} disabled={dirty || recipients === 0}>
             Send now…
           </Button>
-          <TextInput type="datetime-local" label="Or schedule for (your time zone)" value={when} onChange={(e) => setWhen(e.currentTarget.value)} />
-          <Button variant="default" onClick={() => setConfirm('schedule')} disabled={dirty || !when}>
+          <TextInput
+            type="datetime-local"
+            label="Or schedule for (your time zone)"
+            min={localInputValue(new Date())}
+            value={when}
+            onChange={(e) => setWhen(e.currentTarget.value)}
+            error={passed && `${new Date(when).toLocaleString()} has passed: choose a later time`}
+          />
+          <Button variant="default" onClick={() => setConfirm('schedule')} disabled={dirty || !when || passed}>
             Schedule…
           </Button>
         </Group>

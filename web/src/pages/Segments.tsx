@@ -19,13 +19,14 @@ import {
   VisuallyHidden,
 } from '@mantine/core';
 import { useForm } from '@mantine/form';
-import { useDebouncedValue, useDisclosure } from '@mantine/hooks';
+import { useDisclosure } from '@mantine/hooks';
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link, useNavigate, useParams, useSearchParams } from 'react-router';
 import { herald, isApiError } from '../api.ts';
 import { type Condition, ConditionBuilder, emptyCondition, toBuilderTree, useFieldCatalog } from '../components/ConditionBuilder.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
+import { LiveCount } from '../components/LiveCount.tsx';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, formatNumber, useFittingPageSize, useProjectId } from '../hooks.ts';
 import type { Segment } from '../types.ts';
@@ -102,30 +103,6 @@ export function SegmentEditorPage() {
   return <SegmentEditor key={segment.data?.id ?? 'new'} segment={segment.data ?? null} />;
 }
 
-/** The live count of a tree that is not saved yet: `POST /segments/count { condition }`, debounced. */
-function useLiveCount(condition: Condition | null) {
-  const projectId = useProjectId();
-  const json = condition ? JSON.stringify(condition) : '';
-  const [debounced] = useDebouncedValue(json, 400);
-  return useQuery({
-    queryKey: [projectId, 'segment-count', debounced],
-    queryFn: () => herald.segments.count({ condition: JSON.parse(debounced) as Condition }),
-    enabled: debounced !== '',
-    placeholderData: keepPreviousData,
-    // A 429 (the project's other counts are running) is asked again after its wait: query-retry.ts.
-    staleTime: 10_000,
-  });
-}
-
-/**
- * What the live count says while a 429 is asked again: a wait of a second means the project's
- * other counts hold its slots; a longer one, that its counts took their share of the server lately.
- */
-function countWaiting(retryAfter: unknown): string {
-  if (typeof retryAfter !== 'number' || retryAfter <= 1) return 'Other counts of this project are running; trying again…';
-  return `This project's counts took more than their share of the server lately; trying again in ${Math.min(retryAfter, 30)} s…`;
-}
-
 function SegmentEditor({ segment }: { segment: Segment | null }) {
   const projectId = useProjectId();
   const navigate = useNavigate();
@@ -145,7 +122,6 @@ function SegmentEditor({ segment }: { segment: Segment | null }) {
   const [conditionError, setConditionError] = useState<string | null>(null);
   const dynamic = form.values.type === 'DYNAMIC';
   const { catalog } = useFieldCatalog(segment?.id);
-  const live = useLiveCount(dynamic ? condition : null);
 
   const save = useMutation({
     mutationFn: (v: typeof form.values) => {
@@ -229,22 +205,10 @@ function SegmentEditor({ segment }: { segment: Segment | null }) {
                 {dynamic ? 'Contacts matching now' : 'Members'}
               </Text>
               {dynamic ? (
-                <Text fz={32} fw={700} data-testid="live-count" aria-live="polite" style={{ opacity: live.isFetching ? 0.5 : 1 }}>
-                  {live.data ? formatNumber(live.data.count) : live.error ? '—' : '…'}
-                </Text>
+                <LiveCount condition={condition} />
               ) : (
                 <Text fz={32} fw={700} data-testid="saved-count">
-                  {segment ? formatNumber(segment.memberCount) : dynamic ? '—' : '0'}
-                </Text>
-              )}
-              {dynamic && live.isFetching && isApiError(live.failureReason, 429) && (
-                <Text size="xs" c="dimmed" data-testid="live-count-waiting">
-                  {countWaiting(live.failureReason.details?.retryAfter)}
-                </Text>
-              )}
-              {dynamic && live.error && (
-                <Text size="xs" c="red" data-testid="live-count-error">
-                  {live.error.message}
+                  {segment ? formatNumber(segment.memberCount) : '0'}
                 </Text>
               )}
               {segment?.type === 'DYNAMIC' && segment.trackMembership && (

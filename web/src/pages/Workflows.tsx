@@ -1,5 +1,5 @@
 import { Anchor, Badge, Button, Card, Group, Modal, Pagination, Stack, Switch, Table, Text, TextInput, Title } from '@mantine/core';
-import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useInfiniteQuery, useMutation, useQueries, useQuery, useQueryClient } from '@tanstack/react-query';
 import { Link, useParams, useSearchParams } from 'react-router';
 import { useState } from 'react';
 import { herald } from '../api.ts';
@@ -155,13 +155,30 @@ function seconds(s: number): string {
   return quantity(s / size, unit);
 }
 
+type Tree = { logic?: string; groups?: { filters?: { field: string; operator: string; value?: unknown; unit?: string }[]; conditions?: Tree }[] };
+
+/** A condition tree on one line: "data.activated equals true", "(a and b) or c". */
+function conditionSummary(tree: Tree): string {
+  const groups = (tree.groups ?? []).map((g) => {
+    const parts = (g.filters ?? []).map((f) => {
+      const value = Array.isArray(f.value) ? f.value.join(', ') : f.value === undefined || f.value === null ? '' : String(f.value);
+      return [f.field, f.operator, value, f.unit ?? ''].filter(Boolean).join(' ');
+    });
+    if (g.conditions) parts.push(`(${conditionSummary(g.conditions)})`);
+    return parts.join(' and ');
+  });
+  return groups.length > 1 ? groups.map((g) => (g.includes(' and ') ? `(${g})` : g)).join(` ${(tree.logic ?? 'AND').toLowerCase()} `) : (groups[0] ?? '');
+}
+
 function stepSummary(step: Step): string {
   const c = step.config;
   switch (step.type) {
     case 'TRIGGER':
       return 'Entry';
     case 'SEND_EMAIL':
-      return c.templateId ? `template ${String(c.templateId)}` : 'no template yet';
+      return c.templateId ? '' : 'no template yet';
+    case 'CONDITION':
+      return conditionSummary(c as Tree);
     case 'DELAY':
       return quantity(c.amount ?? c.duration, c.unit);
     case 'WAIT_FOR_EVENT':
@@ -188,6 +205,12 @@ export function WorkflowPage() {
     ...cursorPaging,
   });
   const toggle = useToggleWorkflow(projectId);
+  // The templates its SEND_EMAIL steps send, by id: their names link to them.
+  const templateIds = [...new Set((workflow.data?.steps ?? []).map((s) => s.config.templateId).filter((id) => typeof id === 'string'))];
+  const templates = useQueries({
+    queries: templateIds.map((id) => ({ queryKey: [projectId, 'template', id], queryFn: () => herald.templates.get(id) })),
+  });
+  const templateName = new Map(templates.flatMap((t) => (t.data ? [[t.data.id, t.data.name] as const] : [])));
   // The execution whose Cancel was clicked, until it is confirmed or kept.
   const [confirmCancel, setConfirmCancel] = useState<{ id: string; email: string | null } | null>(null);
   const cancel = useMutation({
@@ -212,14 +235,20 @@ export function WorkflowPage() {
 
   return (
     <Stack>
-      <PageHeader title={w.name}>
-        <Switch
-          label="Enabled"
-          checked={w.enabled}
-          disabled={toggle.isPending}
-          onChange={(e) => toggle.mutate({ id: w.id, enabled: e.currentTarget.checked })}
-        />
-      </PageHeader>
+      <div>
+        <Anchor component={Link} to={`/p/${projectId}/workflows`} size="sm">
+          ← Workflows
+        </Anchor>
+        <Group justify="space-between" wrap="wrap">
+          <Title order={2}>{w.name}</Title>
+          <Switch
+            label="Enabled"
+            checked={w.enabled}
+            disabled={toggle.isPending}
+            onChange={(e) => toggle.mutate({ id: w.id, enabled: e.currentTarget.checked })}
+          />
+        </Group>
+      </div>
       <Text c="dimmed">
         Starts when a contact triggers{' '}
         <Text span ff="monospace">
@@ -248,11 +277,19 @@ export function WorkflowPage() {
                 <Table.Tr key={s.id}>
                   <Table.Td>
                     <Group gap="xs" wrap="nowrap">
-                      <Badge variant="light">{s.type}</Badge>
+                      <Badge variant="light" style={{ flexShrink: 0 }}>
+                        {s.type}
+                      </Badge>
                       <div>
                         <Text size="sm">{s.name ?? ''}</Text>
                         <Text size="xs" c="dimmed">
-                          {stepSummary(s)}
+                          {typeof s.config.templateId === 'string' ? (
+                            <Anchor component={Link} to={`/p/${projectId}/templates/${s.config.templateId}`} inherit>
+                              {templateName.get(s.config.templateId) ?? 'its template'}
+                            </Anchor>
+                          ) : (
+                            stepSummary(s)
+                          )}
                         </Text>
                       </div>
                     </Group>
