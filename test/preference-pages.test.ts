@@ -99,6 +99,17 @@ test('an expired link names the project and offers a fresh link by email; a forg
   const badPost = await freshLink(forged.split('/')[2], 'ada@example.com');
   assert.equal(badPost.status, 404);
   assert.doesNotMatch(badPost.text, /<form|Acme/);
+
+  // A link a mail client mangled (a bad escape, a token past the router's length): the same page, not JSON.
+  for (const path of ['/manage/%ff', `/unsubscribe/${'x'.repeat(2100)}`]) {
+    const mangled = await fetch(server.url + path);
+    assert.equal(mangled.status, 404, path);
+    assert.match(mangled.headers.get('content-type') ?? '', /^text\/html/, path);
+    assert.match(await mangled.text(), /This link is not valid\. Check that it was copied in full/, path);
+  }
+  const api = await fetch(`${server.url}/contacts/%ff`);
+  assert.equal(api.status, 400, 'the API answers JSON as before');
+  assert.equal(((await api.json()) as { error: { code: string } }).error.code, 'BAD_REQUEST');
 });
 
 test('the fresh-link form answers the same for a contact and a stranger, and mails only the contact', async () => {

@@ -1,4 +1,4 @@
-import { escapeHtml } from '../../mail/locales.ts';
+import { escapeHtml, stringsFor } from '../../mail/locales.ts';
 
 /** A small self-contained HTML page: no script, no external resources, works without JavaScript. */
 export function page(opts: {
@@ -47,3 +47,12 @@ export const PAGE_HEADERS = {
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
 };
+
+/** A link that does not work and tells nothing about whose it is (forged, cut off, mangled): in English, no project named. */
+export function brokenLinkPage(): string {
+  const s = stringsFor('en');
+  return page({ title: s.expiredTitle, message: s.brokenLink });
+}
+
+/** The recipient pages' paths (unsubscribe, subscribe, manage): a request to one is a person following a link. */
+export const RECIPIENT_PAGE_PATH = /^\/(unsubscribe|subscribe|manage)\//;

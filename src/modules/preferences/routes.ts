@@ -4,7 +4,7 @@ import type { AppContext } from '../../context.ts';
 import { describer } from '../../http/openapi.ts';
 import { stringsFor } from '../../mail/locales.ts';
 import type { LinkAction } from '../../render/link-tokens.ts';
-import { PAGE_HEADERS, page } from './page.ts';
+import { PAGE_HEADERS, brokenLinkPage, page } from './page.ts';
 import { type LinkedContact, type ResolvedLink, changeSubscription, projectOfBrokenLink, requestFreshLink, resolveLink, resubscribeToken } from './service.ts';
 
 const tokenParams = z.object({ token: z.string().min(1).max(2000) });
@@ -52,10 +52,7 @@ export function preferenceRoutes(app: FastifyInstance, ctx: AppContext): void {
     const raw = tokenParams.safeParse(req.params);
     const project = raw.success ? await projectOfBrokenLink(ctx, raw.data.token) : null;
     reply.status(404).headers(PAGE_HEADERS);
-    if (!raw.success || !project) {
-      const s = stringsFor('en');
-      return reply.send(page({ title: s.expiredTitle, message: s.brokenLink }));
-    }
+    if (!raw.success || !project) return reply.send(brokenLinkPage());
     const s = stringsFor(project.language);
     return reply.send(
       page({
@@ -180,13 +177,7 @@ export function preferenceRoutes(app: FastifyInstance, ctx: AppContext): void {
       const outcome = body.success
         ? await requestFreshLink(ctx, { token: body.data.token, email: body.data.email, ip: req.ip })
         : ({ kind: 'broken' } as const);
-      if (outcome.kind === 'broken') {
-        const s = stringsFor('en');
-        return reply
-          .status(404)
-          .headers(PAGE_HEADERS)
-          .send(page({ title: s.expiredTitle, message: s.brokenLink }));
-      }
+      if (outcome.kind === 'broken') return reply.status(404).headers(PAGE_HEADERS).send(brokenLinkPage());
       const s = stringsFor(outcome.language);
       if (outcome.kind === 'limited') {
         return reply
