@@ -1,6 +1,6 @@
 import cookie from '@fastify/cookie';
 import multipart from '@fastify/multipart';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import type { AppContext } from './context.ts';
 import { registerBodyTypes } from './http/body-types.ts';
 import { frameworkErrors, registerErrorHandling } from './http/errors.ts';
@@ -25,6 +25,7 @@ import { docsRoutes } from './modules/docs/routes.ts';
 import { domainRoutes } from './modules/domains/routes.ts';
 import { emailRoutes } from './modules/emails/routes.ts';
 import { eventRoutes } from './modules/events/routes.ts';
+import { PAGE_HEADERS, RECIPIENT_PAGE_PATH, brokenLinkPage } from './modules/preferences/page.ts';
 import { preferenceRoutes } from './modules/preferences/routes.ts';
 import { projectLifecycleRoutes } from './modules/projects/lifecycle-routes.ts';
 import { projectRoutes } from './modules/projects/routes.ts';
@@ -47,6 +48,16 @@ export const HERALD_VERSION = '0.1.0';
 /** Default JSON body limit; routes that accept attachments or files raise it. */
 export const BODY_LIMIT = 1024 * 1024;
 
+/**
+ * Fastify's router errors (http/errors.ts), except on a recipient page's path: a link a mail client
+ * mangled so that the router refuses it gets the page a broken link gets (preferences/page.ts), not
+ * the API's JSON.
+ */
+function routerErrors(err: unknown, req: FastifyRequest, reply: FastifyReply): void {
+  if (!RECIPIENT_PAGE_PATH.test(req.url)) return frameworkErrors(err, req, reply);
+  void reply.status(404).headers(PAGE_HEADERS).send(brokenLinkPage());
+}
+
 /** A Fastify instance with every plugin and every module's routes; the caller decides whether to listen. */
 export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   const trust = ctx.config.trustProxy;
@@ -57,7 +68,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: true }),
     requestIdHeader: false,
     bodyLimit: BODY_LIMIT,
-    frameworkErrors,
+    frameworkErrors: routerErrors,
     // Only from TRUST_PROXY (default off): X-Forwarded-For must not choose the logged or limited IP.
     trustProxy: typeof trust === 'number' ? (_address: string, hop: number) => hop < trust : trust,
     // Signed link tokens (unsubscribe, tracking) travel as path parameters.

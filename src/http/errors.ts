@@ -2,7 +2,6 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { ZodError, type ZodIssue } from 'zod';
 import { databaseErrorOf, loggableError } from '../loggable-error.ts';
 import { invalidJson } from './body-types.ts';
-import { PAGE_HEADERS, RECIPIENT_PAGE_PATH, brokenLinkPage } from '../modules/preferences/page.ts';
 
 export type FieldError = { field: string; message: string; code: string; received?: string };
 
@@ -191,16 +190,8 @@ export function toApiError(err: unknown): ApiError {
   return new ApiError(500, 'INTERNAL_SERVER_ERROR', 'An unexpected error occurred');
 }
 
-/**
- * Fastify's own router errors (bad URL, over-long parameter), answered before any route runs. On a
- * recipient page's path the person who followed a mangled link gets the page a broken link gets,
- * not JSON.
- */
+/** Fastify's own router errors (bad URL, over-long parameter), answered before any route runs. */
 export function frameworkErrors(err: unknown, req: FastifyRequest, reply: FastifyReply): void {
-  if (RECIPIENT_PAGE_PATH.test(req.url)) {
-    void reply.status(404).headers(PAGE_HEADERS).send(brokenLinkPage());
-    return;
-  }
   const apiError = toApiError(err);
   void reply.status(apiError.statusCode).header('x-request-id', req.id).send(errorBody(req, apiError));
 }
