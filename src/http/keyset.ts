@@ -30,3 +30,10 @@ export function cursorPage<Row, Item>(
   const cursor = hasMore && last ? encodeCursor(position(last)[0].toISOString(), position(last)[1]) : undefined;
   return { data: page.map(toItem), cursor, hasMore };
 }
+
+/**
+ * The total of a filtered list's first page from its `limit + 1` fetched rows when they are all
+ * the matches (fewer than a page and one); else `count()`, a second walk of what the page read
+ * (a search for one address skips it).
+ */
+export const firstPageTotal = async (fetched: number, limit: number, count: () => Promise<number>): Promise<number> => (fetched <= limit ? fetched : count());

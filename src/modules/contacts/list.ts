@@ -1,6 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
 import { decodeCursor, encodeCursor } from '../../http/cursor.ts';
+import { firstPageTotal } from '../../http/keyset.ts';
 import { badRequest } from '../../http/errors.ts';
 import { isStorableText } from '../../db/storable-text.ts';
 import { CONTACT_ID, type ContactRecord, type ListContactsQuery } from './schemas.ts';
@@ -33,12 +34,9 @@ function cursorPosition(cursor: string, sort: ListContactsQuery['sort']): { valu
 const countContacts = (db: Db, projectId: string, subscribed: boolean | undefined): Promise<number> =>
   sumCounter(db, 'contact_counts', sql`project_id = ${projectId}${subscribed === undefined ? sql`` : sql` AND subscribed = ${subscribed}`}`);
 
-/**
- * A search's matches: those of its first page when the page read them all (fewer than a page and
- * one), else counted (a second walk of the trigram index that a search for one address skips).
- */
-const searchTotal = async (db: Db, where: SQL, read: number, limit: number): Promise<number> =>
-  read <= limit ? read : Number((await db.execute<{ n: string }>(sql`SELECT count(*) AS n FROM contacts AS c WHERE ${where}`)).rows[0].n);
+/** A search's matches, counted. */
+const countMatches = async (db: Db, where: SQL): Promise<number> =>
+  Number((await db.execute<{ n: string }>(sql`SELECT count(*) AS n FROM contacts AS c WHERE ${where}`)).rows[0].n);
 
 /**
  * Keyset pagination in SQL: `(created_at, id)` on the matching index, or `email` alone on the
@@ -75,7 +73,7 @@ export async function listContacts(db: Db, projectId: string, q: ListContactsQue
      LIMIT ${q.limit + 1}`);
   const counting = after || q.search ? undefined : countContacts(db, projectId, q.subscribed);
   const [{ rows }, counted] = await Promise.all([page, counting]);
-  const total = counted ?? (after ? 0 : await searchTotal(db, where, rows.length, q.limit));
+  const total = counted ?? (after ? 0 : await firstPageTotal(rows.length, q.limit, () => countMatches(db, where)));
 
   const { items, hasMore } = budgetedPage(rows, q.limit);
   const last = items[items.length - 1];

@@ -2,7 +2,7 @@ import { and, desc, eq, ilike, sql, type SQL } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import type { Db } from '../../db/client.ts';
 import { suppressions } from '../../db/schema/emails.ts';
-import { afterCursor, cursorPage } from '../../http/keyset.ts';
+import { afterCursor, cursorPage, firstPageTotal } from '../../http/keyset.ts';
 import { notFound } from '../../http/errors.ts';
 import { containsPattern } from '../../db/like.ts';
 import { equalsAny } from '../../db/any.ts';
@@ -74,19 +74,14 @@ export async function listSuppressions(ctx: AppContext, projectId: string, q: Su
       .where(and(where, after))
       .orderBy(desc(suppressions.createdAt), desc(suppressions.email))
       .limit(q.limit + 1);
-    // A search whose first page read all its matches has their number without counting them.
-    const total = q.cursor
-      ? 0
-      : counted
-        ? counted.matching
-        : rows.length <= q.limit
-          ? rows.length
-          : (
-              await db
-                .select({ n: sql<number>`count(*)::int` })
-                .from(suppressions)
-                .where(where)
-            )[0].n;
+    const countMatches = async () =>
+      (
+        await db
+          .select({ n: sql<number>`count(*)::int` })
+          .from(suppressions)
+          .where(where)
+      )[0].n;
+    const total = q.cursor ? 0 : counted ? counted.matching : await firstPageTotal(rows.length, q.limit, countMatches);
     return { ...cursorPage(rows, q.limit, (r) => [r.createdAt, r.email], toRecord), total };
   };
   const walked = counted && q.reason ? rowsWalkedFor(q.limit, counted) : 0;
