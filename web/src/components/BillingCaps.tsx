@@ -5,6 +5,7 @@ import { useEffect } from 'react';
 import { herald } from '../api.ts';
 import { formatDate, formatNumber } from '../hooks.ts';
 import type { Project } from '../types.ts';
+import { canManage } from './ProjectLayout.tsx';
 import { notifySuccess, showApiError } from './forms.ts';
 import { Loading, PageError } from './states.tsx';
 
@@ -30,7 +31,7 @@ const planNote = (l: CategoryView): string | undefined =>
  */
 export function BillingCapsCard({ project }: { project: Project }) {
   const queryClient = useQueryClient();
-  const canManage = project.role !== 'MEMBER';
+  const mayManage = canManage(project);
   const key = [project.id, 'billing-limits'];
   const limits = useQuery({ queryKey: key, queryFn: () => herald.billing.limits(project.id) });
   const form = useForm<Record<Category, number | ''>>({ mode: 'controlled', initialValues: { transactional: '', campaigns: '', workflows: '' } });
@@ -99,14 +100,14 @@ export function BillingCapsCard({ project }: { project: Project }) {
                       allowDecimal={false}
                       allowNegative={false}
                       thousandSeparator=","
-                      disabled={!canManage}
+                      disabled={!mayManage}
                       {...form.getInputProps(c)}
                     />
                   </Stack>
                 );
               })}
             </SimpleGrid>
-            {canManage && (
+            {mayManage && (
               <Group mt="md">
                 <Button type="submit" loading={save.isPending} disabled={!form.isDirty()}>
                   Save caps

@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { herald } from '../api.ts';
 import { formatDate } from '../hooks.ts';
 import type { Project } from '../types.ts';
+import { canManage } from './ProjectLayout.tsx';
 import { notifySuccess, showApiError } from './forms.ts';
 import { useMe } from './RequireUser.tsx';
 import { Loading, PageError } from './states.tsx';
@@ -16,7 +17,7 @@ const isGivenRole = (role: string | null): role is GivenRole => role === 'ADMIN'
 export function MembersCard({ project }: { project: Project }) {
   const queryClient = useQueryClient();
   const me = useMe();
-  const canManage = project.role !== 'MEMBER';
+  const mayManage = canManage(project);
   const key = [project.id, 'members'];
   const list = useQuery({ queryKey: key, queryFn: () => herald.members.list(project.id) });
   const refresh = () => void queryClient.invalidateQueries({ queryKey: key });
@@ -81,7 +82,7 @@ export function MembersCard({ project }: { project: Project }) {
                   <Table.Tr key={m.userId}>
                     <Table.Td>{m.email}</Table.Td>
                     <Table.Td>
-                      {canManage && m.role !== 'OWNER' ? (
+                      {mayManage && m.role !== 'OWNER' ? (
                         <Select
                           aria-label={`Role of ${m.email}`}
                           size="xs"
@@ -97,7 +98,7 @@ export function MembersCard({ project }: { project: Project }) {
                     </Table.Td>
                     <Table.Td>{formatDate(m.createdAt)}</Table.Td>
                     <Table.Td>
-                      {m.role !== 'OWNER' && (canManage || m.userId === me.data?.id) && (
+                      {m.role !== 'OWNER' && (mayManage || m.userId === me.data?.id) && (
                         <Button size="xs" variant="subtle" color="red" onClick={() => remove.mutate(m.userId)}>
                           {m.userId === me.data?.id ? 'Leave' : 'Remove'}
                         </Button>
@@ -118,7 +119,7 @@ export function MembersCard({ project }: { project: Project }) {
                     </Table.Td>
                     <Table.Td>{formatDate(i.createdAt)}</Table.Td>
                     <Table.Td>
-                      {canManage && (
+                      {mayManage && (
                         <Button size="xs" variant="subtle" color="red" onClick={() => revoke.mutate(i.id)}>
                           Revoke
                         </Button>
@@ -130,7 +131,7 @@ export function MembersCard({ project }: { project: Project }) {
             </Table>
           </Table.ScrollContainer>
         )}
-        {canManage && (
+        {mayManage && (
           <form onSubmit={form.onSubmit((v) => invite.mutate(v))} noValidate>
             <Group align="flex-end" gap="sm">
               <TextInput label="Invite by email" type="email" placeholder="colleague@example.com" w={280} {...form.getInputProps('email')} />

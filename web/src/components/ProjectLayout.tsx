@@ -14,6 +14,9 @@ export function useProjects() {
   return useQuery({ queryKey: ['projects'], queryFn: () => herald.projects.list() });
 }
 
+/** ADMIN and OWNER change the project (members, keys, caps, domains, suppressions); a MEMBER reads them. */
+export const canManage = (project: Pick<Project, 'role'>): boolean => project.role !== 'MEMBER';
+
 /** The project named in the URL; the layout guarantees it exists. */
 export function useProject(): Project {
   const { projectId } = useParams();

@@ -4,7 +4,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { herald } from '../api.ts';
 import { Copy } from '../components/Copy.tsx';
-import { useProject } from '../components/ProjectLayout.tsx';
+import { canManage, useProject } from '../components/ProjectLayout.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, useProjectId } from '../hooks.ts';
@@ -19,8 +19,8 @@ export function DomainStatus({ status }: { status: string }) {
   );
 }
 
-/** A domain's records and status; `canManage` (ADMIN and OWNER) adds its Remove. */
-function DomainCard({ domain, canManage }: { domain: Domain; canManage: boolean }) {
+/** A domain's records and status; `mayManage` (ADMIN and OWNER) adds its Remove. */
+function DomainCard({ domain, mayManage }: { domain: Domain; mayManage: boolean }) {
   const projectId = useProjectId();
   const queryClient = useQueryClient();
   const [confirm, setConfirm] = useState(false);
@@ -52,7 +52,7 @@ function DomainCard({ domain, canManage }: { domain: Domain; canManage: boolean 
           <Button size="xs" onClick={() => verify.mutate()} loading={verify.isPending}>
             Verify now
           </Button>
-          {canManage && (
+          {mayManage && (
             <Button size="xs" variant="subtle" color="red" onClick={() => setConfirm(true)}>
               Remove
             </Button>
@@ -130,7 +130,7 @@ function DomainCard({ domain, canManage }: { domain: Domain; canManage: boolean 
 export function DomainsPage() {
   const projectId = useProjectId();
   // Adding and removing a domain needs ADMIN: a MEMBER reads the records (and may check them).
-  const canManage = useProject().role !== 'MEMBER';
+  const mayManage = canManage(useProject());
   const queryClient = useQueryClient();
   const domains = useQuery({
     queryKey: [projectId, 'domains'],
@@ -148,7 +148,7 @@ export function DomainsPage() {
   return (
     <>
       <PageHeader title="Domains" />
-      {canManage && (
+      {mayManage && (
         <Card withBorder mb="lg">
           <form onSubmit={form.onSubmit((v) => add.mutate(v))} noValidate>
             <Group align="flex-start" wrap="wrap">
@@ -172,12 +172,12 @@ export function DomainsPage() {
         <PageError error={domains.error} onRetry={() => void domains.refetch()} />
       ) : domains.data.length === 0 ? (
         <Empty title="No domains yet">
-          {canManage ? 'Add the domain you send from; Herald shows the DNS records to publish.' : 'An admin of this project adds the domains it sends from.'}
+          {mayManage ? 'Add the domain you send from; Herald shows the DNS records to publish.' : 'An admin of this project adds the domains it sends from.'}
         </Empty>
       ) : (
         <Stack>
           {domains.data.map((d) => (
-            <DomainCard key={d.id} domain={d} canManage={canManage} />
+            <DomainCard key={d.id} domain={d} mayManage={mayManage} />
           ))}
         </Stack>
       )}

@@ -7,7 +7,7 @@ import { Copy } from '../components/Copy.tsx';
 import { BillingCapsCard } from '../components/BillingCaps.tsx';
 import { DangerZone } from '../components/DangerZone.tsx';
 import { MembersCard } from '../components/Members.tsx';
-import { useProject } from '../components/ProjectLayout.tsx';
+import { canManage, useProject } from '../components/ProjectLayout.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { PageHeader } from '../components/states.tsx';
 import { SecretKeyModal } from '../components/SecretKeyModal.tsx';
@@ -49,7 +49,7 @@ function KeyRow({ label, value, secret, help }: { label: string; value: string |
 export function SettingsPage() {
   const project = useProject();
   const queryClient = useQueryClient();
-  const canManage = project.role !== 'MEMBER';
+  const mayManage = canManage(project);
   const [confirmRotate, setConfirmRotate] = useState(false);
   const [rotated, setRotated] = useState<Project | null>(null);
   const [keyShown, setKeyShown] = useState(false);
@@ -87,11 +87,11 @@ export function SettingsPage() {
             <Title order={3} size="h4">
               Project
             </Title>
-            <TextInput label="Name" disabled={!canManage} {...form.getInputProps('name')} />
+            <TextInput label="Name" disabled={!mayManage} {...form.getInputProps('name')} />
             <Select
               label="Open and click tracking"
               allowDeselect={false}
-              disabled={!canManage}
+              disabled={!mayManage}
               data={[
                 { value: 'ENABLED', label: 'All email' },
                 { value: 'MARKETING_ONLY', label: 'Marketing email only' },
@@ -102,7 +102,7 @@ export function SettingsPage() {
             <TextInput
               label="Language"
               description="Default language of the unsubscribe footer and pages, e.g. en, de, fr"
-              disabled={!canManage}
+              disabled={!mayManage}
               {...form.getInputProps('language')}
             />
             <Textarea
@@ -111,10 +111,10 @@ export function SettingsPage() {
               autosize
               minRows={2}
               maxLength={500}
-              disabled={!canManage}
+              disabled={!mayManage}
               {...form.getInputProps('postalAddress')}
             />
-            {canManage && (
+            {mayManage && (
               <Group>
                 <Button type="submit" loading={save.isPending} disabled={!form.isDirty()}>
                   Save
@@ -130,7 +130,7 @@ export function SettingsPage() {
             <Title order={3} size="h4">
               API keys
             </Title>
-            {canManage && (
+            {mayManage && (
               <Button color="red" variant="light" size="xs" onClick={() => setConfirmRotate(true)}>
                 Rotate keys…
               </Button>
@@ -145,7 +145,7 @@ export function SettingsPage() {
       </Card>
       <MembersCard project={project} />
       <BillingCapsCard project={project} />
-      {canManage && <DangerZone project={project} />}
+      {mayManage && <DangerZone project={project} />}
       <Modal opened={confirmRotate} onClose={() => setConfirmRotate(false)} title="Rotate both API keys?">
         <Stack>
           <Text size="sm">

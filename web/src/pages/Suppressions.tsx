@@ -4,7 +4,7 @@ import { useState } from 'react';
 import { Link } from 'react-router';
 import { herald } from '../api.ts';
 import { showApiError, notifySuccess } from '../components/forms.ts';
-import { useProject } from '../components/ProjectLayout.tsx';
+import { canManage, useProject } from '../components/ProjectLayout.tsx';
 import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { StatusSelect, useUrlChoice } from '../components/StatusSelect.tsx';
 import { cursorPaging, formatDate, formatNumber, useUrlSearch } from '../hooks.ts';
@@ -23,7 +23,7 @@ const PAGE_SIZE = 50;
  */
 export function SuppressionsPage() {
   const project = useProject();
-  const canManage = project.role !== 'MEMBER';
+  const mayManage = canManage(project);
   const [searchInput, setSearchInput, search] = useUrlSearch();
   const [reason, setReason] = useUrlChoice('reason', REASONS);
   const [removing, setRemoving] = useState<Suppression | null>(null);
@@ -93,7 +93,7 @@ export function SuppressionsPage() {
                   <Table.Th>Address</Table.Th>
                   <Table.Th>Reason</Table.Th>
                   <Table.Th>Since</Table.Th>
-                  {canManage && (
+                  {mayManage && (
                     <Table.Th>
                       <VisuallyHidden>Actions</VisuallyHidden>
                     </Table.Th>
@@ -117,7 +117,7 @@ export function SuppressionsPage() {
                       </Group>
                     </Table.Td>
                     <Table.Td>{formatDate(s.createdAt)}</Table.Td>
-                    {canManage && (
+                    {mayManage && (
                       <Table.Td ta="right">
                         <Button size="xs" variant="subtle" color="red" aria-label={`Remove ${s.email}`} onClick={() => setRemoving(s)}>
                           Remove
