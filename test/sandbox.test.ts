@@ -81,6 +81,7 @@ describe('sandbox sender with SMTP_URL set', () => {
     assert.equal(res.status, 403, res.text);
     assert.equal(res.body.error.message, 'The sandbox sender @sandbox.herald.test only works while mail is captured; SMTP_URL is set');
     assert.match(res.body.error.suggestion, /verified/);
-    assert.equal(env.sink.messages.length, 0);
+    // Only ada's: signing up also sends the account's own verification email through this sink, at a time of its own.
+    assert.equal(env.sink.messages.filter((m) => m.envelope.to.includes('ada@example.com')).length, 0);
   });
 });

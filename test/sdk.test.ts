@@ -99,8 +99,9 @@ describe('sdk/: the generated client', () => {
     assert.equal(res.success, true);
     assert.match(res.data.contact, /^cnt_/);
     const names = await herald.events.names();
+    // The tracked names: the email.* events of this file's earlier sends are recorded as their delivery goes, at times of their own.
     assert.deepEqual(
-      names.names.map((n) => n.name),
+      names.names.map((n) => n.name).filter((n) => !n.startsWith('email.')),
       ['signed-up'],
     );
   });
