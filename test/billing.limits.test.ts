@@ -161,11 +161,13 @@ describe('billing limits', () => {
     await owner(b).put(limitsPath(b), { campaigns: 4 });
     const ids: string[] = [];
     for (const name of ['First', 'Second']) ids.push((await b.sk.post('/campaigns', { name, subject: 'S', body: '<p>B</p>', from: b.from })).body.data.id);
-    // Each fits the allowance when sent (3 of 4); together they do not.
-    for (const id of ids) assert.equal((await b.sk.post(`/campaigns/${id}/send`, {})).status, 200);
+    // Each fits the allowance when scheduled (3 of 4); together they do not. Both are due at one
+    // time: sent one after the other, the first's emails could be counted before the second's send.
+    const scheduledFor = new Date(Date.now() + 1500).toISOString();
+    for (const id of ids) assert.equal((await b.sk.post(`/campaigns/${id}/send`, { scheduledFor })).status, 200);
     const deadline = Date.now() + 15_000;
     const ended = async () => Promise.all(ids.map(async (id) => (await b.sk.get(`/campaigns/${id}`)).body));
-    while ((await ended()).some((c) => c.status === 'SENDING') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    while ((await ended()).some((c) => c.status === 'SENDING' || c.status === 'SCHEDULED') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     const outcomes = (await ended()).map((c) => ({ status: c.status, totalRecipients: c.totalRecipients }));
     assert.deepEqual(
       outcomes.sort((x, y) => x.status.localeCompare(y.status)),
