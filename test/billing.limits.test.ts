@@ -167,7 +167,8 @@ describe('billing limits', () => {
     for (const id of ids) assert.equal((await b.sk.post(`/campaigns/${id}/send`, { scheduledFor })).status, 200);
     const deadline = Date.now() + 15_000;
     const ended = async () => Promise.all(ids.map(async (id) => (await b.sk.get(`/campaigns/${id}`)).body));
-    while ((await ended()).some((c) => c.status === 'SENDING' || c.status === 'SCHEDULED') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    while ((await ended()).some((c) => c.status === 'SENDING' || c.status === 'SCHEDULED') && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 100));
     const outcomes = (await ended()).map((c) => ({ status: c.status, totalRecipients: c.totalRecipients }));
     assert.deepEqual(
       outcomes.sort((x, y) => x.status.localeCompare(y.status)),
