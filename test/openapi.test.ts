@@ -4,7 +4,9 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import Fastify from 'fastify';
 import { z } from 'zod';
 import { describe as describeRoute, openApiPath, registerOpenApi } from '../src/http/openapi.ts';
+import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { BROWSER_SETUP_TIMEOUT_MS, launchBrowser, openPage } from './helpers/browser.ts';
+import type { RequestOptions } from './helpers/http.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 let server: TestServer;
@@ -16,7 +18,15 @@ after(async () => {
   await server?.stop();
 });
 
-type Operation = { operationId: string; summary: string; tags: string[]; responses: Record<string, unknown>; 'x-undescribed'?: boolean };
+type Operation = {
+  operationId: string;
+  summary: string;
+  tags: string[];
+  responses: Record<string, unknown>;
+  security?: Record<string, string[]>[];
+  requestBody?: { content: Record<string, unknown> };
+  'x-undescribed'?: boolean;
+};
 type Doc = { openapi: string; paths: Record<string, Record<string, Operation>>; components: Record<string, Record<string, unknown>> };
 
 const fetchDoc = async () => {
@@ -131,6 +141,72 @@ describe('the document tells the truth about credentials', () => {
         const secured = (op.security ?? []).length > 0;
         if (secured !== (res.status === 401))
           wrong.push(`${method.toUpperCase()} ${path}: documented ${secured ? 'secured' : 'public'}, answered ${res.status}`);
+      }
+    }
+    assert.deepEqual(wrong, []);
+  });
+});
+
+/** Every described operation of the document, with how to call it as `owner` (path parameters filled in). */
+function operationsOf(doc: Doc, owner: Bootstrapped) {
+  const out: { where: string; method: string; path: string; url: string; op: Operation; auth: RequestOptions }[] = [];
+  for (const [path, ops] of Object.entries(doc.paths)) {
+    for (const [method, op] of Object.entries(ops)) {
+      if (op['x-undescribed'] || method === 'options') continue;
+      const schemes = (op.security ?? []).flatMap((s) => Object.keys(s));
+      const auth: RequestOptions = schemes.includes('secretKey')
+        ? { key: owner.project.secretKey }
+        : schemes.includes('publicKey')
+          ? { key: owner.project.publicKey }
+          : schemes.includes('session')
+            ? { cookie: owner.cookie }
+            : {};
+      // The caller's own project and user, so a route that checks membership first still reads the body.
+      const url = path.replace(/\{([^}]+)\}/g, (_m, name: string) =>
+        name === 'userId' ? owner.userId : name === 'id' && /^\/(users\/@me\/)?projects\//.test(path) ? owner.project.id : 'x',
+      );
+      out.push({ where: `${method.toUpperCase()} ${path}`, method: method.toUpperCase(), path, url, op, auth });
+    }
+  }
+  return out;
+}
+
+describe('the document lists the errors a request body can cause', () => {
+  let owner: Bootstrapped;
+  before(async () => {
+    owner = await bootstrap(server.api, 'Body errors');
+  });
+
+  const bodyOperations = async () => operationsOf(await fetchDoc(), owner).filter((o) => o.op.requestBody);
+  const isJson = (o: { op: Operation }) => Object.keys(o.op.requestBody?.content ?? {}).includes('application/json');
+
+  test('every operation that takes a body lists 413 and 415, and every JSON one 400', async () => {
+    const ops = await bodyOperations();
+    assert.ok(ops.filter(isJson).length >= 40, `only ${ops.filter(isJson).length} JSON-body operations`);
+    const missing: string[] = [];
+    for (const o of ops) {
+      for (const status of isJson(o) ? ['400', '413', '415'] : ['413', '415']) if (!o.op.responses[status]) missing.push(`${o.where} ${status}`);
+    }
+    assert.deepEqual(missing, []);
+  });
+
+  test('and answers them: malformed or empty JSON is 400 INVALID_JSON, text/plain 415 UNSUPPORTED_MEDIA_TYPE, too many JSON values 413 PAYLOAD_TOO_LARGE', async () => {
+    const wrong: string[] = [];
+    const json = { 'content-type': 'application/json' };
+    const tooMany = `[${'0,'.repeat(100_001)}0]`;
+    for (const o of await bodyOperations()) {
+      const answers: [string, RequestOptions, number, string][] = [
+        ['text/plain', { raw: 'hello', headers: { 'content-type': 'text/plain' } }, 415, 'UNSUPPORTED_MEDIA_TYPE'],
+      ];
+      if (isJson(o)) {
+        answers.push(['{', { raw: '{', headers: json }, 400, 'INVALID_JSON']);
+        answers.push(['an empty body', { raw: '', headers: json }, 400, 'INVALID_JSON']);
+        answers.push(['too many values', { raw: tooMany, headers: json }, 413, 'PAYLOAD_TOO_LARGE']);
+      }
+      for (const [what, opts, status, code] of answers) {
+        const headers = o.auth.cookie ? { ...opts.headers, 'x-project-id': owner.project.id } : opts.headers;
+        const res = await server.api.request(o.method, o.url, { ...o.auth, ...opts, headers });
+        if (res.status !== status || res.body?.error?.code !== code) wrong.push(`${o.where} ${what}: ${res.status} ${res.text.slice(0, 120)}`);
       }
     }
     assert.deepEqual(wrong, []);

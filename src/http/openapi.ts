@@ -137,7 +137,7 @@ component('ValidationError', validationErrorSchema);
 component('RateLimitError', rateLimitErrorSchema);
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
-  400: 'Bad request',
+  400: 'Bad request; a JSON body that does not parse (or is empty) is `INVALID_JSON`',
   401: 'Missing or invalid credentials',
   402: 'Plan limit reached',
   403: 'Not allowed for this key or role',
@@ -145,8 +145,8 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   405: 'Method not allowed',
   409: 'Conflict',
   410: 'Gone',
-  413: 'Payload too large',
-  415: 'Unsupported media type',
+  413: 'Payload too large (`PAYLOAD_TOO_LARGE`): the body is over the size limit (1 MB unless the operation says otherwise), or a JSON body has more than 100,000 keys and values or nests deeper than 256 levels',
+  415: 'Unsupported media type (`UNSUPPORTED_MEDIA_TYPE`): the body is not of a type the route takes (JSON unless it says otherwise)',
   422: 'Validation failed',
   429: 'Rate limit exceeded',
   500: 'Unexpected error',
@@ -161,13 +161,18 @@ function errorSchemaFor(status: number): ZodTypeAny {
   return errorBodySchema;
 }
 
-/** Statuses every route of an access kind can answer; a route with a body can be sent too large a one (413). */
-function defaultErrors(access: Access, hasInput: boolean, hasBody: boolean): number[] {
+/**
+ * Statuses every route of an access kind can answer. A route that takes a body can be sent one too
+ * large (413) or of a media type it does not take (415), and a JSON one JSON that does not parse
+ * (400 `INVALID_JSON`): http/body-types.ts answers these before the handler, for every route alike.
+ */
+function defaultErrors(access: Access, hasInput: boolean, body: RouteDoc['bodyType'] | null): number[] {
   const out = [500];
   if (access !== 'none') out.push(401, 429);
   if (access === 'project') out.push(403);
   if (hasInput) out.push(422);
-  if (hasBody) out.push(413);
+  if (body) out.push(413, 415);
+  if (body === 'json') out.push(400);
   return out;
 }
 
@@ -202,7 +207,8 @@ export const refusedWhenDiskFull = (method: string, doc: RouteDoc | null): boole
 function allErrors(doc: RouteDoc, method?: string): number[] {
   const hasInput = Boolean(doc.params || doc.query || doc.body);
   const floor = method !== undefined && refusedWhenDiskFull(method, doc) ? [507] : [];
-  return [...new Set([...defaultErrors(doc.access, hasInput, Boolean(doc.body)), ...(doc.errors ?? []), ...floor])].sort((a, b) => a - b);
+  const body = doc.body ? (doc.bodyType ?? 'json') : null;
+  return [...new Set([...defaultErrors(doc.access, hasInput, body), ...(doc.errors ?? []), ...floor])].sort((a, b) => a - b);
 }
 
 export function routeDocOf(schema: unknown): RouteDoc | null {
