@@ -213,6 +213,47 @@ describe('the document lists the errors a request body can cause', () => {
   });
 });
 
+describe('the document lists the errors the server answers before and after a handler', () => {
+  let owner: Bootstrapped;
+  before(async () => {
+    owner = await bootstrap(server.api, 'Path errors');
+  });
+
+  test('414 URI_TOO_LONG is listed on exactly the operations that answer it to a 5,000-character path parameter', async () => {
+    const wrong: string[] = [];
+    let answered = 0;
+    for (const o of operationsOf(await fetchDoc(), owner)) {
+      if (!o.path.includes('{')) continue;
+      const url = o.path.replace(/\{[^}]+\}/g, 'a'.repeat(5000));
+      const headers = o.auth.cookie ? { 'x-project-id': owner.project.id } : undefined;
+      const res = await server.api.request(o.method, url, { ...o.auth, headers });
+      const listed = '414' in o.op.responses;
+      if (res.status === 414) answered++;
+      if (listed !== (res.status === 414) || (listed && res.body?.error?.code !== 'URI_TOO_LONG'))
+        wrong.push(`${o.where}: ${listed ? 'lists' : 'does not list'} 414, answered ${res.status}`);
+    }
+    assert.ok(answered >= 70, `only ${answered} operations answered 414`);
+    assert.deepEqual(wrong, []);
+  });
+
+  test('DELETE /contacts/fields/{field} of a field no contact has: 404 FIELD_NOT_FOUND, listed', async () => {
+    const doc = await fetchDoc();
+    assert.ok(doc.paths['/contacts/fields/{field}'].delete.responses['404']);
+    const res = await owner.sk.delete('/contacts/fields/data.nonexistent');
+    assert.equal(res.status, 404, res.text);
+    assert.equal(res.body.error.code, 'FIELD_NOT_FOUND');
+  });
+
+  test('GET /campaigns with an unrecognised status: 400, listed (api-spec.md § Campaigns)', async () => {
+    const doc = await fetchDoc();
+    assert.ok(doc.paths['/campaigns'].get.responses['400']);
+    const res = await owner.sk.get('/campaigns?status=bogus');
+    assert.equal(res.status, 400, res.text);
+    assert.equal(res.body.error.code, 'BAD_REQUEST');
+    assert.deepEqual(res.body.error.details, { status: 'bogus' });
+  });
+});
+
 describe('response check (STRICT_RESPONSES)', () => {
   const build = async (strictResponses: boolean) => {
     const app = Fastify();

@@ -56,6 +56,8 @@ export type RouteDoc = {
    * and below twice the floor when its project wrote the most lately.
    */
   answeredWhenDiskFull?: true;
+  /** A path parameter over the router's 1,000 characters is answered with the route's own 404 page, not the 414 (app.ts `routerErrors`). */
+  longPathAnsweredAsPage?: true;
 };
 
 const DOC = Symbol.for('herald.openapi.doc');
@@ -146,6 +148,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   409: 'Conflict',
   410: 'Gone',
   413: 'Payload too large (`PAYLOAD_TOO_LARGE`): the body is over the size limit (1 MB unless the operation says otherwise), or a JSON body has more than 100,000 keys and values or nests deeper than 256 levels',
+  414: 'URI too long (`URI_TOO_LONG`): a path parameter is longer than 1,000 characters',
   415: 'Unsupported media type (`UNSUPPORTED_MEDIA_TYPE`): the body is not of a type the route takes (JSON unless it says otherwise)',
   422: 'Validation failed',
   429: 'Rate limit exceeded',
@@ -203,12 +206,16 @@ const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 export const refusedWhenDiskFull = (method: string, doc: RouteDoc | null): boolean =>
   doc !== null && WRITE_METHODS.has(method) && doc.answeredWhenDiskFull !== true;
 
-/** The route's error statuses; with its method, the disk floor's 507 too. */
-function allErrors(doc: RouteDoc, method?: string): number[] {
+/**
+ * The route's error statuses; with its method, the disk floor's 507 too; with its URL, the router's
+ * 414 when a path parameter is over its maxParamLength (a wildcard has no such bound).
+ */
+function allErrors(doc: RouteDoc, method?: string, url?: string): number[] {
   const hasInput = Boolean(doc.params || doc.query || doc.body);
   const floor = method !== undefined && refusedWhenDiskFull(method, doc) ? [507] : [];
+  const router = url !== undefined && /:[A-Za-z0-9_]/.test(url) && !doc.longPathAnsweredAsPage ? [414] : [];
   const body = doc.body ? (doc.bodyType ?? 'json') : null;
-  return [...new Set([...defaultErrors(doc.access, hasInput, body), ...(doc.errors ?? []), ...floor])].sort((a, b) => a - b);
+  return [...new Set([...defaultErrors(doc.access, hasInput, body), ...(doc.errors ?? []), ...floor, ...router])].sort((a, b) => a - b);
 }
 
 export function routeDocOf(schema: unknown): RouteDoc | null {
@@ -443,7 +450,7 @@ function operationFor(route: RegisteredRoute, seen: Map<string, ZodTypeAny>): Re
     }
     responses[status] = out;
   }
-  for (const status of allErrors(doc, route.method)) {
+  for (const status of allErrors(doc, route.method, route.url)) {
     if (!(String(status) in responses)) responses[String(status)] = { $ref: `#/components/responses/Error${status}` };
   }
   const op: Record<string, unknown> = {
