@@ -5,6 +5,7 @@ import Fastify from 'fastify';
 import { z } from 'zod';
 import { describe as describeRoute, openApiPath, registerOpenApi } from '../src/http/openapi.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
+import { waitForJob } from './helpers/bulk.ts';
 import { BROWSER_SETUP_TIMEOUT_MS, launchBrowser, openPage } from './helpers/browser.ts';
 import type { RequestOptions } from './helpers/http.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
@@ -251,6 +252,103 @@ describe('the document lists the errors the server answers before and after a ha
     assert.equal(res.status, 400, res.text);
     assert.equal(res.body.error.code, 'BAD_REQUEST');
     assert.deepEqual(res.body.error.details, { status: 'bogus' });
+  });
+});
+
+type JsonSchema = {
+  $ref?: string;
+  type?: string;
+  enum?: string[];
+  required?: string[];
+  properties?: Record<string, JsonSchema>;
+  items?: JsonSchema;
+  anyOf?: JsonSchema[];
+};
+
+describe('response schemas are as tight as the spec and the code', () => {
+  let owner: Bootstrapped;
+  let doc: Doc;
+  before(async () => {
+    owner = await bootstrap(server.api, 'Response types');
+    doc = await fetchDoc();
+  });
+  const deref = (s: JsonSchema): JsonSchema => (s.$ref ? deref(doc.components.schemas[s.$ref.split('/').pop()!] as JsonSchema) : s);
+  const ok200 = (path: string, method = 'get') => {
+    const res = doc.paths[path][method].responses['200'] as { content: Record<string, { schema: JsonSchema }> };
+    return deref(res.content['application/json'].schema);
+  };
+  const JOB_STATUSES = ['queued', 'processing', 'completed', 'failed'];
+
+  test('import job: status and error reasons are enums, and a real job answers values of them', async () => {
+    const job = ok200('/contacts/import/{jobId}');
+    assert.deepEqual(job.properties!.status.enum, JOB_STATUSES);
+    assert.deepEqual(job.properties!.errors.items!.required, ['row', 'email', 'reason']);
+    const reasons = job.properties!.errors.items!.properties!.reason.enum!;
+    assert.ok(reasons.includes('invalid_email') && reasons.includes('missing_email'), String(reasons));
+
+    const fd = new FormData();
+    fd.append('file', new Blob(['email,plan\nnot-an-email,pro\n,free\nada@example.test,pro\n']), 'c.csv');
+    const started = await owner.sk.request('POST', '/contacts/import', { raw: fd });
+    assert.equal(started.status, 202, started.text);
+    let real = (await owner.sk.get(`/contacts/import/${started.body.jobId}`)).body;
+    for (let i = 0; i < 500 && !['completed', 'failed'].includes(real.status); i++) {
+      assert.ok(JOB_STATUSES.includes(real.status), real.status);
+      await new Promise((r) => setTimeout(r, 20));
+      real = (await owner.sk.get(`/contacts/import/${started.body.jobId}`)).body;
+    }
+    assert.equal(real.status, 'completed');
+    assert.deepEqual(
+      real.errors.map((e: { row: number; reason: string }) => [e.row, e.reason]),
+      [
+        [2, 'invalid_email'],
+        [3, 'missing_email'],
+      ],
+    );
+    for (const e of real.errors) assert.ok(reasons.includes(e.reason), e.reason);
+  });
+
+  test('bulk job: status is an enum (not also any string) and errors are {id, reason}; a real job answers them', async () => {
+    const job = ok200('/contacts/bulk/{jobId}');
+    assert.deepEqual(job.properties!.status.enum, JOB_STATUSES);
+    assert.equal(job.properties!.status.anyOf, undefined);
+    const item = job.properties!.errors.items!;
+    assert.deepEqual(Object.keys(item.properties ?? {}), ['id', 'reason']);
+    assert.deepEqual(item.required, ['id', 'reason']);
+    assert.deepEqual(item.properties!.reason.enum, ['not_found']);
+
+    const contact = await owner.sk.post('/contacts', { email: 'bulk-type@example.test' });
+    const started = await owner.sk.post('/contacts/bulk-unsubscribe', { contactIds: [contact.body.id, 'cnt_nobody'] });
+    assert.equal(started.status, 202, started.text);
+    const real = await waitForJob(owner.sk, started.body.jobId);
+    assert.equal(real.status, 'completed');
+    assert.deepEqual(real.errors, [{ id: 'cnt_nobody', reason: 'not_found' }]);
+  });
+
+  test('every list answers total (and its paging fields) always: required in every list schema, and sent on a later page', async () => {
+    const loose: string[] = [];
+    let cursorLists = 0;
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        const res = op.responses['200'] as { content?: Record<string, { schema: JsonSchema }> } | undefined;
+        const schema = res?.content?.['application/json']?.schema;
+        if (!schema) continue;
+        for (const s of [deref(schema), ...(deref(schema).anyOf ?? []).map(deref)]) {
+          const props = Object.keys(s.properties ?? {});
+          const paging = props.includes('hasMore') ? ['data', 'hasMore', 'total'] : props.includes('pageSize') ? ['data', 'total', 'page', 'pageSize'] : [];
+          if (props.includes('hasMore')) cursorLists++;
+          for (const field of paging) if (!s.required?.includes(field)) loose.push(`${method.toUpperCase()} ${path}: ${field} optional`);
+        }
+      }
+    }
+    assert.ok(cursorLists >= 8, `only ${cursorLists} cursor lists`);
+    assert.deepEqual(loose, []);
+
+    for (const email of ['page-a@example.test', 'page-b@example.test']) await owner.sk.post('/contacts', { email });
+    const first = await owner.sk.get('/contacts?limit=1&search=page-');
+    assert.equal(first.body.total, 2);
+    assert.equal(typeof first.body.cursor, 'string');
+    const last = await owner.sk.get(`/contacts?limit=1&search=page-&cursor=${first.body.cursor}`);
+    assert.deepEqual({ total: last.body.total, hasMore: last.body.hasMore, cursor: 'cursor' in last.body }, { total: 0, hasMore: false, cursor: false });
   });
 });
 

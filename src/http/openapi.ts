@@ -543,13 +543,13 @@ export function buildDocument(routes: RegisteredRoute[], version: string): OpenA
 /** A date-time as the API writes it (ISO 8601, UTC). */
 export const isoTime = z.string().describe('ISO 8601 date-time');
 
-/** A cursor list: `cursor` is present only when `hasMore`. */
+/** A cursor list: `total` always (api-spec.md), `cursor` only when `hasMore`. */
 export const cursorList = <T extends ZodTypeAny>(item: T) =>
   z.object({
     data: z.array(item),
     cursor: z.string().optional().describe('Pass as `?cursor=` for the next page; absent on the last page'),
     hasMore: z.boolean(),
-    total: z.number().int().optional().describe('Matching items, on the first page; 0 on later pages'),
+    total: z.number().int().describe('Matching items, on the first page; 0 on later pages'),
   });
 
 /** A page list (`?page=&pageSize=`). */
