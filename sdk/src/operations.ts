@@ -315,7 +315,7 @@ export interface Operations {
       cursor?: string;
       hasMore: boolean;
       /** Matching items, on the first page; 0 on later pages */
-      total?: number;
+      total: number;
     };
   };
   /** GET /activity/recent-count: Activity in the last minutes */
@@ -1000,13 +1000,17 @@ export interface Operations {
     response: {
       jobId: string;
       type: "bulk-subscribe" | "bulk-unsubscribe" | "bulk-delete";
-      status: "queued" | "processing" | "completed" | "failed" | string;
+      /** Poll until `completed` or `failed` */
+      status: "queued" | "processing" | "completed" | "failed";
       total: number;
       processed: number;
       succeeded: number;
       unchanged: number;
       failed: number;
-      errors: Array<Record<string, unknown>>;
+      errors: Array<{
+        id: string;
+        reason: "not_found";
+      }>;
       failureReason?: string;
       createdAt: string;
       completedAt: string | null;
@@ -1127,7 +1131,8 @@ export interface Operations {
     response: {
       jobId: string;
       type: "import";
-      status: string;
+      /** Poll until `completed` or `failed` */
+      status: "queued" | "processing" | "completed" | "failed";
       fileName: string | null;
       totalRows: number;
       processedRows: number;
@@ -1137,7 +1142,7 @@ export interface Operations {
       errors: Array<{
         row: number;
         email: string;
-        reason: string;
+        reason: "missing_email" | "invalid_email" | "duplicate_email" | "too_many_columns" | "data_too_big" | "invalid_data";
       }>;
       errorCount: number;
       failureReason?: string;
@@ -1163,7 +1168,7 @@ export interface Operations {
       cursor?: string;
       hasMore: boolean;
       /** Matching items, on the first page; 0 on later pages */
-      total?: number;
+      total: number;
     };
   };
   /** POST /contacts/lookup: Find contacts by email (up to 500) */
@@ -1271,7 +1276,7 @@ export interface Operations {
       cursor?: string;
       hasMore: boolean;
       /** Matching items, on the first page; 0 on later pages */
-      total?: number;
+      total: number;
     };
   };
   /** GET /emails/{id}/raw: Download the message as sent (RFC 5322) */
@@ -1377,7 +1382,7 @@ export interface Operations {
       cursor?: string;
       hasMore: boolean;
       /** Matching items, on the first page; 0 on later pages */
-      total?: number;
+      total: number;
     };
   };
   /** GET /events/contact/{contactId}: A contact's events, newest first */
@@ -1395,7 +1400,7 @@ export interface Operations {
       cursor?: string;
       hasMore: boolean;
       /** Matching items, on the first page; 0 on later pages */
-      total?: number;
+      total: number;
     } | {
       segments: Array<{
         id: string;
@@ -2075,7 +2080,7 @@ export interface Operations {
       cursor?: string;
       hasMore: boolean;
       /** Matching items, on the first page; 0 on later pages */
-      total?: number;
+      total: number;
     };
   };
   /** POST /templates: Create a template */
@@ -2244,7 +2249,7 @@ export interface Operations {
       cursor?: string;
       hasMore: boolean;
       /** Matching items, on the first page; 0 on later pages */
-      total?: number;
+      total: number;
       /** What the project's uploads use of its quota */
       usage: {
         bytes: number;
@@ -2519,7 +2524,7 @@ export interface Operations {
       cursor?: string;
       hasMore: boolean;
       /** Matching items, on the first page; 0 on later pages */
-      total?: number;
+      total: number;
     };
   };
   /** POST /workflows/{id}/executions: Start the workflow for one contact */

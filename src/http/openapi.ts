@@ -56,6 +56,8 @@ export type RouteDoc = {
    * and below twice the floor when its project wrote the most lately.
    */
   answeredWhenDiskFull?: true;
+  /** A path parameter over the router's 1,000 characters is answered with the route's own 404 page, not the 414 (app.ts `routerErrors`). */
+  longPathAnsweredAsPage?: true;
 };
 
 const DOC = Symbol.for('herald.openapi.doc');
@@ -137,7 +139,7 @@ component('ValidationError', validationErrorSchema);
 component('RateLimitError', rateLimitErrorSchema);
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
-  400: 'Bad request',
+  400: 'Bad request; a JSON body that does not parse (or is empty) is `INVALID_JSON`',
   401: 'Missing or invalid credentials',
   402: 'Plan limit reached',
   403: 'Not allowed for this key or role',
@@ -145,8 +147,9 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   405: 'Method not allowed',
   409: 'Conflict',
   410: 'Gone',
-  413: 'Payload too large',
-  415: 'Unsupported media type',
+  413: 'Payload too large (`PAYLOAD_TOO_LARGE`): the body is over the size limit (1 MB unless the operation says otherwise), or a JSON body has more than 100,000 keys and values or nests deeper than 256 levels',
+  414: 'URI too long (`URI_TOO_LONG`): a path parameter is longer than 1,000 characters',
+  415: 'Unsupported media type (`UNSUPPORTED_MEDIA_TYPE`): the body is not of a type the route takes (JSON unless it says otherwise)',
   422: 'Validation failed',
   429: 'Rate limit exceeded',
   500: 'Unexpected error',
@@ -161,13 +164,18 @@ function errorSchemaFor(status: number): ZodTypeAny {
   return errorBodySchema;
 }
 
-/** Statuses every route of an access kind can answer; a route with a body can be sent too large a one (413). */
-function defaultErrors(access: Access, hasInput: boolean, hasBody: boolean): number[] {
+/**
+ * Statuses every route of an access kind can answer. A route that takes a body can be sent one too
+ * large (413) or of a media type it does not take (415), and a JSON one JSON that does not parse
+ * (400 `INVALID_JSON`): http/body-types.ts answers these before the handler, for every route alike.
+ */
+function defaultErrors(access: Access, hasInput: boolean, body: RouteDoc['bodyType'] | null): number[] {
   const out = [500];
   if (access !== 'none') out.push(401, 429);
   if (access === 'project') out.push(403);
   if (hasInput) out.push(422);
-  if (hasBody) out.push(413);
+  if (body) out.push(413, 415);
+  if (body === 'json') out.push(400);
   return out;
 }
 
@@ -198,11 +206,16 @@ const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 export const refusedWhenDiskFull = (method: string, doc: RouteDoc | null): boolean =>
   doc !== null && WRITE_METHODS.has(method) && doc.answeredWhenDiskFull !== true;
 
-/** The route's error statuses; with its method, the disk floor's 507 too. */
-function allErrors(doc: RouteDoc, method?: string): number[] {
+/**
+ * The route's error statuses; with its method, the disk floor's 507 too; with its URL, the router's
+ * 414 when a path parameter is over its maxParamLength (a wildcard has no such bound).
+ */
+function allErrors(doc: RouteDoc, method?: string, url?: string): number[] {
   const hasInput = Boolean(doc.params || doc.query || doc.body);
   const floor = method !== undefined && refusedWhenDiskFull(method, doc) ? [507] : [];
-  return [...new Set([...defaultErrors(doc.access, hasInput, Boolean(doc.body)), ...(doc.errors ?? []), ...floor])].sort((a, b) => a - b);
+  const router = url !== undefined && /:[A-Za-z0-9_]/.test(url) && !doc.longPathAnsweredAsPage ? [414] : [];
+  const body = doc.body ? (doc.bodyType ?? 'json') : null;
+  return [...new Set([...defaultErrors(doc.access, hasInput, body), ...(doc.errors ?? []), ...floor, ...router])].sort((a, b) => a - b);
 }
 
 export function routeDocOf(schema: unknown): RouteDoc | null {
@@ -437,7 +450,7 @@ function operationFor(route: RegisteredRoute, seen: Map<string, ZodTypeAny>): Re
     }
     responses[status] = out;
   }
-  for (const status of allErrors(doc, route.method)) {
+  for (const status of allErrors(doc, route.method, route.url)) {
     if (!(String(status) in responses)) responses[String(status)] = { $ref: `#/components/responses/Error${status}` };
   }
   const op: Record<string, unknown> = {
@@ -530,13 +543,13 @@ export function buildDocument(routes: RegisteredRoute[], version: string): OpenA
 /** A date-time as the API writes it (ISO 8601, UTC). */
 export const isoTime = z.string().describe('ISO 8601 date-time');
 
-/** A cursor list: `cursor` is present only when `hasMore`. */
+/** A cursor list: `total` always (api-spec.md), `cursor` only when `hasMore`. */
 export const cursorList = <T extends ZodTypeAny>(item: T) =>
   z.object({
     data: z.array(item),
     cursor: z.string().optional().describe('Pass as `?cursor=` for the next page; absent on the last page'),
     hasMore: z.boolean(),
-    total: z.number().int().optional().describe('Matching items, on the first page; 0 on later pages'),
+    total: z.number().int().describe('Matching items, on the first page; 0 on later pages'),
   });
 
 /** A page list (`?page=&pageSize=`). */

@@ -2,10 +2,14 @@ import { sql } from 'drizzle-orm';
 import { customType, index, integer, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
 import { projects } from './users.ts';
 
-export type JobStatus = 'queued' | 'processing' | 'completed' | 'failed';
+/** An import or bulk job's status (api-spec.md names queued, completed and failed; a running job is processing). */
+export const JOB_STATUSES = ['queued', 'processing', 'completed', 'failed'] as const;
+export type JobStatus = (typeof JOB_STATUSES)[number];
 export type ImportError = { row: number; email: string; reason: string };
 export type BulkType = 'bulk-subscribe' | 'bulk-unsubscribe' | 'bulk-delete';
-export type BulkError = { id: string; reason: string };
+/** Why a bulk job left a contact id alone: the only case is an id that is not a contact of the project. */
+export const BULK_ERROR_REASONS = ['not_found'] as const;
+export type BulkError = { id: string; reason: (typeof BULK_ERROR_REASONS)[number] };
 
 const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => 'bytea' });
 

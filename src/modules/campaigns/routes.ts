@@ -35,7 +35,7 @@ export function campaignRoutes(app: FastifyInstance, ctx: AppContext): void {
         description: heavyNumberedList('campaigns'),
         query: listCampaignsQuery,
         responses: { 200: pageListOf(campaignSchema) },
-        errors: [503],
+        errors: [400, 503],
       }),
       onRequest,
     },

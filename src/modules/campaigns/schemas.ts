@@ -71,7 +71,8 @@ export const listCampaignsQuery = pageParams(100).extend({
         throw badRequest(`Invalid status '${v}': use one of ${CAMPAIGN_STATUSES.join(', ')}`, { status: v });
       }
       return s as CampaignStatus;
-    }),
+    })
+    .describe(`${CAMPAIGN_STATUSES.join(', ')} (any case); any other value is 400 BAD_REQUEST`),
   search: searchParam,
   sort: fallbackEnum(CAMPAIGN_SORTS, 'createdAt'),
   dir: dirParam,

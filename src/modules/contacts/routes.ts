@@ -197,7 +197,7 @@ export function contactRoutes(app: FastifyInstance, ctx: AppContext): void {
         description: `Rewrites the project's contacts in short batches and answers when all are done. At most ${FIELD_DELETES_PER_PROJECT} field delete of a project at once (${FIELD_DELETES_PER_PROCESS} of all projects, per process); another is a 429 at once, with \`details.retryAfter\` and Retry-After. A batch held past 10 s (contacts locked by other writes) stops the delete with a 409 whose \`details.deletedFrom\` counts the contacts done; ask again to finish.`,
         params: fieldParams,
         responses: { 200: fieldDeletedSchema },
-        errors: [400, 409, 429],
+        errors: [400, 404, 409, 429],
       }),
     },
     async (req) => deleteField(ctx, projectOf(req).projectId, parse(fieldParams, req.params).field),

@@ -29,6 +29,7 @@ const pageDoc = (operationId: string, summary: string, extra: { body?: z.ZodType
     },
     // A recipient's choice is recorded whatever the server's disk: an unsubscribe must never wait.
     answeredWhenDiskFull: true,
+    longPathAnsweredAsPage: true,
   });
 
 /**

@@ -4,6 +4,7 @@ import type { AppContext } from '../../../context.ts';
 import { projectOf, requireProject } from '../../../http/auth.ts';
 import { describer } from '../../../http/openapi.ts';
 import { parse } from '../../../http/validate.ts';
+import { BULK_ERROR_REASONS, JOB_STATUSES } from '../../../db/schema/jobs.ts';
 import { BULK_TYPES, bulkBody, bulkJobParams } from './schemas.ts';
 import { createBulkJob, getBulkJob } from './service.ts';
 import { JOB_SLOTS } from '../job-slots.ts';
@@ -16,19 +17,17 @@ const BULK_OPERATIONS = {
 
 const queuedSchema = z.object({ jobId: z.string(), status: z.literal('queued') });
 
-const jobStatus = z.enum(['queued', 'processing', 'completed', 'failed']).or(z.string());
-
 const bulkJobSchema = z
   .object({
     jobId: z.string(),
     type: z.enum(BULK_TYPES),
-    status: jobStatus,
+    status: z.enum(JOB_STATUSES).describe('Poll until `completed` or `failed`'),
     total: z.number().int(),
     processed: z.number().int(),
     succeeded: z.number().int(),
     unchanged: z.number().int(),
     failed: z.number().int(),
-    errors: z.array(z.record(z.unknown())),
+    errors: z.array(z.object({ id: z.string(), reason: z.enum(BULK_ERROR_REASONS) })),
     failureReason: z.string().optional(),
     createdAt: z.string(),
     completedAt: z.string().nullable(),

@@ -7,7 +7,8 @@ import { ApiError } from '../../../http/errors.ts';
 import { filePart } from '../../../http/file-part.ts';
 import { describer } from '../../../http/openapi.ts';
 import { parse } from '../../../http/validate.ts';
-import { MAX_IMPORT_BYTES, importJobParams } from './schemas.ts';
+import { JOB_STATUSES } from '../../../db/schema/jobs.ts';
+import { IMPORT_REASONS, MAX_IMPORT_BYTES, importJobParams } from './schemas.ts';
 import { JOB_SLOTS } from '../job-slots.ts';
 import { createImport, getImportJob } from './service.ts';
 
@@ -72,14 +73,14 @@ export function importRoutes(app: FastifyInstance, ctx: AppContext): void {
           200: z.object({
             jobId: z.string(),
             type: z.literal('import'),
-            status: z.string(),
+            status: z.enum(JOB_STATUSES).describe('Poll until `completed` or `failed`'),
             fileName: z.string().nullable(),
             totalRows: z.number().int(),
             processedRows: z.number().int(),
             imported: z.number().int(),
             updated: z.number().int(),
             skipped: z.number().int(),
-            errors: z.array(z.object({ row: z.number().int(), email: z.string(), reason: z.string() }).passthrough()),
+            errors: z.array(z.object({ row: z.number().int(), email: z.string(), reason: z.enum(IMPORT_REASONS) })),
             errorCount: z.number().int(),
             failureReason: z.string().optional(),
             createdAt: z.string(),

@@ -17,7 +17,8 @@ export const importJobParams = z.object({ jobId: z.string() });
  * request's `data`), or would take the contact's data past 1 MB; `invalid_data`: a value that
  * cannot be stored (a NUL character).
  */
-export type ImportReason = 'missing_email' | 'invalid_email' | 'duplicate_email' | 'too_many_columns' | 'data_too_big' | 'invalid_data';
+export const IMPORT_REASONS = ['missing_email', 'invalid_email', 'duplicate_email', 'too_many_columns', 'data_too_big', 'invalid_data'] as const;
+export type ImportReason = (typeof IMPORT_REASONS)[number];
 
 export type ImportJobRecord = {
   jobId: string;
