@@ -127,7 +127,7 @@ export function paymentRoutes(app: FastifyInstance, ctx: AppContext): void {
         summary: 'A Stripe Checkout link',
         params: projectIdParams,
         responses: { 200: urlSchema },
-        errors: [403, 404, 502],
+        errors: [403, 404, 409, 502],
       }),
       onRequest,
     },
