@@ -119,7 +119,7 @@ describe('with Stripe', () => {
     assert.equal(forged.status, 400, forged.text);
     const tampered = await deliver({ payload: created.payload.replace('50000', '99999999'), header: created.header });
     assert.equal(tampered.status, 400, tampered.text);
-    assert.equal((await limits()).body.transactional.limit, null, 'nothing changed');
+    assert.equal((await limits()).body.transactional.limit, 0, "nothing changed: the free plan's cap (BILLING_FREE_PLAN_LIMITS, 0 by default)");
     assert.equal((await server.sql('SELECT count(*)::int AS n FROM payment_events'))[0].n, 0);
 
     const ok = await deliver(created);
@@ -225,8 +225,8 @@ describe('with Stripe: subscription events out of order', () => {
       plan: null,
       subscription_status: 'canceled',
       stripe_subscription_id: 'sub_a',
-      plan_limit_transactional: 0,
-      plan_limit_campaigns: 0,
+      plan_limit_transactional: null,
+      plan_limit_campaigns: null,
     });
     assert.equal((await p.sk.get(`/projects/${p.project.id}/setup-state`)).body.hasSubscription, false);
   });
@@ -279,8 +279,13 @@ describe('with Stripe: subscription events out of order', () => {
       signed('customer.subscription.created', sub('sub_next', customer, 'active', at + 900, { herald_transactional: '70000' }), undefined, at + 900),
     );
     assert.deepEqual(next.body, { received: true });
-    const { plan_limit_campaigns: _, ...replaced } = await row(p.project.id);
-    assert.deepEqual(replaced, { plan: 'pro', subscription_status: 'active', stripe_subscription_id: 'sub_next', plan_limit_transactional: 70000 });
+    assert.deepEqual(await row(p.project.id), {
+      plan: 'pro',
+      subscription_status: 'active',
+      stripe_subscription_id: 'sub_next',
+      plan_limit_transactional: 70000,
+      plan_limit_campaigns: null,
+    });
   });
 
   test('a checkout while the subscription is active, trialing or past_due is 409 CONFLICT and creates no session', async () => {

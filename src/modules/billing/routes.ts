@@ -17,7 +17,12 @@ const categoryLimit = z.object({
   percentage: z.number().nullable(),
   isWarning: z.boolean(),
   isBlocked: z.boolean(),
-  planLimit: z.number().int().nullable().optional().describe("With Stripe billing only: the plan's cap (null: the plan sets none)"),
+  planLimit: z
+    .number()
+    .int()
+    .nullable()
+    .optional()
+    .describe("With Stripe billing only: the plan's cap (null: the plan sets none); without a live subscription, the free plan's (BILLING_FREE_PLAN_LIMITS)"),
   customLimit: z.number().int().nullable().optional().describe('With Stripe billing only: the cap the project set with PUT (null: none of its own)'),
 });
 const period = z.object({ start: z.string(), end: z.string() });

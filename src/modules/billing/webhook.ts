@@ -17,7 +17,8 @@ import { type SubscriptionEvent, supersedes } from './subscription.ts';
  *   `herald_workflows`, `herald_inbound`: a whole number, or `unlimited`);
  *   a subscription event older than what is stored, or of another subscription while the stored
  *   one is live, changes nothing (`supersedes`, subscription.ts) and is answered `ignored`;
- * - customer.subscription.deleted: no plan, every cap 0 until a new subscription.
+ * - customer.subscription.deleted: no plan and no plan caps: the project is on the free plan
+ *   (BILLING_FREE_PLAN_LIMITS), as every project without a live subscription is (billing/limits.ts).
  *   The plan's caps go to `plan_limit_*`, never to the project's own caps: they are a ceiling
  *   the project cannot lift (billing/limits.ts);
  * - invoice.payment_failed on a renewal: the project is disabled with reason BILLING;
@@ -99,10 +100,10 @@ async function applySubscription(t: Tx, sub: Stripe.Subscription, event: Pick<Su
   const deleted = event.kind === 'deleted';
   const price = sub.items.data[0]?.price;
   const caps = {
-    planLimitTransactional: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.transactional),
-    planLimitCampaigns: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.campaigns),
-    planLimitWorkflows: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.workflows),
-    planLimitInbound: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.inbound),
+    planLimitTransactional: deleted ? null : capOf(price?.metadata, CAP_KEYS.transactional),
+    planLimitCampaigns: deleted ? null : capOf(price?.metadata, CAP_KEYS.campaigns),
+    planLimitWorkflows: deleted ? null : capOf(price?.metadata, CAP_KEYS.workflows),
+    planLimitInbound: deleted ? null : capOf(price?.metadata, CAP_KEYS.inbound),
   };
   const set = Object.fromEntries(Object.entries(caps).filter(([, v]) => v !== undefined));
   await t.tx
