@@ -36,6 +36,35 @@ const int = (min: number, max: number) =>
 
 const MB = 1024 * 1024;
 
+const BILLING_CATEGORIES = ['transactional', 'campaigns', 'workflows', 'inbound'] as const;
+/** Monthly caps per billing category; null: no cap. */
+export type CategoryCaps = Readonly<Record<(typeof BILLING_CATEGORIES)[number], number | null>>;
+
+/**
+ * `transactional=100,campaigns=0,…`: each category at most once, a whole number or `unlimited`;
+ * a category not named is 0.
+ */
+const categoryCaps = z.string().transform((v, zctx): CategoryCaps => {
+  const caps: Record<string, number | null> = { transactional: 0, campaigns: 0, workflows: 0, inbound: 0 };
+  const seen = new Set<string>();
+  for (const part of v.split(',').map((p) => p.trim())) {
+    if (part === '') continue;
+    const m = /^([a-z]+)\s*=\s*(\d{1,10}|unlimited)$/.exec(part);
+    const name = m?.[1] ?? '';
+    const bad = !m || !(BILLING_CATEGORIES as readonly string[]).includes(name) || seen.has(name) || (m[2] !== 'unlimited' && Number(m[2]) > 1_000_000_000);
+    if (bad) {
+      zctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        message: `must be category=cap pairs separated by commas (categories ${BILLING_CATEGORIES.join(', ')}, each at most once; cap a whole number up to 1000000000 or unlimited), not ${JSON.stringify(part)}`,
+      });
+      return z.NEVER;
+    }
+    seen.add(name);
+    caps[name] = m[2] === 'unlimited' ? null : Number(m[2]);
+  }
+  return Object.freeze(caps as CategoryCaps);
+});
+
 const hostPort = z.string().regex(/^[0-9a-fA-F.:[\]]+$/, 'must be ip or ip:port');
 
 export const envSchema = z.object({
@@ -100,6 +129,7 @@ export const envSchema = z.object({
   STRIPE_WEBHOOK_SECRET: z.string().optional(),
   STRIPE_API_BASE: url(['http:', 'https:']).optional(),
   STRIPE_PRICE_ID: z.string().optional(),
+  BILLING_FREE_PLAN_LIMITS: categoryCaps.default(''),
   S3_BUCKET: z.string().optional(),
   S3_ENDPOINT: url(['http:', 'https:']).optional(),
   S3_REGION: z
@@ -161,6 +191,8 @@ export type Config = Readonly<{
   stripeSecretKey: string | undefined;
   /** Stripe settings, used only when stripeSecretKey is set. */
   stripe: Readonly<{ webhookSecret: string | undefined; apiBase: string | undefined; priceId: string | undefined }>;
+  /** With Stripe on, the caps of a project without a live subscription (BILLING_FREE_PLAN_LIMITS; default 0 each). */
+  billingFreePlanLimits: CategoryCaps;
   /** Set when S3_BUCKET is: uploads go to this bucket instead of DATA_DIR/uploads. */
   s3: S3Config | undefined;
   /** Total bytes of images one project may keep uploaded (UPLOAD_QUOTA_MB). */
@@ -238,6 +270,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = readEnv()): Config {
     snsTopicArns: Object.freeze(e.SNS_TOPIC_ARNS),
     stripeSecretKey: e.STRIPE_SECRET_KEY,
     stripe: { webhookSecret: e.STRIPE_WEBHOOK_SECRET, apiBase: e.STRIPE_API_BASE, priceId: e.STRIPE_PRICE_ID },
+    billingFreePlanLimits: e.BILLING_FREE_PLAN_LIMITS,
     s3: s3Config(e),
     uploadQuotaBytes: e.UPLOAD_QUOTA_MB * MB,
     uploadMinFreeBytes: e.UPLOAD_MIN_FREE_MB * MB,

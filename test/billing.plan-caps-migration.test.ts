@@ -8,7 +8,9 @@ import { acrossMigration, seedTwoProjects } from './helpers/migrations.ts';
  * its plan's caps there (they move); a project without one set its caps itself (they stay).
  */
 test("a subscribed project's caps become its plan's; an unsubscribed project keeps its own", async () => {
+  // Up to migration 0035, which clears a cancelled subscription's 0s (migrations.cancelled-plan-caps).
   await acrossMigration('"plan_limit_transactional"', {
+    until: 'WHERE "subscription_status" = \'canceled\'',
     seed: async (client) => {
       await seedTwoProjects(client);
       await client.query(`INSERT INTO projects (id, name, public_key, webhook_secret) VALUES ('prj_c', 'C', 'pk_c', 'wh_c')`);

@@ -5,26 +5,42 @@ import { assertWithinBillingLimit } from '../src/modules/billing/limits.ts';
 import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type StripeEnv, startStripeEnv } from './helpers/fake-stripe.ts';
 import type { Api } from './helpers/http.ts';
-import type { TestServer } from './helpers/server.ts';
+import { type TestServer, startTestServer } from './helpers/server.ts';
 
 /**
- * With Stripe on, the plan's caps (or a cancellation's 0) are a ceiling a project ADMIN cannot lift
- * with PUT billing-limits; without Stripe a project sets any caps, as before.
+ * With Stripe on, the plan's caps (a live subscription's, else the free plan's: BILLING_FREE_PLAN_LIMITS,
+ * 0 each by default) are a ceiling a project ADMIN cannot lift with PUT billing-limits; without Stripe
+ * a project sets any caps, as before.
  */
 
 let env: StripeEnv;
 let server: TestServer;
 let plain: TestServer;
+/** Stripe on, with free caps of 2 transactional emails and unlimited campaigns (the same database and webhook secret). */
+let freebie: TestServer;
 
 before(async () => {
   env = await startStripeEnv('whsec_test_plan_caps');
   ({ server, plain } = env);
+  freebie = await startTestServer(
+    {
+      STRIPE_SECRET_KEY: 'sk_test_fake',
+      STRIPE_WEBHOOK_SECRET: 'whsec_test_plan_caps',
+      STRIPE_API_BASE: env.fake.url,
+      STRIPE_PRICE_ID: 'price_pro',
+      BILLING_FREE_PLAN_LIMITS: 'transactional=2,campaigns=unlimited',
+    },
+    { databaseUrl: server.databaseUrl },
+  );
 });
-after(() => env?.stop());
+after(async () => {
+  await freebie?.stop();
+  await env?.stop();
+});
 
-async function deliver(type: string, object: Record<string, unknown>): Promise<void> {
+async function deliver(type: string, object: Record<string, unknown>, to: TestServer = server): Promise<void> {
   const { payload, header } = env.signed(type, object);
-  const res = await server.api.post('/webhooks/incoming/payments', undefined, {
+  const res = await to.api.post('/webhooks/incoming/payments', undefined, {
     raw: payload,
     headers: { 'content-type': 'application/json', 'stripe-signature': header },
   });
@@ -44,9 +60,9 @@ const plan = (transactional: string, campaigns: string, workflows: string) => ({
 });
 
 /** A project of the Stripe server with a Stripe customer (a checkout made), its owner's API and its customer id. */
-async function subscriber(name: string): Promise<{ b: Bootstrapped; api: Api; customer: string }> {
-  const b = await bootstrap(server.api, name);
-  const api = server.api.as({ cookie: b.cookie });
+async function subscriber(name: string, on: TestServer = server): Promise<{ b: Bootstrapped; api: Api; customer: string }> {
+  const b = await bootstrap(on.api, name);
+  const api = on.api.as({ cookie: b.cookie });
   assert.equal((await api.post(`/users/@me/projects/${b.project.id}/checkout`)).status, 200);
   const [{ stripe_customer_id: customer }] = await server.sql<{ stripe_customer_id: string }>(
     'SELECT stripe_customer_id FROM project_billing WHERE project_id = $1',
@@ -134,6 +150,76 @@ describe('with Stripe: the plan caps a project', () => {
     const cleared = await api.put(limitsPath(b), { transactional: null });
     assert.deepEqual(caps(cleared.body, 'limit'), [10, 500, 3, null]);
     assert.equal((await sendOne(b, 'c@example.com')).status, 200, 'the upgraded plan allows a third send');
+  });
+});
+
+describe('with Stripe: a project without a live subscription is on the free plan', () => {
+  test('by default its caps are 0: nothing is sent before a subscription, and PUT cannot lift them', async () => {
+    const b = await bootstrap(server.api, 'Never subscribed');
+    const api = server.api.as({ cookie: b.cookie });
+    const view = (await api.get(limitsPath(b))).body as View;
+    assert.deepEqual(caps(view, 'limit'), [0, 0, 0, 0]);
+    assert.deepEqual(caps(view, 'planLimit'), [0, 0, 0, 0]);
+    assert.deepEqual(caps(view, 'customLimit'), [null, null, null, null]);
+
+    const refused = await sendOne(b, 'x@example.com');
+    assert.equal(refused.status, 403, refused.text);
+    assert.equal(refused.body.error.code, 'BILLING_LIMIT_EXCEEDED');
+    assert.deepEqual(refused.body.error.details, { category: 'transactional', limit: 0, usage: 0, requested: 1, remaining: 0 });
+    assert.match(refused.body.error.suggestion, /free plan's cap .*subscribe/);
+    assert.equal((await server.sql('SELECT count(*)::int AS n FROM emails WHERE project_id = $1', [b.project.id]))[0].n, 0);
+
+    const put = await api.put(limitsPath(b), { transactional: 10 });
+    assert.equal(put.status, 422, put.text);
+    assert.deepEqual(put.body.error.errors, [{ field: 'transactional', code: 'too_big', message: "At most 0, the free plan's monthly transactional cap" }]);
+    assert.equal((await server.sql('SELECT count(*)::int AS n FROM project_billing WHERE project_id = $1', [b.project.id]))[0].n, 0, 'nothing stored');
+  });
+
+  test('BILLING_FREE_PLAN_LIMITS sets them; a cancelled subscription falls back to the same caps', async () => {
+    const { b, api, customer } = await subscriber('Free, then paid, then free', freebie);
+    let view = (await api.get(limitsPath(b))).body as View;
+    assert.deepEqual(caps(view, 'limit'), [2, null, 0, 0]);
+    assert.deepEqual(caps(view, 'planLimit'), [2, null, 0, 0]);
+    assert.equal((await sendOne(b, 'a@example.com')).status, 200);
+    assert.equal((await sendOne(b, 'b@example.com')).status, 200);
+    const third = await sendOne(b, 'c@example.com');
+    assert.equal(third.status, 403, third.text);
+    assert.deepEqual(third.body.error.details, { category: 'transactional', limit: 2, usage: 2, requested: 1, remaining: 0 });
+
+    await deliver('customer.subscription.created', subscription(customer, 'active', plan('1000', '10', '5')), freebie);
+    view = (await api.get(limitsPath(b))).body as View;
+    assert.deepEqual(caps(view, 'planLimit'), [1000, 10, 5, null]);
+    assert.equal((await sendOne(b, 'c@example.com')).status, 200, 'the plan allows a third send');
+
+    await deliver('customer.subscription.deleted', subscription(customer, 'canceled', {}), freebie);
+    view = (await api.get(limitsPath(b))).body as View;
+    assert.deepEqual(caps(view, 'limit'), [2, null, 0, 0]);
+    assert.deepEqual(caps(view, 'planLimit'), [2, null, 0, 0]);
+    const [row] = await freebie.sql(
+      'SELECT plan, subscription_status, plan_limit_transactional, plan_limit_campaigns, plan_limit_workflows, plan_limit_inbound FROM project_billing WHERE project_id = $1',
+      [b.project.id],
+    );
+    assert.deepEqual(row, {
+      plan: null,
+      subscription_status: 'canceled',
+      plan_limit_transactional: null,
+      plan_limit_campaigns: null,
+      plan_limit_workflows: null,
+      plan_limit_inbound: null,
+    });
+    const refused = await sendOne(b, 'd@example.com');
+    assert.equal(refused.status, 403, refused.text);
+    assert.deepEqual(refused.body.error.details, { category: 'transactional', limit: 2, usage: 3, requested: 1, remaining: 0 });
+  });
+
+  test("a subscription that is not live (incomplete, unpaid) gives the free caps, not its price's", async () => {
+    const { b, api, customer } = await subscriber('Incomplete', freebie);
+    await deliver('customer.subscription.created', subscription(customer, 'incomplete', plan('1000', '10', '5')), freebie);
+    assert.deepEqual(caps((await api.get(limitsPath(b))).body as View, 'limit'), [2, null, 0, 0]);
+    await deliver('customer.subscription.updated', subscription(customer, 'active', plan('1000', '10', '5')), freebie);
+    assert.deepEqual(caps((await api.get(limitsPath(b))).body as View, 'limit'), [1000, 10, 5, null]);
+    await deliver('customer.subscription.updated', subscription(customer, 'unpaid', plan('1000', '10', '5')), freebie);
+    assert.deepEqual(caps((await api.get(limitsPath(b))).body as View, 'limit'), [2, null, 0, 0]);
   });
 });
 

@@ -119,7 +119,7 @@ describe('with Stripe', () => {
     assert.equal(forged.status, 400, forged.text);
     const tampered = await deliver({ payload: created.payload.replace('50000', '99999999'), header: created.header });
     assert.equal(tampered.status, 400, tampered.text);
-    assert.equal((await limits()).body.transactional.limit, null, 'nothing changed');
+    assert.equal((await limits()).body.transactional.limit, 0, "nothing changed: the free plan's cap (BILLING_FREE_PLAN_LIMITS, 0 by default)");
     assert.equal((await server.sql('SELECT count(*)::int AS n FROM payment_events'))[0].n, 0);
 
     const ok = await deliver(created);
@@ -173,5 +173,135 @@ describe('with Stripe', () => {
       200,
     );
     assert.equal((await b.sk.get('/contacts')).status, 200);
+  });
+});
+
+describe('with Stripe: subscription events out of order', () => {
+  /** A project with a Stripe customer (a checkout made): its owner's API and its customer id. */
+  async function subscriber(name: string) {
+    const p = await bootstrap(server.api, name);
+    const api = server.api.as({ cookie: p.cookie });
+    assert.equal((await api.post(`/users/@me/projects/${p.project.id}/checkout`)).status, 200);
+    const [{ stripe_customer_id: customer }] = await server.sql<{ stripe_customer_id: string }>(
+      'SELECT stripe_customer_id FROM project_billing WHERE project_id = $1',
+      [p.project.id],
+    );
+    return { p, api, customer };
+  }
+  const sub = (id: string, customer: string, status: string, created: number, metadata: Record<string, string>) => ({
+    ...subscription(customer, status, metadata),
+    id,
+    created,
+  });
+  const row = async (projectId: string) =>
+    (
+      await server.sql(
+        `SELECT plan, subscription_status, stripe_subscription_id, plan_limit_transactional, plan_limit_campaigns
+           FROM project_billing WHERE project_id = $1`,
+        [projectId],
+      )
+    )[0];
+
+  test('a late update after the deletion changes nothing: the cancelled project has no plan again', async () => {
+    const { p, customer } = await subscriber('Late update');
+    const at = 1_800_000_000;
+    assert.equal(
+      (await deliver(signed('customer.subscription.updated', sub('sub_a', customer, 'active', at, { herald_transactional: '1000' }), undefined, at + 100)))
+        .status,
+      200,
+    );
+    assert.equal((await deliver(signed('customer.subscription.deleted', sub('sub_a', customer, 'canceled', at, {}), undefined, at + 300))).status, 200);
+    const late = await deliver(
+      signed(
+        'customer.subscription.updated',
+        sub('sub_a', customer, 'active', at, { herald_transactional: 'unlimited', herald_campaigns: 'unlimited' }),
+        undefined,
+        at + 200,
+      ),
+    );
+    assert.equal(late.status, 200, late.text);
+    assert.deepEqual(late.body, { received: true, ignored: true });
+    assert.deepEqual(await row(p.project.id), {
+      plan: null,
+      subscription_status: 'canceled',
+      stripe_subscription_id: 'sub_a',
+      plan_limit_transactional: null,
+      plan_limit_campaigns: null,
+    });
+    assert.equal((await p.sk.get(`/projects/${p.project.id}/setup-state`)).body.hasSubscription, false);
+  });
+
+  test('an older event of the same subscription, or its late `created`, does not undo a newer one', async () => {
+    const { p, customer } = await subscriber('Late created');
+    const at = 1_800_000_000;
+    await deliver(signed('customer.subscription.updated', sub('sub_b', customer, 'active', at, { herald_transactional: '2000' }), undefined, at));
+    const created = await deliver(
+      signed('customer.subscription.created', sub('sub_b', customer, 'incomplete', at, { herald_transactional: '2000' }), undefined, at),
+    );
+    assert.deepEqual(created.body, { received: true, ignored: true });
+    const older = await deliver(
+      signed('customer.subscription.updated', sub('sub_b', customer, 'past_due', at, { herald_transactional: '5' }), undefined, at - 1),
+    );
+    assert.deepEqual(older.body, { received: true, ignored: true });
+    assert.equal((await row(p.project.id)).subscription_status, 'active');
+    assert.equal((await row(p.project.id)).plan_limit_transactional, 2000);
+  });
+
+  test("a late deletion of a replaced subscription leaves the new one's plan; a new subscription replaces a cancelled one", async () => {
+    const { p, customer } = await subscriber('Replaced');
+    const at = 1_800_000_000;
+    // sub_old was cancelled, its deletion reaching Herald after sub_new's creation.
+    const created = await deliver(
+      signed('customer.subscription.created', sub('sub_new', customer, 'active', at + 50, { herald_transactional: '50000' }), undefined, at + 50),
+    );
+    assert.deepEqual(created.body, { received: true });
+    const lateDelete = await deliver(signed('customer.subscription.deleted', sub('sub_old', customer, 'canceled', at, {}), undefined, at + 60));
+    assert.deepEqual(lateDelete.body, { received: true, ignored: true });
+    assert.deepEqual(await row(p.project.id), {
+      plan: 'pro',
+      subscription_status: 'active',
+      stripe_subscription_id: 'sub_new',
+      plan_limit_transactional: 50000,
+      plan_limit_campaigns: null,
+    });
+    assert.equal((await p.sk.post('/v1/send', { to: 'x@example.com', from: 'hello@sandbox.herald.test', subject: 's', body: 'hi' })).status, 200);
+
+    // Cancelled, then a late update of the replaced sub_old: still no plan.
+    await deliver(signed('customer.subscription.deleted', sub('sub_new', customer, 'canceled', at + 50, {}), undefined, at + 500));
+    const stale = await deliver(
+      signed('customer.subscription.updated', sub('sub_old', customer, 'active', at, { herald_transactional: 'unlimited' }), undefined, at + 40),
+    );
+    assert.deepEqual(stale.body, { received: true, ignored: true });
+    assert.equal((await row(p.project.id)).subscription_status, 'canceled');
+
+    // A subscription made after the cancellation is the project's plan.
+    const next = await deliver(
+      signed('customer.subscription.created', sub('sub_next', customer, 'active', at + 900, { herald_transactional: '70000' }), undefined, at + 900),
+    );
+    assert.deepEqual(next.body, { received: true });
+    assert.deepEqual(await row(p.project.id), {
+      plan: 'pro',
+      subscription_status: 'active',
+      stripe_subscription_id: 'sub_next',
+      plan_limit_transactional: 70000,
+      plan_limit_campaigns: null,
+    });
+  });
+
+  test('a checkout while the subscription is active, trialing or past_due is 409 CONFLICT and creates no session', async () => {
+    const { p, api, customer } = await subscriber('Subscribed');
+    const at = 1_800_000_000;
+    for (const [i, status] of (['active', 'trialing', 'past_due'] as const).entries()) {
+      await deliver(signed('customer.subscription.updated', sub('sub_c', customer, status, at, {}), undefined, at + i));
+      const sessions = fake.calls.filter((c) => c.path === '/v1/checkout/sessions').length;
+      const res = await api.post(`/users/@me/projects/${p.project.id}/checkout`);
+      assert.equal(res.status, 409, res.text);
+      assert.equal(res.body.error.code, 'CONFLICT');
+      assert.deepEqual(res.body.error.details, { subscriptionStatus: status });
+      assert.match(res.body.error.suggestion, /billing portal/);
+      assert.equal(fake.calls.filter((c) => c.path === '/v1/checkout/sessions').length, sessions, 'no checkout session');
+    }
+    await deliver(signed('customer.subscription.deleted', sub('sub_c', customer, 'canceled', at, {}), undefined, at + 10));
+    assert.equal((await api.post(`/users/@me/projects/${p.project.id}/checkout`)).status, 200, 'after the cancellation, a new checkout');
   });
 });

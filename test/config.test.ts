@@ -87,3 +87,24 @@ describe('HEAVY_READ_SECONDS_PER_MINUTE', () => {
     assert.equal(configError({ HEAVY_READ_SECONDS_PER_MINUTE: '0' }), 'Invalid configuration: HEAVY_READ_SECONDS_PER_MINUTE must be at least 1 (got "0")');
   });
 });
+
+describe('BILLING_FREE_PLAN_LIMITS', () => {
+  test('is 0 for every category by default; named categories take a whole number or unlimited, the others 0', () => {
+    assert.deepEqual(loadConfig(base()).billingFreePlanLimits, { transactional: 0, campaigns: 0, workflows: 0, inbound: 0 });
+    assert.deepEqual(loadConfig({ ...base(), BILLING_FREE_PLAN_LIMITS: 'transactional=100, campaigns=unlimited,workflows = 7' }).billingFreePlanLimits, {
+      transactional: 100,
+      campaigns: null,
+      workflows: 7,
+      inbound: 0,
+    });
+  });
+  test('anything else stops the start with the pair at fault', () => {
+    assert.equal(
+      configError({ BILLING_FREE_PLAN_LIMITS: 'transactional=100,sms=5' }),
+      'Invalid configuration: BILLING_FREE_PLAN_LIMITS must be category=cap pairs separated by commas (categories transactional, campaigns, workflows, inbound, each at most once; cap a whole number up to 1000000000 or unlimited), not "sms=5" (got "transactional=100,sms=5")',
+    );
+    for (const bad of ['transactional=-1', 'transactional=1.5', 'transactional', 'transactional=1,transactional=2', 'campaigns=lots', 'workflows=2000000000']) {
+      assert.match(configError({ BILLING_FREE_PLAN_LIMITS: bad }), /^Invalid configuration: BILLING_FREE_PLAN_LIMITS must be category=cap pairs/, bad);
+    }
+  });
+});

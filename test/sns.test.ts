@@ -81,14 +81,14 @@ function signed(fields: SnsFields, version: '1' | '2' = '2', key = signingKey): 
   };
 }
 
-function notification(sesEvent: unknown, opts: { messageId?: string; version?: '1' | '2' } = {}): SnsFields {
+function notification(sesEvent: unknown, opts: { messageId?: string; version?: '1' | '2'; timestamp?: string } = {}): SnsFields {
   return signed(
     {
       Type: 'Notification',
       MessageId: opts.messageId ?? randomUUID(),
       TopicArn: TOPIC,
       Message: JSON.stringify(sesEvent),
-      Timestamp: new Date().toISOString(),
+      Timestamp: opts.timestamp ?? new Date().toISOString(),
     },
     opts.version,
   );
@@ -404,6 +404,34 @@ describe('rejected SNS messages (403, nothing changed)', () => {
       assert.equal(res.status, 403, `${url}: ${res.text}`);
     }
     await assertUnchanged(e, 'certs@example.org');
+  });
+
+  test('a correctly signed message over an hour old, over 5 minutes ahead or with no date-time is 400 and changes nothing', async () => {
+    const e = await sentEmail('replayed@example.org');
+    const messageId = randomUUID();
+    const bounce = sesEvent('Bounce', e.messageId, 'replayed@example.org', {
+      bounceType: 'Permanent',
+      bounceSubType: 'General',
+      bouncedRecipients: [{ emailAddress: 'replayed@example.org' }],
+    });
+    const ago = (minutes: number) => new Date(Date.now() - minutes * 60_000).toISOString();
+    for (const timestamp of ['2001-01-01T00:00:00Z', ago(61), ago(-6), 'yesterday', '2001', '2026-13-45T99:00:00Z']) {
+      const res = await deliver(notification(bounce, { messageId, timestamp }));
+      assert.equal(res.status, 400, `${timestamp}: ${res.text}`);
+      assert.equal(res.body.error.code, 'BAD_REQUEST');
+      assert.equal(res.body.error.details.timestamp, timestamp);
+    }
+    const email = await b.sk.get(`/emails/${e.id}`);
+    assert.equal(email.body.status, 'SENT');
+    assert.equal(await suppressed('replayed@example.org'), null);
+    assert.equal((await b.sk.get(`/contacts/${e.contactId}`)).body.subscribed, true);
+
+    // Within the window (a retry 59 minutes on, a clock 4 minutes ahead), and the MessageId not burnt.
+    const ok = await deliver(notification(bounce, { messageId, timestamp: ago(59) }));
+    assert.deepEqual(ok.body, { status: 'processed' });
+    assert.equal(await suppressed('replayed@example.org'), 'bounce');
+    const ahead = await deliver(notification(bounce, { timestamp: ago(-4) }));
+    assert.equal(ahead.status, 200, ahead.text);
   });
 
   test('malformed bodies are 400 (not JSON) or 422 (not an SNS message)', async () => {

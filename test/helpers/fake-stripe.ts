@@ -66,8 +66,11 @@ export type StripeEnv = {
   server: TestServer;
   /** A server without Stripe. */
   plain: TestServer;
-  /** A payments webhook event of `type`, and its Stripe-Signature header for the environment's secret. */
-  signed: (type: string, object: Record<string, unknown>, id?: string) => { id: string; payload: string; header: string };
+  /**
+   * A payments webhook event of `type`, and its Stripe-Signature header for the environment's secret;
+   * `created` (Unix seconds) is the event's creation time, now by default.
+   */
+  signed: (type: string, object: Record<string, unknown>, id?: string, created?: number) => { id: string; payload: string; header: string };
   stop: () => Promise<void>;
 };
 
@@ -84,8 +87,8 @@ export async function startStripeEnv(webhookSecret: string): Promise<StripeEnv> 
   });
   const plain = await startTestServer();
   const stripe = new Stripe('sk_test_fake');
-  const signed = (type: string, object: Record<string, unknown>, id = `evt_${++eventSeq}_${Date.now()}`) => {
-    const payload = JSON.stringify({ id, object: 'event', type, api_version: '2025-01-01', created: Math.floor(Date.now() / 1000), data: { object } });
+  const signed = (type: string, object: Record<string, unknown>, id = `evt_${++eventSeq}_${Date.now()}`, created = Math.floor(Date.now() / 1000)) => {
+    const payload = JSON.stringify({ id, object: 'event', type, api_version: '2025-01-01', created, data: { object } });
     return { id, payload, header: stripe.webhooks.generateTestHeaderString({ payload, secret: webhookSecret }) };
   };
   const stop = async () => {

@@ -25,6 +25,12 @@ export const projectBilling = pgTable('project_billing', {
   stripeCustomerId: text('stripe_customer_id'),
   stripeSubscriptionId: text('stripe_subscription_id'),
   subscriptionStatus: text('subscription_status'),
+  /**
+   * The stored subscription's own `created` time and the `created` time of the last subscription
+   * event applied: Stripe does not deliver events in order (billing/webhook.ts `supersedes`).
+   */
+  subscriptionCreatedAt: timestamp('subscription_created_at', { withTimezone: true, mode: 'date' }),
+  subscriptionEventAt: timestamp('subscription_event_at', { withTimezone: true, mode: 'date' }),
   updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
 });
 

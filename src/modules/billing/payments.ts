@@ -6,6 +6,7 @@ import { projectBilling } from '../../db/schema/billing.ts';
 import { users } from '../../db/schema/users.ts';
 import { ApiError, badRequest } from '../../http/errors.ts';
 import { stripeClient } from './stripe.ts';
+import { isLive } from './subscription.ts';
 
 /** Stripe checkout, billing portal and invoices of a project (only with STRIPE_SECRET_KEY). */
 
@@ -30,10 +31,21 @@ async function ensureCustomer(ctx: AppContext, stripe: Stripe, projectId: string
 const dashboardUrl = (ctx: AppContext, projectId: string, state: string) =>
   `${ctx.config.publicUrl}/billing?project=${encodeURIComponent(projectId)}&checkout=${state}`;
 
+/**
+ * A Checkout session for STRIPE_PRICE_ID; 409 while the project's subscription is live: a second
+ * checkout would make a second subscription, billed beside the first (plan changes go through the portal).
+ */
 export async function createCheckout(ctx: AppContext, projectId: string, userId: string | null): Promise<{ url: string }> {
   const stripe = await stripeClient(ctx.config);
   const price = ctx.config.stripe.priceId;
   if (!price) throw new ApiError(503, 'BILLING_NOT_CONFIGURED', 'STRIPE_PRICE_ID is not set on this server');
+  const status = (await billingRow(ctx, projectId))?.subscriptionStatus ?? null;
+  if (isLive(status)) {
+    throw new ApiError(409, 'CONFLICT', `This project already has a subscription (${status})`, {
+      details: { subscriptionStatus: status },
+      suggestion: 'Change or cancel the plan in the billing portal (POST /users/@me/projects/:id/billing-portal)',
+    });
+  }
   const customer = await ensureCustomer(ctx, stripe, projectId, userId);
   const session = await stripe.checkout.sessions.create({
     mode: 'subscription',

@@ -17,7 +17,12 @@ const categoryLimit = z.object({
   percentage: z.number().nullable(),
   isWarning: z.boolean(),
   isBlocked: z.boolean(),
-  planLimit: z.number().int().nullable().optional().describe("With Stripe billing only: the plan's cap (null: the plan sets none)"),
+  planLimit: z
+    .number()
+    .int()
+    .nullable()
+    .optional()
+    .describe("With Stripe billing only: the plan's cap (null: the plan sets none); without a live subscription, the free plan's (BILLING_FREE_PLAN_LIMITS)"),
   customLimit: z.number().int().nullable().optional().describe('With Stripe billing only: the cap the project set with PUT (null: none of its own)'),
 });
 const period = z.object({ start: z.string(), end: z.string() });
@@ -127,7 +132,7 @@ export function paymentRoutes(app: FastifyInstance, ctx: AppContext): void {
         summary: 'A Stripe Checkout link',
         params: projectIdParams,
         responses: { 200: urlSchema },
-        errors: [403, 404, 502],
+        errors: [403, 404, 409, 502],
       }),
       onRequest,
     },

@@ -17,13 +17,14 @@ const view = (limit: number | null, usage: number): CategoryLimit => ({
 });
 
 /**
- * Per category: `limit` is the cap that binds. With Stripe on, `planLimit` (the plan's cap) and
+ * Per category: `limit` is the cap that binds. With Stripe on, `planLimit` (the plan's cap: the live
+ * subscription's, else the free plan's) and
  * `customLimit` (the project's own, as PUT set it) say where it comes from; without Stripe the
  * view is as it always was, the project's own caps alone.
  */
 export async function getBillingLimits(ctx: AppContext, projectId: string): Promise<LimitsView> {
   const now = ctx.clock.now();
-  const [caps, usage] = await Promise.all([projectCapSources(ctx.database.db, projectId), monthUsage(ctx.database.db, projectId, now)]);
+  const [caps, usage] = await Promise.all([projectCapSources(ctx.config, ctx.database.db, projectId), monthUsage(ctx.database.db, projectId, now)]);
   const withPlan = planCapsApply(ctx.config);
   const p = periodOf(now);
   const out = { period: { start: p.start.toISOString(), end: p.end.toISOString() } } as LimitsView;
@@ -41,7 +42,7 @@ export async function getBillingLimits(ctx: AppContext, projectId: string): Prom
  */
 async function assertWithinPlan(ctx: AppContext, projectId: string, input: Partial<Limits>): Promise<void> {
   if (!planCapsApply(ctx.config)) return;
-  const { plan } = await projectCapSources(ctx.database.db, projectId);
+  const { plan, free } = await projectCapSources(ctx.config, ctx.database.db, projectId);
   const errors: FieldError[] = [];
   const over: Partial<Limits> = {};
   for (const c of CATEGORIES) {
@@ -49,13 +50,15 @@ async function assertWithinPlan(ctx: AppContext, projectId: string, input: Parti
     const ceiling = plan[c];
     if (wanted === undefined || wanted === null || ceiling === null || wanted <= ceiling) continue;
     over[c] = ceiling;
-    errors.push({ field: c, code: 'too_big', message: `At most ${ceiling}, the plan's monthly ${c} cap` });
+    errors.push({ field: c, code: 'too_big', message: `At most ${ceiling}, the ${free ? 'free ' : ''}plan's monthly ${c} cap` });
   }
   if (errors.length === 0) return;
   throw new ApiError(422, 'VALIDATION_ERROR', 'Request validation failed', {
     errors,
     details: { planLimits: over },
-    suggestion: "Set a cap at or below the plan's, or null to keep the plan's; a higher cap needs another plan (billing portal)",
+    suggestion: free
+      ? "Set a cap at or below the free plan's, or null to keep it; a higher cap needs a subscription (checkout)"
+      : "Set a cap at or below the plan's, or null to keep the plan's; a higher cap needs another plan (billing portal)",
   });
 }
 

@@ -5,6 +5,7 @@ import { type Tx, withTransaction } from '../../db/client.ts';
 import { projectBilling } from '../../db/schema/billing.ts';
 import { ApiError, badRequest } from '../../http/errors.ts';
 import { stripeClient } from './stripe.ts';
+import { type SubscriptionEvent, supersedes } from './subscription.ts';
 
 /**
  * POST /webhooks/incoming/payments: Stripe events, verified with the official library against
@@ -14,7 +15,10 @@ import { stripeClient } from './stripe.ts';
  * - customer.subscription.created/updated: plan (the price's lookup key, else its id), status and
  *   the caps named in the price's metadata (`herald_transactional`, `herald_campaigns`,
  *   `herald_workflows`, `herald_inbound`: a whole number, or `unlimited`);
- * - customer.subscription.deleted: no plan, every cap 0 until a new subscription.
+ *   a subscription event older than what is stored, or of another subscription while the stored
+ *   one is live, changes nothing (`supersedes`, subscription.ts) and is answered `ignored`;
+ * - customer.subscription.deleted: no plan and no plan caps: the project is on the free plan
+ *   (BILLING_FREE_PLAN_LIMITS), as every project without a live subscription is (billing/limits.ts).
  *   The plan's caps go to `plan_limit_*`, never to the project's own caps: they are a ceiling
  *   the project cannot lift (billing/limits.ts);
  * - invoice.payment_failed on a renewal: the project is disabled with reason BILLING;
@@ -43,11 +47,10 @@ export async function handlePaymentWebhook(ctx: AppContext, rawBody: string, sig
     switch (event.type) {
       case 'customer.subscription.created':
       case 'customer.subscription.updated':
-        await applySubscription(t, event.data.object, false);
-        return { received: true as const };
       case 'customer.subscription.deleted':
-        await applySubscription(t, event.data.object, true);
-        return { received: true as const };
+        return (await applySubscription(t, event.data.object, { kind: SUBSCRIPTION_EVENTS[event.type], at: new Date(event.created * 1000) }))
+          ? { received: true as const }
+          : { received: true as const, ignored: true as const };
       case 'invoice.payment_failed':
         if (event.data.object.billing_reason === 'subscription_cycle') await setBillingDisabled(ctx, t, customerOf(event.data.object.customer), true);
         return { received: true as const };
@@ -60,6 +63,12 @@ export async function handlePaymentWebhook(ctx: AppContext, rawBody: string, sig
   });
 }
 
+const SUBSCRIPTION_EVENTS = {
+  'customer.subscription.created': 'created',
+  'customer.subscription.updated': 'updated',
+  'customer.subscription.deleted': 'deleted',
+} as const;
+
 const customerOf = (c: string | { id: string } | null): string | null => (c === null ? null : typeof c === 'string' ? c : c.id);
 
 function capOf(metadata: Record<string, string> | undefined, key: string): number | null | undefined {
@@ -70,15 +79,31 @@ function capOf(metadata: Record<string, string> | undefined, key: string): numbe
   return Number.isInteger(n) && n >= 0 ? n : undefined;
 }
 
-async function applySubscription(t: Tx, sub: Stripe.Subscription, deleted: boolean): Promise<void> {
+/** Applies a subscription event to the customer's project unless it is stale (`supersedes`); false when it changed nothing. */
+async function applySubscription(t: Tx, sub: Stripe.Subscription, event: Pick<SubscriptionEvent, 'kind' | 'at'>): Promise<boolean> {
   const customer = customerOf(sub.customer);
-  if (!customer) return;
+  if (!customer) return false;
+  // Locked: two events of one customer are compared and applied one after the other.
+  const [stored] = await t.tx
+    .select({
+      projectId: projectBilling.projectId,
+      id: projectBilling.stripeSubscriptionId,
+      status: projectBilling.subscriptionStatus,
+      createdAt: projectBilling.subscriptionCreatedAt,
+      eventAt: projectBilling.subscriptionEventAt,
+    })
+    .from(projectBilling)
+    .where(eq(projectBilling.stripeCustomerId, customer))
+    .for('update');
+  const createdAt = typeof sub.created === 'number' ? new Date(sub.created * 1000) : null;
+  if (!stored || !supersedes(stored, { ...event, id: sub.id, createdAt })) return false;
+  const deleted = event.kind === 'deleted';
   const price = sub.items.data[0]?.price;
   const caps = {
-    planLimitTransactional: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.transactional),
-    planLimitCampaigns: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.campaigns),
-    planLimitWorkflows: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.workflows),
-    planLimitInbound: deleted ? 0 : capOf(price?.metadata, CAP_KEYS.inbound),
+    planLimitTransactional: deleted ? null : capOf(price?.metadata, CAP_KEYS.transactional),
+    planLimitCampaigns: deleted ? null : capOf(price?.metadata, CAP_KEYS.campaigns),
+    planLimitWorkflows: deleted ? null : capOf(price?.metadata, CAP_KEYS.workflows),
+    planLimitInbound: deleted ? null : capOf(price?.metadata, CAP_KEYS.inbound),
   };
   const set = Object.fromEntries(Object.entries(caps).filter(([, v]) => v !== undefined));
   await t.tx
@@ -88,9 +113,12 @@ async function applySubscription(t: Tx, sub: Stripe.Subscription, deleted: boole
       plan: deleted ? null : (price?.lookup_key ?? price?.id ?? null),
       stripeSubscriptionId: sub.id,
       subscriptionStatus: deleted ? 'canceled' : sub.status,
+      subscriptionCreatedAt: createdAt,
+      subscriptionEventAt: event.at,
       updatedAt: new Date(),
     })
-    .where(eq(projectBilling.stripeCustomerId, customer));
+    .where(eq(projectBilling.projectId, stored.projectId));
+  return true;
 }
 
 async function setBillingDisabled(ctx: AppContext, t: Tx, customer: string | null, disabled: boolean): Promise<void> {

@@ -2,7 +2,7 @@ import { eq, lt } from 'drizzle-orm';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { snsMessages } from '../../db/schema/notifications.ts';
-import { ApiError } from '../../http/errors.ts';
+import { ApiError, badRequest } from '../../http/errors.ts';
 import { assertJsonShape } from '../../http/json-shape.ts';
 import { parse } from '../../http/validate.ts';
 import type { QueueDef } from '../../jobs/boss.ts';
@@ -22,9 +22,27 @@ function bodyObject(body: unknown): unknown {
   }
 }
 
+/** SNS retries an HTTP(S) delivery for at most 3,600 s in all; its clock and ours may differ a little. */
+const MAX_AGE_MS = 60 * 60_000;
+const MAX_AHEAD_MS = 5 * 60_000;
+const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
+
+/**
+ * 400 unless the (signed) Timestamp is a date-time from the last hour, or at most 5 minutes ahead:
+ * an older message is no delivery or retry of SNS's but a replay of one a third party kept.
+ */
+function assertRecent(ctx: AppContext, timestamp: string): void {
+  const at = ISO_DATE_TIME.test(timestamp) ? Date.parse(timestamp) : Number.NaN;
+  if (Number.isNaN(at)) throw badRequest('The SNS message Timestamp is not an ISO 8601 date-time', { timestamp });
+  const now = ctx.clock.now().getTime();
+  if (at < now - MAX_AGE_MS) throw badRequest('The SNS message is more than an hour old: SNS retries for an hour at most', { timestamp });
+  if (at > now + MAX_AHEAD_MS) throw badRequest('The SNS message Timestamp is more than 5 minutes in the future', { timestamp });
+}
+
 /**
  * POST /webhooks/notifications: accept only the topics in SNS_TOPIC_ARNS and verify the SNS
- * signature (403 otherwise, nothing changes), confirm subscriptions to those topics, and apply SES notifications exactly once per SNS MessageId. The MessageId is
+ * signature (403 otherwise, nothing changes), refuse messages whose Timestamp is over an hour old or
+ * over 5 minutes ahead (400, nothing changes), confirm subscriptions to those topics, and apply SES notifications exactly once per SNS MessageId. The MessageId is
  * claimed before the work and released if the work fails, so SNS's retry can do it again.
  */
 export async function handleNotification(ctx: AppContext, certs: CertificateSource, body: unknown): Promise<NotificationResult> {
@@ -37,6 +55,7 @@ export async function handleNotification(ctx: AppContext, certs: CertificateSour
     throw new ApiError(403, 'FORBIDDEN', 'This SNS topic is not listed in SNS_TOPIC_ARNS');
   }
   await verifySnsMessage(message, certs);
+  assertRecent(ctx, message.Timestamp);
 
   if (message.Type === 'SubscriptionConfirmation') {
     await confirmSubscription(message);
