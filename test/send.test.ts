@@ -301,6 +301,46 @@ describe('bad input sends nothing', () => {
     });
   }
 
+  test('unknown keys are refused with unrecognized_keys, and a likely mistake says what to use', async () => {
+    const before = (await server.sql<{ n: number }>('SELECT count(*)::int AS n FROM emails'))[0].n;
+    const res = await b.sk.post('/v1/send', {
+      to: 'strict@example.org',
+      from: FROM,
+      subject: 's',
+      body: 'b',
+      replyTo: 'support@example.org',
+      cc: 'boss@example.org',
+      bcc: 'audit@example.org',
+      text: 'plain',
+      type: 'MARKETING',
+      extra: 1,
+    });
+    assert.equal(res.status, 422, res.text);
+    assert.equal(res.body.error.code, 'VALIDATION_ERROR');
+    const unknown = res.body.error.errors.find((e: { code: string }) => e.code === 'unrecognized_keys');
+    assert.match(unknown.message, /'replyTo', 'cc', 'bcc', 'text', 'type', 'extra'/);
+    const suggestion: string = res.body.error.suggestion;
+    assert.match(suggestion, /replyTo: use 'reply'/);
+    assert.match(suggestion, /cc: there is no cc: list each recipient in 'to'/);
+    assert.match(suggestion, /bcc: there is no bcc/);
+    assert.match(suggestion, /text: there is no plain-text field: the plain text is generated/);
+    assert.match(suggestion, /type: .*campaign/);
+    assert.doesNotMatch(suggestion, /extra/);
+    const attachment = await b.sk.post('/v1/send', {
+      to: 'strict@example.org',
+      from: FROM,
+      subject: 's',
+      body: 'b',
+      attachments: [{ filename: 'a.txt', content: 'aGk=', encoding: 'base64' }],
+    });
+    assert.equal(attachment.status, 422, attachment.text);
+    assert.equal(attachment.body.error.errors[0].field, 'attachments.0');
+    assert.equal(attachment.body.error.errors[0].code, 'unrecognized_keys');
+    const after = (await server.sql<{ n: number }>('SELECT count(*)::int AS n FROM emails'))[0].n;
+    assert.equal(after, before);
+    assert.equal((await server.sql(`SELECT 1 FROM contacts WHERE email = 'strict@example.org'`)).length, 0);
+  });
+
   test('unknown template id → 404 TEMPLATE_NOT_FOUND', async () => {
     const res = await b.sk.post('/v1/send', { to: 'bad@example.org', template: '0190a0a0-0000-7000-8000-000000000000' });
     assert.equal(res.status, 404);

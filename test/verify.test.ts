@@ -256,6 +256,12 @@ describe('POST /v1/verify: bad input and auth', () => {
     assert.equal(number.body.error.errors[0].received, 'number');
   });
 
+  test('an unknown key is a 422 unrecognized_keys', async () => {
+    const res = await b.sk.post('/v1/verify', { email: 'ada@acme.test', checkMx: false });
+    assert.equal(res.status, 422, res.text);
+    assert.deepEqual(res.body.error.errors, [{ field: '', message: "Unrecognized key(s) in object: 'checkMx'", code: 'unrecognized_keys' }]);
+  });
+
   test('needs the secret key', async () => {
     const none = await server.api.post('/v1/verify', { email: 'ada@acme.test' });
     assert.equal(none.status, 401);

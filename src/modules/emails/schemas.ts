@@ -1,13 +1,14 @@
 import { z } from 'zod';
 import type { EmailStatus, EmailType } from '../../db/schema/emails.ts';
 import { lengthFirst } from '../../http/bounded-array.ts';
+import { ApiError, fieldErrors } from '../../http/errors.ts';
 import { component, envelope } from '../../http/openapi.ts';
 import { customDataSchema } from '../contacts/custom-data.ts';
 
 const NO_CRLF = /^[^\r\n]*$/;
 export const email = z.string().trim().toLowerCase().max(254).email();
 
-const namedAddress = z.object({ name: z.string().max(256).regex(NO_CRLF, 'must not contain line breaks').optional(), email });
+const namedAddress = z.object({ name: z.string().max(256).regex(NO_CRLF, 'must not contain line breaks').optional(), email }).strict();
 const address = z.union([email, namedAddress]);
 
 /** Headers the service writes itself; a request cannot set them. */
@@ -79,6 +80,7 @@ const attachment = z
       .optional(),
     disposition: z.enum(['attachment', 'inline']).optional(),
   })
+  .strict()
   .refine((a) => a.disposition !== 'inline' || a.contentId, { message: 'Inline attachments need a contentId', path: ['contentId'] });
 
 export const decodedSize = (base64: string) => Math.floor((base64.length * 3) / 4) - (base64.endsWith('==') ? 2 : base64.endsWith('=') ? 1 : 0);
@@ -97,6 +99,7 @@ export const sendBody = z
     reply: email.optional(),
     attachments: lengthFirst(z.array(attachment).max(10)).optional(),
   })
+  .strict()
   .superRefine((b, ctx) => {
     if (!b.template && (b.subject === undefined || b.body === undefined)) {
       for (const field of ['subject', 'body'] as const) {
@@ -117,6 +120,34 @@ export const sendBody = z
   });
 
 export type SendBody = z.infer<typeof sendBody>;
+
+/**
+ * Keys /v1/send does not take that a client likely meant as something it does: an unknown key is
+ * refused (a dropped `type` or `cc` sent other mail than asked), and these say what to use.
+ */
+const SEND_KEY_HINTS: Record<string, string> = {
+  replyTo: "use 'reply' for the reply-to address",
+  reply_to: "use 'reply' for the reply-to address",
+  cc: "there is no cc: list each recipient in 'to' (each gets its own email)",
+  bcc: "there is no bcc: list each recipient in 'to' (each gets its own email, which no other recipient sees)",
+  type: "/v1/send mail takes its type from the template ('template'), TRANSACTIONAL without one; send MARKETING mail as a campaign or with a MARKETING template",
+  text: "there is no plain-text field: the plain text is generated from 'body'",
+  html: "use 'body' for the HTML",
+  fromName: "use 'from': { name, email }",
+  variables: "use 'data' for the template's variables",
+};
+
+/** The /v1/send body; an unknown key the client likely meant as another field gets a suggestion. */
+export function parseSendBody(body: unknown): SendBody {
+  const result = sendBody.safeParse(body);
+  if (result.success) return result.data;
+  const unknown = result.error.issues.flatMap((i) => (i.code === 'unrecognized_keys' && i.path.length === 0 ? i.keys : []));
+  const hints = unknown.flatMap((k) => (Object.hasOwn(SEND_KEY_HINTS, k) ? [`${k}: ${SEND_KEY_HINTS[k]}`] : []));
+  throw new ApiError(422, 'VALIDATION_ERROR', 'Request validation failed', {
+    errors: fieldErrors(result.error),
+    suggestion: hints.length > 0 ? hints.join('; ') : undefined,
+  });
+}
 
 export const emailIdParams = z.object({ id: z.string().min(1).max(100) });
 
