@@ -341,6 +341,47 @@ describe('bad input sends nothing', () => {
     assert.equal((await server.sql(`SELECT 1 FROM contacts WHERE email = 'strict@example.org'`)).length, 0);
   });
 
+  test('headers Herald or the mail servers write are refused with 422 naming the header; others are sent', async () => {
+    const reserved = [
+      'Content-Disposition',
+      'content-type',
+      'Content-Language',
+      'MIME-Version',
+      'Received',
+      'Return-Path',
+      'Errors-To',
+      'Resent-From',
+      'Authentication-Results',
+      'ARC-Seal',
+      'DKIM-Signature',
+      'List-Unsubscribe',
+      'Message-ID',
+      'From',
+    ];
+    for (const name of reserved) {
+      const res = await b.sk.post('/v1/send', {
+        to: 'hdr@example.org',
+        from: FROM,
+        subject: 's',
+        body: 'b',
+        headers: { [name]: 'attachment; filename=x.exe' },
+      });
+      assert.equal(res.status, 422, `${name}: ${res.text}`);
+      assert.deepEqual(res.body.error.errors, [
+        { field: `headers.${name}`, code: 'custom', message: `Header ${name} is reserved: Herald or the mail servers on the way write it` },
+      ]);
+    }
+    assert.equal((await server.sql(`SELECT 1 FROM contacts WHERE email = 'hdr@example.org'`)).length, 0);
+    const ok = await b.sk.post('/v1/send', {
+      to: 'hdr@example.org',
+      from: FROM,
+      subject: 's',
+      body: 'b',
+      headers: { 'X-Content-Id': '7', 'List-Id': '<news.example.org>' },
+    });
+    assert.equal(ok.status, 200, ok.text);
+  });
+
   test('unknown template id → 404 TEMPLATE_NOT_FOUND', async () => {
     const res = await b.sk.post('/v1/send', { to: 'bad@example.org', template: '0190a0a0-0000-7000-8000-000000000000' });
     assert.equal(res.status, 404);

@@ -11,7 +11,10 @@ export const email = z.string().trim().toLowerCase().max(254).email();
 const namedAddress = z.object({ name: z.string().max(256).regex(NO_CRLF, 'must not contain line breaks').optional(), email }).strict();
 const address = z.union([email, namedAddress]);
 
-/** Headers the service writes itself; a request cannot set them. */
+/**
+ * Headers a request cannot set: those Herald writes itself, and those the mail servers on the way
+ * write (trace and authentication results), which a message must not arrive already carrying.
+ */
 const RESERVED_HEADERS = new Set([
   'from',
   'to',
@@ -24,13 +27,28 @@ const RESERVED_HEADERS = new Set([
   'return-path',
   'sender',
   'mime-version',
-  'content-type',
-  'content-transfer-encoding',
   'dkim-signature',
   'list-unsubscribe',
   'list-unsubscribe-post',
   'precedence',
+  'received',
+  'received-spf',
+  'errors-to',
+  'authentication-results',
+  'delivered-to',
 ]);
+
+/**
+ * Whole families: `Content-*` describes the MIME structure Herald builds (a top-level
+ * Content-Disposition made clients show the whole message as an attachment); `Resent-*` and
+ * `ARC-*` are written by forwarders and relays.
+ */
+const RESERVED_HEADER_PREFIXES = ['content-', 'resent-', 'arc-'];
+
+const isReservedHeader = (name: string) => {
+  const lower = name.toLowerCase();
+  return RESERVED_HEADERS.has(lower) || RESERVED_HEADER_PREFIXES.some((p) => lower.startsWith(p));
+};
 
 /** Custom headers per message: a request's stored size stays proportional to what a message carries. */
 export const MAX_CUSTOM_HEADERS = 100;
@@ -39,8 +57,8 @@ const headerValues = z.record(z.string().max(998).regex(NO_CRLF, 'must not conta
   for (const name of Object.keys(h)) {
     if (!/^[\x21-\x39\x3b-\x7e]{1,76}$/.test(name)) {
       ctx.addIssue({ code: 'custom', path: [name], message: 'Header names are printable ASCII without spaces, colons, CR or LF' });
-    } else if (RESERVED_HEADERS.has(name.toLowerCase())) {
-      ctx.addIssue({ code: 'custom', path: [name], message: `Header ${name} is set by the service` });
+    } else if (isReservedHeader(name)) {
+      ctx.addIssue({ code: 'custom', path: [name], message: `Header ${name} is reserved: Herald or the mail servers on the way write it` });
     }
   }
 });
