@@ -37,6 +37,8 @@ after(async () => {
 });
 
 const verify = (email: unknown) => b.sk.post('/v1/verify', { email });
+const UNWRITABLE =
+  "Herald's contacts and sending take only letters, digits and . _ ' + - before the @ and an ASCII domain name (an internationalised domain in its xn-- form)";
 
 const clean = {
   valid: true,
@@ -185,11 +187,26 @@ describe('POST /v1/verify: verdicts', () => {
     assert.equal('suggestedEmail' in real.body.data, false);
   });
 
-  test('an internationalised domain is looked up in punycode', async () => {
+  test('an internationalised domain is looked up in punycode, and invalid as typed: Herald stores and sends to its xn-- form', async () => {
     const res = await verify('leser@bücher.test');
     assert.equal(res.body.data.email, 'leser@bücher.test');
-    assert.equal(res.body.data.valid, true);
+    assert.equal(res.body.data.valid, false);
     assert.equal(res.body.data.hasMxRecords, true);
+    assert.deepEqual(res.body.data.reasons, [`Invalid email syntax: ${UNWRITABLE}`]);
+    const ascii = await verify('leser@xn--bcher-kva.test');
+    assert.equal(ascii.body.data.valid, true, ascii.text);
+  });
+
+  test('an address every write path refuses is invalid syntax here too, with the domain still checked', async () => {
+    for (const address of ['a&b@acme.test', 'a=b@acme.test']) {
+      const res = await verify(address);
+      assert.equal(res.status, 200);
+      assert.equal(res.body.data.valid, false, address);
+      assert.equal(res.body.data.domainExists, true);
+      assert.deepEqual(res.body.data.reasons, [`Invalid email syntax: ${UNWRITABLE}`]);
+      const contact = await b.sk.post('/contacts', { email: address });
+      assert.equal(contact.status, 422, `POST /contacts refuses ${address} too`);
+    }
   });
 
   test('an email-shaped address with bad syntax is a 200 with valid false and the reason', async () => {
