@@ -209,6 +209,34 @@ describe('POST /v1/verify: verdicts', () => {
     }
   });
 
+  test('special-use and internal names are not looked up: no answer tells which exist', async () => {
+    // The test resolver answers for them, so a lookup would show as domainExists.
+    for (const d of ['metadata.google.internal', 'x.local', 'nas.home.arpa', 'intranet.corp', 'printer.lan']) mailDomain(d);
+    for (const [domain, suffix] of [
+      ['metadata.google.internal', 'internal'],
+      ['x.local', 'local'],
+      ['nas.home.arpa', 'arpa'],
+      ['intranet.corp', 'corp'],
+      ['printer.lan', 'lan'],
+    ]) {
+      const res = await verify(`a@${domain}`);
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(
+        {
+          valid: res.body.data.valid,
+          domainExists: res.body.data.domainExists,
+          hasMxRecords: res.body.data.hasMxRecords,
+          hasWebsite: res.body.data.hasWebsite,
+        },
+        { valid: false, domainExists: false, hasMxRecords: false, hasWebsite: false },
+        domain,
+      );
+      assert.deepEqual(res.body.data.reasons, [
+        `Domain ${domain} is a special-use or internal name (.${suffix}), so it was not looked up and cannot receive email`,
+      ]);
+    }
+  });
+
   test('an email-shaped address with bad syntax is a 200 with valid false and the reason', async () => {
     const dots = await verify('john..doe@acme.test');
     assert.equal(dots.status, 200);

@@ -1,7 +1,7 @@
 import type { DnsChecker, DomainDns } from './dns.ts';
 import { aliasMatch, disposableMatch, isPersonalProvider, typoSuggestion } from './providers.ts';
 import { isWritableEmail } from '../contacts/schemas.ts';
-import { parseAddress } from './syntax.ts';
+import { internalSuffix, parseAddress } from './syntax.ts';
 
 export type VerifyResult = {
   email: string;
@@ -36,11 +36,14 @@ export async function verifyEmail(dns: DnsChecker, input: string): Promise<Verif
   const reasons: string[] = [];
   if (syntaxError) reasons.push(`Invalid email syntax: ${syntaxError}`);
 
-  const result = asciiDomain ? await dns.lookup(asciiDomain) : null;
+  // Special-use and internal names are never looked up: the answer would map the server's network.
+  const internal = asciiDomain ? internalSuffix(asciiDomain) : null;
+  const result = asciiDomain && !internal ? await dns.lookup(asciiDomain) : null;
   const domainExists = result?.exists ?? false;
   const hasMxRecords = Boolean(result && result.mx.outcome === 'found' && !result.mx.nullMx);
   const hasWebsite = result?.address === 'found';
-  reasons.push(...dnsReasons(domain, result, { hasMxRecords, hasWebsite }));
+  if (internal) reasons.push(`Domain ${domain} is a special-use or internal name (.${internal}), so it was not looked up and cannot receive email`);
+  else reasons.push(...dnsReasons(domain, result, { hasMxRecords, hasWebsite }));
 
   const listed = asciiDomain ?? domain;
   const disposable = disposableMatch(listed);
