@@ -96,6 +96,31 @@ describe('POST /v1/send delivers through SMTP', () => {
     assert.equal(messageTo('dan@example.org')!.parsed.from?.value[0].name, 'Old Style');
   });
 
+  test('the deprecated name is not applied when from is an object, even one without a name', async () => {
+    const res = await b.sk.post('/v1/send', { to: 'dana@example.org', from: { email: FROM }, name: 'Old Style', subject: 's', body: 'b' });
+    assert.equal(res.status, 200, res.text);
+    await waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT']);
+    const from = messageTo('dana@example.org')!.parsed.from?.value[0];
+    assert.equal(from?.address, FROM);
+    assert.equal(from?.name, '');
+  });
+
+  test('line-wrapped base64 (76 columns, CRLF) is accepted and arrives as the same bytes', async () => {
+    const bytes = randomBytes(300);
+    const wrapped = bytes.toString('base64').replace(/.{76}/g, '$&\r\n');
+    assert.match(wrapped, /\r\n/);
+    const res = await b.sk.post('/v1/send', {
+      to: 'wrap@example.org',
+      from: FROM,
+      subject: 'Wrapped',
+      body: 'b',
+      attachments: [{ filename: 'data.bin', content: wrapped }],
+    });
+    assert.equal(res.status, 200, res.text);
+    await waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT']);
+    assert.deepEqual(messageTo('wrap@example.org')!.parsed.attachments[0].content, bytes);
+  });
+
   test('attachments arrive intact, inline ones with their Content-ID', async () => {
     const pdf = Buffer.from('%PDF-1.4 test document');
     const png = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex');

@@ -75,6 +75,7 @@ const headers = z.preprocess((h, ctx) => {
 // one run of the alphabet, tested without a repeated group (`(?:[…]{4})*` kept a backtracking
 // entry per group, and overflowed V8's stack past about 3 MB of attachment: a 500).
 const BASE64_TEXT = /^[A-Za-z0-9+/]*={0,2}$/;
+const BASE64_WHITESPACE = /[\t\n\r ]+/g;
 const isBase64 = (s: string) => s.length % 4 === 0 && BASE64_TEXT.test(s);
 export const MAX_ATTACHMENT_BYTES = 10 * 1024 * 1024;
 
@@ -85,7 +86,12 @@ const attachment = z
       .min(1)
       .max(255)
       .regex(/^[^\r\n"]*$/, 'must not contain CR, LF or quotes'),
-    content: z.string().min(1).refine(isBase64, 'must be base64'),
+    // Line-wrapped base64 (76 columns and CRLF, as MIME and most encoders write it) is the same content.
+    content: z
+      .string()
+      .transform((s) => s.replace(BASE64_WHITESPACE, ''))
+      .refine((s) => s.length > 0, 'must not be empty')
+      .refine(isBase64, 'must be base64'),
     contentType: z
       .string()
       .regex(/^[\w.+-]+\/[\w.+-]+$/, 'must be a MIME type such as application/pdf')
