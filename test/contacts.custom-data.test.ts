@@ -117,3 +117,53 @@ describe('the SQL merge and mergeCustomData agree', () => {
     );
   });
 });
+
+describe('a data key with a dot is refused wherever contact data is written', () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startTestServer();
+  });
+  after(async () => server?.stop());
+
+  test('send, track, POST /contacts and PATCH /contacts/:id answer 422 naming the key, and change nothing', async () => {
+    const b = await bootstrap(server.api);
+    const created = await b.sk.post('/contacts', { email: 'kept@example.com', data: { plan: 'pro' } });
+    assert.equal(created.status, 201, created.text);
+    const writes = [
+      () => b.sk.post('/contacts', { email: 'r@example.com', data: { 'a.b': 1 } }),
+      () => b.sk.patch(`/contacts/${created.body.id}`, { data: { 'a.b': 1 } }),
+      () => b.pk.post('/v1/track', { email: 'r@example.com', event: 'signed_up', data: { 'a.b': 1 } }),
+      () => b.sk.post('/v1/send', { to: 'r@example.com', from: 'a@sandbox.herald.test', subject: 's', body: 'b', data: { 'a.b': 1 } }),
+    ];
+    for (const write of writes) {
+      const res = await write();
+      assert.equal(res.status, 422, res.text);
+      assert.equal(res.body.error.code, 'VALIDATION_ERROR');
+      assert.deepEqual(
+        res.body.error.errors.map((e: { field: string; message: string }) => [e.field, e.message]),
+        [['data.a.b', "data key 'a.b' must not contain '.': nested values are reached as data.a.b, so a key with a dot is ambiguous; nest an object instead"]],
+      );
+    }
+    // Inside a nested object and a one-off value too; not inside a list.
+    const nested = await b.pk.post('/v1/track', { email: 'r@example.com', event: 'e', data: { profile: { 'x.y': 1 } } });
+    assert.equal(nested.status, 422, nested.text);
+    assert.equal(nested.body.error.errors[0].field, 'data.profile.x.y');
+    const oneOff = await b.sk.post('/contacts', { email: 'r@example.com', data: { v: { value: { 'x.y': 1 }, persistent: false } } });
+    assert.equal(oneOff.status, 422, oneOff.text);
+    assert.equal((await b.sk.get('/contacts?search=r@example.com')).body.data.length, 0);
+    assert.deepEqual((await b.sk.get(`/contacts/${created.body.id}`)).body.data, { plan: 'pro' });
+    const fields = (await b.sk.get('/contacts/fields')).body.fields.map((f: { field: string }) => f.field);
+    assert.deepEqual(
+      fields.filter((f: string) => f.startsWith('data.')),
+      ['data.plan'],
+    );
+
+    const listed = await b.sk.post('/contacts', { email: 'list@example.com', data: { items: [{ 'x.y': 1 }] } });
+    assert.equal(listed.status, 201, listed.text);
+    // A key stored before the rule can still be deleted by sending it as null.
+    await server.sql(`UPDATE contacts SET data = data || '{"a.b": 1}'::jsonb WHERE id = $1`, [created.body.id]);
+    const cleared = await b.sk.patch(`/contacts/${created.body.id}`, { data: { 'a.b': null } });
+    assert.equal(cleared.status, 200, cleared.text);
+    assert.deepEqual(cleared.body.data, { plan: 'pro' });
+  });
+});

@@ -420,3 +420,29 @@ describe('the delivery engine', () => {
     assert.equal((await b.sk.get('/emails?cursor=garbage')).status, 400);
   });
 });
+
+describe('header lines stay within RFC 5322', () => {
+  test('a 998-character custom header value without spaces is sent on lines of at most 998 characters, arrives whole and is DKIM-signed', async () => {
+    const long = 'v'.repeat(998);
+    const spaced = `${'w'.repeat(500)} ${'x'.repeat(497)}`;
+    for (const [to, attachments] of [
+      ['long1@example.org', undefined],
+      ['long2@example.org', [{ filename: 'a.txt', content: 'aGk=' }]],
+    ] as const) {
+      const res = await b.sk.post('/v1/send', { to, from: FROM, subject: 's', body: 'b', headers: { 'X-Long-Value': long, 'X-Spaced': spaced }, attachments });
+      assert.equal(res.status, 200, res.text);
+      await waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT']);
+      const msg = messageTo(to)!;
+      const lines = msg.raw.toString('latin1').split('\r\n');
+      const longest = Math.max(...lines.map((l) => l.length));
+      assert.ok(longest <= 998, `longest line ${longest}`);
+      // Sent as RFC 2047 encoded words (they fold between them), which a reader decodes to the value.
+      const words = String(msg.parsed.headers.get('x-long-value')).trim().split(/\s+/);
+      const decoded = Buffer.concat(words.map((w) => Buffer.from(/^=\?UTF-8\?B\?([^?]*)\?=$/.exec(w)![1], 'base64'))).toString('utf8');
+      assert.equal(decoded, long);
+      assert.equal(msg.parsed.headers.get('x-spaced'), spaced);
+      const dkim = await dkimResult(msg.raw, dns.address);
+      assert.equal(dkim.result, 'pass', `DKIM ${dkim.result}: ${dkim.why}`);
+    }
+  });
+});

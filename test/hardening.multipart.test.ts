@@ -45,6 +45,20 @@ describe('multipart limits', () => {
       assert.equal(res.status, 413, res.text);
     });
 
+    test(`${path}: a second file part is 413 and nothing is imported or stored`, async () => {
+      const other = await bootstrap(server.api, `two-files-${path}`);
+      const fd = formWithFields(0, 0, file);
+      fd.append('file', new Blob([path === '/contacts/import' ? 'email\nb@example.com\n' : PNG], { type: file.type }), `second-${file.name}`);
+      const res = await other.sk.request('POST', path, { raw: fd });
+      assert.equal(res.status, 413, res.text);
+      assert.equal(res.body.error.code, 'PAYLOAD_TOO_LARGE');
+      assert.match(res.body.error.message, /Too many multipart parts/);
+      const jobs = await server.sql<{ n: number }>('SELECT count(*)::int AS n FROM import_jobs WHERE project_id = $1', [other.project.id]);
+      assert.equal(jobs[0].n, 0);
+      const uploads = await server.sql<{ n: number }>('SELECT count(*)::int AS n FROM uploads WHERE project_id = $1', [other.project.id]);
+      assert.equal(uploads[0].n, 0);
+    });
+
     test(`${path}: the file alone is accepted`, async () => {
       const res = await b.sk.request('POST', path, { raw: formWithFields(0, 0, file) });
       assert.ok(res.status === 201 || res.status === 202, res.text);

@@ -366,6 +366,19 @@ describe('POST /contacts/import: files refused before anything is imported', () 
     await refused(p, 'email,plan,plan\na@example.com,x,y\n', 400, 'BAD_REQUEST', /two columns named 'plan'/);
   });
 
+  test('a column name with a dot is 400 naming it, and data.<key> is told to drop the prefix', async () => {
+    const p = await bootstrap(server.api, 'dotted-header');
+    const prefixed = await refused(
+      p,
+      'email,data.plan\na@example.com,pro\n',
+      400,
+      'BAD_REQUEST',
+      /^The CSV column 'data\.plan' contains a dot, which a custom field's name cannot hold: name the column 'plan'/,
+    );
+    assert.deepEqual(prefixed.body.error.details, { column: 'data.plan' });
+    await refused(p, 'email,a.b\na@example.com,1\n', 400, 'BAD_REQUEST', /^The CSV column 'a\.b' contains a dot, which a custom field's name cannot hold$/);
+  });
+
   test('a binary file named .csv is 400', async () => {
     const p = await bootstrap(server.api, 'binary');
     const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==', 'base64');

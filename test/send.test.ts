@@ -96,6 +96,31 @@ describe('POST /v1/send delivers through SMTP', () => {
     assert.equal(messageTo('dan@example.org')!.parsed.from?.value[0].name, 'Old Style');
   });
 
+  test('the deprecated name is not applied when from is an object, even one without a name', async () => {
+    const res = await b.sk.post('/v1/send', { to: 'dana@example.org', from: { email: FROM }, name: 'Old Style', subject: 's', body: 'b' });
+    assert.equal(res.status, 200, res.text);
+    await waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT']);
+    const from = messageTo('dana@example.org')!.parsed.from?.value[0];
+    assert.equal(from?.address, FROM);
+    assert.equal(from?.name, '');
+  });
+
+  test('line-wrapped base64 (76 columns, CRLF) is accepted and arrives as the same bytes', async () => {
+    const bytes = randomBytes(300);
+    const wrapped = bytes.toString('base64').replace(/.{76}/g, '$&\r\n');
+    assert.match(wrapped, /\r\n/);
+    const res = await b.sk.post('/v1/send', {
+      to: 'wrap@example.org',
+      from: FROM,
+      subject: 'Wrapped',
+      body: 'b',
+      attachments: [{ filename: 'data.bin', content: wrapped }],
+    });
+    assert.equal(res.status, 200, res.text);
+    await waitForStatus(b.sk, res.body.data.emails[0].email, ['SENT']);
+    assert.deepEqual(messageTo('wrap@example.org')!.parsed.attachments[0].content, bytes);
+  });
+
   test('attachments arrive intact, inline ones with their Content-ID', async () => {
     const pdf = Buffer.from('%PDF-1.4 test document');
     const png = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex');
@@ -300,6 +325,87 @@ describe('bad input sends nothing', () => {
       assert.equal(after, before);
     });
   }
+
+  test('unknown keys are refused with unrecognized_keys, and a likely mistake says what to use', async () => {
+    const before = (await server.sql<{ n: number }>('SELECT count(*)::int AS n FROM emails'))[0].n;
+    const res = await b.sk.post('/v1/send', {
+      to: 'strict@example.org',
+      from: FROM,
+      subject: 's',
+      body: 'b',
+      replyTo: 'support@example.org',
+      cc: 'boss@example.org',
+      bcc: 'audit@example.org',
+      text: 'plain',
+      type: 'MARKETING',
+      extra: 1,
+    });
+    assert.equal(res.status, 422, res.text);
+    assert.equal(res.body.error.code, 'VALIDATION_ERROR');
+    const unknown = res.body.error.errors.find((e: { code: string }) => e.code === 'unrecognized_keys');
+    assert.match(unknown.message, /'replyTo', 'cc', 'bcc', 'text', 'type', 'extra'/);
+    const suggestion: string = res.body.error.suggestion;
+    assert.match(suggestion, /replyTo: use 'reply'/);
+    assert.match(suggestion, /cc: there is no cc: list each recipient in 'to'/);
+    assert.match(suggestion, /bcc: there is no bcc/);
+    assert.match(suggestion, /text: there is no plain-text field: the plain text is generated/);
+    assert.match(suggestion, /type: .*campaign/);
+    assert.doesNotMatch(suggestion, /extra/);
+    const attachment = await b.sk.post('/v1/send', {
+      to: 'strict@example.org',
+      from: FROM,
+      subject: 's',
+      body: 'b',
+      attachments: [{ filename: 'a.txt', content: 'aGk=', encoding: 'base64' }],
+    });
+    assert.equal(attachment.status, 422, attachment.text);
+    assert.equal(attachment.body.error.errors[0].field, 'attachments.0');
+    assert.equal(attachment.body.error.errors[0].code, 'unrecognized_keys');
+    const after = (await server.sql<{ n: number }>('SELECT count(*)::int AS n FROM emails'))[0].n;
+    assert.equal(after, before);
+    assert.equal((await server.sql(`SELECT 1 FROM contacts WHERE email = 'strict@example.org'`)).length, 0);
+  });
+
+  test('headers Herald or the mail servers write are refused with 422 naming the header; others are sent', async () => {
+    const reserved = [
+      'Content-Disposition',
+      'content-type',
+      'Content-Language',
+      'MIME-Version',
+      'Received',
+      'Return-Path',
+      'Errors-To',
+      'Resent-From',
+      'Authentication-Results',
+      'ARC-Seal',
+      'DKIM-Signature',
+      'List-Unsubscribe',
+      'Message-ID',
+      'From',
+    ];
+    for (const name of reserved) {
+      const res = await b.sk.post('/v1/send', {
+        to: 'hdr@example.org',
+        from: FROM,
+        subject: 's',
+        body: 'b',
+        headers: { [name]: 'attachment; filename=x.exe' },
+      });
+      assert.equal(res.status, 422, `${name}: ${res.text}`);
+      assert.deepEqual(res.body.error.errors, [
+        { field: `headers.${name}`, code: 'custom', message: `Header ${name} is reserved: Herald or the mail servers on the way write it` },
+      ]);
+    }
+    assert.equal((await server.sql(`SELECT 1 FROM contacts WHERE email = 'hdr@example.org'`)).length, 0);
+    const ok = await b.sk.post('/v1/send', {
+      to: 'hdr@example.org',
+      from: FROM,
+      subject: 's',
+      body: 'b',
+      headers: { 'X-Content-Id': '7', 'List-Id': '<news.example.org>' },
+    });
+    assert.equal(ok.status, 200, ok.text);
+  });
 
   test('unknown template id → 404 TEMPLATE_NOT_FOUND', async () => {
     const res = await b.sk.post('/v1/send', { to: 'bad@example.org', template: '0190a0a0-0000-7000-8000-000000000000' });

@@ -37,6 +37,8 @@ after(async () => {
 });
 
 const verify = (email: unknown) => b.sk.post('/v1/verify', { email });
+const UNWRITABLE =
+  "Herald's contacts and sending take only letters, digits and . _ ' + - before the @ and an ASCII domain name (an internationalised domain in its xn-- form)";
 
 const clean = {
   valid: true,
@@ -185,11 +187,54 @@ describe('POST /v1/verify: verdicts', () => {
     assert.equal('suggestedEmail' in real.body.data, false);
   });
 
-  test('an internationalised domain is looked up in punycode', async () => {
+  test('an internationalised domain is looked up in punycode, and invalid as typed: Herald stores and sends to its xn-- form', async () => {
     const res = await verify('leser@bücher.test');
     assert.equal(res.body.data.email, 'leser@bücher.test');
-    assert.equal(res.body.data.valid, true);
+    assert.equal(res.body.data.valid, false);
     assert.equal(res.body.data.hasMxRecords, true);
+    assert.deepEqual(res.body.data.reasons, [`Invalid email syntax: ${UNWRITABLE}`]);
+    const ascii = await verify('leser@xn--bcher-kva.test');
+    assert.equal(ascii.body.data.valid, true, ascii.text);
+  });
+
+  test('an address every write path refuses is invalid syntax here too, with the domain still checked', async () => {
+    for (const address of ['a&b@acme.test', 'a=b@acme.test']) {
+      const res = await verify(address);
+      assert.equal(res.status, 200);
+      assert.equal(res.body.data.valid, false, address);
+      assert.equal(res.body.data.domainExists, true);
+      assert.deepEqual(res.body.data.reasons, [`Invalid email syntax: ${UNWRITABLE}`]);
+      const contact = await b.sk.post('/contacts', { email: address });
+      assert.equal(contact.status, 422, `POST /contacts refuses ${address} too`);
+    }
+  });
+
+  test('special-use and internal names are not looked up: no answer tells which exist', async () => {
+    // The test resolver answers for them, so a lookup would show as domainExists.
+    for (const d of ['metadata.google.internal', 'x.local', 'nas.home.arpa', 'intranet.corp', 'printer.lan']) mailDomain(d);
+    for (const [domain, suffix] of [
+      ['metadata.google.internal', 'internal'],
+      ['x.local', 'local'],
+      ['nas.home.arpa', 'arpa'],
+      ['intranet.corp', 'corp'],
+      ['printer.lan', 'lan'],
+    ]) {
+      const res = await verify(`a@${domain}`);
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(
+        {
+          valid: res.body.data.valid,
+          domainExists: res.body.data.domainExists,
+          hasMxRecords: res.body.data.hasMxRecords,
+          hasWebsite: res.body.data.hasWebsite,
+        },
+        { valid: false, domainExists: false, hasMxRecords: false, hasWebsite: false },
+        domain,
+      );
+      assert.deepEqual(res.body.data.reasons, [
+        `Domain ${domain} is a special-use or internal name (.${suffix}), so it was not looked up and cannot receive email`,
+      ]);
+    }
   });
 
   test('an email-shaped address with bad syntax is a 200 with valid false and the reason', async () => {
@@ -254,6 +299,12 @@ describe('POST /v1/verify: bad input and auth', () => {
     assert.equal(number.status, 422);
     assert.equal(number.body.error.errors[0].code, 'invalid_type');
     assert.equal(number.body.error.errors[0].received, 'number');
+  });
+
+  test('an unknown key is a 422 unrecognized_keys', async () => {
+    const res = await b.sk.post('/v1/verify', { email: 'ada@acme.test', checkMx: false });
+    assert.equal(res.status, 422, res.text);
+    assert.deepEqual(res.body.error.errors, [{ field: '', message: "Unrecognized key(s) in object: 'checkMx'", code: 'unrecognized_keys' }]);
   });
 
   test('needs the secret key', async () => {

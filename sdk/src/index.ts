@@ -3,7 +3,7 @@
  * (src/operations.ts) plus this thin `fetch` wrapper. No runtime dependency beyond `fetch`.
  *
  *   const herald = createHerald({ baseUrl: 'https://mail.example.com', apiKey: process.env.HERALD_KEY });
- *   await herald.emails.send({ to: 'ada@example.com', subject: 'Hi', body: '<p>Hello</p>' });
+ *   await herald.emails.send({ to: 'ada@example.com', from: 'hello@mail.example.com', subject: 'Hi', body: '<p>Hello</p>' });
  *   const page = await herald.contacts.list({ limit: 50 });
  *   for await (const contact of herald.contacts.list.all({ limit: 100 })) console.log(contact.email);
  */

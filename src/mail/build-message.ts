@@ -1,4 +1,5 @@
 import MailComposer from 'nodemailer/lib/mail-composer';
+import * as mimeFuncs from 'nodemailer/lib/mime-funcs';
 import type { StoredAttachment } from '../db/schema/emails.ts';
 import { plainText } from '../render/plain-text.ts';
 import { writeAlternativeMessage, writeMimeTree } from './mime-writer.ts';
@@ -24,6 +25,22 @@ export type MessageSpec = {
 
 const formatAddress = (a: Address) => (a.name ? { name: a.name, address: a.email } : a.email);
 
+/** RFC 5322 § 2.1.1: a line is at most 998 characters before its CRLF. */
+const MAX_LINE = 998;
+
+/**
+ * A custom header value as written: as given, unless a run of it without whitespace (where
+ * folding cannot break it) would make a line over MAX_LINE; then as RFC 2047 encoded words,
+ * which fold between them and which readers decode back to the value. A 998-character value
+ * (the spec's maximum) without spaces made a 999-character line after the fold.
+ */
+export function foldableHeaderValue(name: string, value: string): string {
+  const runs = value.split(/[ \t]+/);
+  const longest = runs.reduce((max, run) => Math.max(max, run.length), 0);
+  if (longest + name.length + 2 <= MAX_LINE) return value;
+  return mimeFuncs.encodeWord(value, 'B', 52);
+}
+
 /** The RFC 5322 source: HTML plus its generated plain-text alternative, headers and attachments. */
 export async function buildMessage(spec: MessageSpec): Promise<Buffer> {
   const message = {
@@ -35,7 +52,7 @@ export async function buildMessage(spec: MessageSpec): Promise<Buffer> {
     subject: spec.subject,
     html: spec.html,
     text: spec.text ?? plainText(spec.html),
-    headers: spec.headers,
+    headers: Object.fromEntries(Object.entries(spec.headers).map(([name, value]) => [name, foldableHeaderValue(name, value)])),
   };
   const lean = spec.attachments?.length ? null : writeAlternativeMessage(message);
   if (lean) return lean;

@@ -129,11 +129,12 @@ export const dataBytes = (data: Record<string, unknown> | undefined): number => 
 const localeValue = (v: unknown): unknown => (isOneOff(v) ? v.value : v);
 
 /**
- * `data` as accepted at every edge: a JSON object whose text PostgreSQL can store, at most
- * DATA_LIMITS in size and keys, with finite numbers; `locale`, when given, is a string (or null
- * to delete it), wrapped in `{ value, persistent }` or not.
+ * A JSON object whose text PostgreSQL can store, at most DATA_LIMITS in size and keys, with
+ * finite numbers; `locale`, when given, is a string (or null to delete it), wrapped in
+ * `{ value, persistent }` or not. A workflow execution's `context` is one; contact data is
+ * customDataSchema.
  */
-export const customDataSchema = z.record(z.string(), z.unknown()).superRefine((data, ctx) => {
+export const storableObjectSchema = z.record(z.string(), z.unknown()).superRefine((data, ctx) => {
   const size = measure(data);
   if (size.keys > DATA_LIMITS.maxKeys) {
     ctx.addIssue({
@@ -178,6 +179,38 @@ export const customDataSchema = z.record(z.string(), z.unknown()).superRefine((d
       message: 'locale must be a string',
     });
   }
+});
+
+/**
+ * The first key, along a chain of plain objects from `data`, that holds a dot, with its path.
+ * `data.a.b` names the nested value a → b (filters, field list, field delete, `{{a.b}}`), so a
+ * key "a.b" could never be told from it. A top-level dotted key sent as `null` is allowed: it
+ * deletes a key stored before the rule. Arrays are not walked (no path reaches into them).
+ */
+function findDottedKey(data: Record<string, unknown>): { key: string; path: string[] } | null {
+  const walk = (value: Record<string, unknown>, path: string[]): { key: string; path: string[] } | null => {
+    for (const [k, v] of Object.entries(value)) {
+      if (k.includes('.') && !(path.length === 0 && v === null)) return { key: k, path: [...path, k] };
+      if (isPlainObject(v) && path.length < 64) {
+        const found = walk(v, [...path, k]);
+        if (found) return found;
+      }
+    }
+    return null;
+  };
+  return walk(data, []);
+}
+
+export const dottedKeyMessage = (key: string) =>
+  `data key '${key}' must not contain '.': nested values are reached as data.a.b, so a key with a dot is ambiguous; nest an object instead`;
+
+/**
+ * `data` as accepted at every edge that writes contact data (send, track, contacts, workflow
+ * UPDATE_CONTACT): a storable object (storableObjectSchema) whose keys hold no dot.
+ */
+export const customDataSchema = storableObjectSchema.superRefine((data, ctx) => {
+  const dotted = findDottedKey(data);
+  if (dotted) ctx.addIssue({ code: z.ZodIssueCode.custom, path: dotted.path, message: dottedKeyMessage(dotted.key) });
 });
 
 const DATE_ONLY = /^(\d{4})-(\d{2})-(\d{2})$/;

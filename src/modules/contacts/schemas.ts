@@ -29,6 +29,12 @@ export const emailSchema = z
   .email('Invalid email address')
   .transform((e) => e.toLowerCase());
 
+/**
+ * Whether Herald takes the address where it stores or sends (contacts, /v1/send, import):
+ * /v1/verify calls anything else invalid, so "valid" means Herald can use it.
+ */
+export const isWritableEmail = (address: string): boolean => emailSchema.safeParse(address).success;
+
 /** Trimmed and lower-cased: the form contacts are stored and matched in. */
 export const normaliseEmail = (email: string) => email.trim().toLowerCase();
 

@@ -8,7 +8,7 @@ import { idempotency } from '../../http/idempotency.ts';
 import { limitParam } from '../../http/pagination.ts';
 import { cursorList, describe } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
-import { EMAIL_STATUSES, emailIdParams, emailRecordSchema, sendBody, sendResultSchema } from './schemas.ts';
+import { EMAIL_STATUSES, emailIdParams, emailRecordSchema, parseSendBody, sendBody, sendResultSchema } from './schemas.ts';
 import { type PreparedSend, type SendResult, prepareSend, sendContactKeys, sendGroupSize, sendMany, sendPrepared } from './send.ts';
 import { WRITE_GROUP_LIMITS, logGroupFailure, writeGroups } from '../../db/write-groups.ts';
 import { EMAILS_LISTED_AT_ONCE, EMAILS_READ_STATEMENT_MS, getEmail, getRawEmail, listEmails } from './service.ts';
@@ -77,7 +77,7 @@ export function emailRoutes(app: FastifyInstance, ctx: AppContext): void {
       }),
     },
     async (req) => {
-      const prepared = await prepareSend(ctx, projectOf(req).projectId, parse(sendBody, req.body));
+      const prepared = await prepareSend(ctx, projectOf(req).projectId, parseSendBody(req.body));
       return { success: true, data: await sends.submit(prepared.projectId, prepared) };
     },
   );

@@ -1,16 +1,20 @@
 import { z } from 'zod';
 import type { EmailStatus, EmailType } from '../../db/schema/emails.ts';
 import { lengthFirst } from '../../http/bounded-array.ts';
+import { ApiError, fieldErrors } from '../../http/errors.ts';
 import { component, envelope } from '../../http/openapi.ts';
 import { customDataSchema } from '../contacts/custom-data.ts';
 
 const NO_CRLF = /^[^\r\n]*$/;
 export const email = z.string().trim().toLowerCase().max(254).email();
 
-const namedAddress = z.object({ name: z.string().max(256).regex(NO_CRLF, 'must not contain line breaks').optional(), email });
+const namedAddress = z.object({ name: z.string().max(256).regex(NO_CRLF, 'must not contain line breaks').optional(), email }).strict();
 const address = z.union([email, namedAddress]);
 
-/** Headers the service writes itself; a request cannot set them. */
+/**
+ * Headers a request cannot set: those Herald writes itself, and those the mail servers on the way
+ * write (trace and authentication results), which a message must not arrive already carrying.
+ */
 const RESERVED_HEADERS = new Set([
   'from',
   'to',
@@ -23,13 +27,28 @@ const RESERVED_HEADERS = new Set([
   'return-path',
   'sender',
   'mime-version',
-  'content-type',
-  'content-transfer-encoding',
   'dkim-signature',
   'list-unsubscribe',
   'list-unsubscribe-post',
   'precedence',
+  'received',
+  'received-spf',
+  'errors-to',
+  'authentication-results',
+  'delivered-to',
 ]);
+
+/**
+ * Whole families: `Content-*` describes the MIME structure Herald builds (a top-level
+ * Content-Disposition made clients show the whole message as an attachment); `Resent-*` and
+ * `ARC-*` are written by forwarders and relays.
+ */
+const RESERVED_HEADER_PREFIXES = ['content-', 'resent-', 'arc-'];
+
+const isReservedHeader = (name: string) => {
+  const lower = name.toLowerCase();
+  return RESERVED_HEADERS.has(lower) || RESERVED_HEADER_PREFIXES.some((p) => lower.startsWith(p));
+};
 
 /** Custom headers per message: a request's stored size stays proportional to what a message carries. */
 export const MAX_CUSTOM_HEADERS = 100;
@@ -38,8 +57,8 @@ const headerValues = z.record(z.string().max(998).regex(NO_CRLF, 'must not conta
   for (const name of Object.keys(h)) {
     if (!/^[\x21-\x39\x3b-\x7e]{1,76}$/.test(name)) {
       ctx.addIssue({ code: 'custom', path: [name], message: 'Header names are printable ASCII without spaces, colons, CR or LF' });
-    } else if (RESERVED_HEADERS.has(name.toLowerCase())) {
-      ctx.addIssue({ code: 'custom', path: [name], message: `Header ${name} is set by the service` });
+    } else if (isReservedHeader(name)) {
+      ctx.addIssue({ code: 'custom', path: [name], message: `Header ${name} is reserved: Herald or the mail servers on the way write it` });
     }
   }
 });
@@ -56,6 +75,7 @@ const headers = z.preprocess((h, ctx) => {
 // one run of the alphabet, tested without a repeated group (`(?:[…]{4})*` kept a backtracking
 // entry per group, and overflowed V8's stack past about 3 MB of attachment: a 500).
 const BASE64_TEXT = /^[A-Za-z0-9+/]*={0,2}$/;
+const BASE64_WHITESPACE = /[\t\n\r ]+/g;
 const isBase64 = (s: string) => s.length % 4 === 0 && BASE64_TEXT.test(s);
 export const MAX_ATTACHMENT_BYTES = 10 * 1024 * 1024;
 
@@ -66,7 +86,12 @@ const attachment = z
       .min(1)
       .max(255)
       .regex(/^[^\r\n"]*$/, 'must not contain CR, LF or quotes'),
-    content: z.string().min(1).refine(isBase64, 'must be base64'),
+    // Line-wrapped base64 (76 columns and CRLF, as MIME and most encoders write it) is the same content.
+    content: z
+      .string()
+      .transform((s) => s.replace(BASE64_WHITESPACE, ''))
+      .refine((s) => s.length > 0, 'must not be empty')
+      .refine(isBase64, 'must be base64'),
     contentType: z
       .string()
       .regex(/^[\w.+-]+\/[\w.+-]+$/, 'must be a MIME type such as application/pdf')
@@ -79,6 +104,7 @@ const attachment = z
       .optional(),
     disposition: z.enum(['attachment', 'inline']).optional(),
   })
+  .strict()
   .refine((a) => a.disposition !== 'inline' || a.contentId, { message: 'Inline attachments need a contentId', path: ['contentId'] });
 
 export const decodedSize = (base64: string) => Math.floor((base64.length * 3) / 4) - (base64.endsWith('==') ? 2 : base64.endsWith('=') ? 1 : 0);
@@ -97,6 +123,7 @@ export const sendBody = z
     reply: email.optional(),
     attachments: lengthFirst(z.array(attachment).max(10)).optional(),
   })
+  .strict()
   .superRefine((b, ctx) => {
     if (!b.template && (b.subject === undefined || b.body === undefined)) {
       for (const field of ['subject', 'body'] as const) {
@@ -117,6 +144,34 @@ export const sendBody = z
   });
 
 export type SendBody = z.infer<typeof sendBody>;
+
+/**
+ * Keys /v1/send does not take that a client likely meant as something it does: an unknown key is
+ * refused (a dropped `type` or `cc` sent other mail than asked), and these say what to use.
+ */
+const SEND_KEY_HINTS: Record<string, string> = {
+  replyTo: "use 'reply' for the reply-to address",
+  reply_to: "use 'reply' for the reply-to address",
+  cc: "there is no cc: list each recipient in 'to' (each gets its own email)",
+  bcc: "there is no bcc: list each recipient in 'to' (each gets its own email, which no other recipient sees)",
+  type: "/v1/send mail takes its type from the template ('template'), TRANSACTIONAL without one; send MARKETING mail as a campaign or with a MARKETING template",
+  text: "there is no plain-text field: the plain text is generated from 'body'",
+  html: "use 'body' for the HTML",
+  fromName: "use 'from': { name, email }",
+  variables: "use 'data' for the template's variables",
+};
+
+/** The /v1/send body; an unknown key the client likely meant as another field gets a suggestion. */
+export function parseSendBody(body: unknown): SendBody {
+  const result = sendBody.safeParse(body);
+  if (result.success) return result.data;
+  const unknown = result.error.issues.flatMap((i) => (i.code === 'unrecognized_keys' && i.path.length === 0 ? i.keys : []));
+  const hints = unknown.flatMap((k) => (Object.hasOwn(SEND_KEY_HINTS, k) ? [`${k}: ${SEND_KEY_HINTS[k]}`] : []));
+  throw new ApiError(422, 'VALIDATION_ERROR', 'Request validation failed', {
+    errors: fieldErrors(result.error),
+    suggestion: hints.length > 0 ? hints.join('; ') : undefined,
+  });
+}
 
 export const emailIdParams = z.object({ id: z.string().min(1).max(100) });
 

@@ -205,7 +205,8 @@ function assertStoredDataBound(persistent: Record<string, unknown>, recipients: 
 
 function resolveFrom(body: SendBody, template: { from: string; fromName: string | null } | null): Address | null {
   if (typeof body.from === 'string') return { email: body.from, name: body.name ?? null };
-  if (body.from) return { email: body.from.email, name: body.from.name ?? body.name ?? null };
+  // The deprecated `name` names a plain-address `from` only (api-spec § POST /v1/send).
+  if (body.from) return { email: body.from.email, name: body.from.name ?? null };
   if (template) return { email: template.from, name: template.fromName };
   return null;
 }

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { projectOf, requireProject } from '../../http/auth.ts';
 import { ApiError, notFound } from '../../http/errors.ts';
-import { filePart } from '../../http/file-part.ts';
+import { readFilePart } from '../../http/file-part.ts';
 import { cursorList, describe } from '../../http/openapi.ts';
 import { limitParam } from '../../http/pagination.ts';
 import { parse } from '../../http/validate.ts';
@@ -58,11 +58,13 @@ export function uploadRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     async (req, reply) => {
       const { projectId } = projectOf(req);
-      const part = await filePart(req, 'the image');
-      // toBuffer throws FST_REQ_FILE_TOO_LARGE when the 10 MB multipart limit cut the file short, but not
-      // when the cut falls in the last chunk: `truncated` catches that case.
-      const bytes = await part.toBuffer();
-      if (part.file.truncated) throw new ApiError(413, 'PAYLOAD_TOO_LARGE', 'Uploaded file is too large');
+      const bytes = await readFilePart(req, 'the image', async (part) => {
+        // toBuffer throws FST_REQ_FILE_TOO_LARGE when the 10 MB multipart limit cut the file short, but not
+        // when the cut falls in the last chunk: `truncated` catches that case.
+        const read = await part.toBuffer();
+        if (part.file.truncated) throw new ApiError(413, 'PAYLOAD_TOO_LARGE', 'Uploaded file is too large');
+        return read;
+      });
       const upload = await storeImage(ctx, projectId, bytes);
       return reply.status(201).send(upload);
     },

@@ -1,6 +1,7 @@
 import type { DnsChecker, DomainDns } from './dns.ts';
 import { aliasMatch, disposableMatch, isPersonalProvider, typoSuggestion } from './providers.ts';
-import { parseAddress } from './syntax.ts';
+import { isWritableEmail } from '../contacts/schemas.ts';
+import { internalSuffix, parseAddress } from './syntax.ts';
 
 export type VerifyResult = {
   email: string;
@@ -19,6 +20,9 @@ export type VerifyResult = {
 
 export const VALID_REASON = 'Email appears to be valid';
 
+const UNWRITABLE =
+  "Herald's contacts and sending take only letters, digits and . _ ' + - before the @ and an ASCII domain name (an internationalised domain in its xn-- form)";
+
 /**
  * The verdict on one address (already trimmed and past the LOOSE_EMAIL gate). `valid` needs good
  * syntax, an existing domain and an MX record; the other flags inform without invalidating
@@ -26,15 +30,20 @@ export const VALID_REASON = 'Email appears to be valid';
  */
 export async function verifyEmail(dns: DnsChecker, input: string): Promise<VerifyResult> {
   const email = input.toLowerCase();
-  const { local, domain, asciiDomain, syntaxError } = parseAddress(email);
+  const { local, domain, asciiDomain, syntaxError: rfcError } = parseAddress(email);
+  // RFC-valid is not enough: an address the write paths refuse cannot be stored or sent to.
+  const syntaxError = rfcError ?? (isWritableEmail(email) ? null : UNWRITABLE);
   const reasons: string[] = [];
   if (syntaxError) reasons.push(`Invalid email syntax: ${syntaxError}`);
 
-  const result = asciiDomain ? await dns.lookup(asciiDomain) : null;
+  // Special-use and internal names are never looked up: the answer would map the server's network.
+  const internal = asciiDomain ? internalSuffix(asciiDomain) : null;
+  const result = asciiDomain && !internal ? await dns.lookup(asciiDomain) : null;
   const domainExists = result?.exists ?? false;
   const hasMxRecords = Boolean(result && result.mx.outcome === 'found' && !result.mx.nullMx);
   const hasWebsite = result?.address === 'found';
-  reasons.push(...dnsReasons(domain, result, { hasMxRecords, hasWebsite }));
+  if (internal) reasons.push(`Domain ${domain} is a special-use or internal name (.${internal}), so it was not looked up and cannot receive email`);
+  else reasons.push(...dnsReasons(domain, result, { hasMxRecords, hasWebsite }));
 
   const listed = asciiDomain ?? domain;
   const disposable = disposableMatch(listed);

@@ -52,3 +52,17 @@ function checkDomain(domain: string): string | null {
   if (!TLD.test(labels[labels.length - 1])) return 'the top-level domain is not valid';
   return null;
 }
+
+/**
+ * Suffixes of names that are special-use (RFC 6761, 6762, 7686, 8375, 9476) or used only inside
+ * networks: a lookup would go to the system's resolver and tell the asker which internal names
+ * exist (`metadata.google.internal`, `printer.local`). `.test` is left out: it has no public
+ * answers either, and the test suite's DNS server answers for it.
+ */
+const INTERNAL_SUFFIXES = ['local', 'internal', 'localhost', 'localdomain', 'lan', 'home', 'corp', 'intranet', 'private', 'arpa', 'onion', 'alt', 'invalid'];
+
+/** The special-use or internal suffix an ASCII domain ends with (`home.arpa` as `arpa`), or null. */
+export function internalSuffix(asciiDomain: string): string | null {
+  const tld = asciiDomain.slice(asciiDomain.lastIndexOf('.') + 1);
+  return INTERNAL_SUFFIXES.includes(tld) ? tld : null;
+}

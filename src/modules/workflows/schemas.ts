@@ -3,7 +3,7 @@ import type { WorkflowBranch, WorkflowExecutionStatus, WorkflowStepExecutionStat
 import { SimpleError } from '../../http/errors.ts';
 import { component } from '../../http/openapi.ts';
 import { limitParam, pageParams, searchParam } from '../../http/pagination.ts';
-import { customDataSchema } from '../contacts/custom-data.ts';
+import { storableObjectSchema } from '../contacts/custom-data.ts';
 import { workflowEventName } from './event-name.ts';
 
 /** An optional text field: null, absent or blank clears it. */
@@ -113,7 +113,7 @@ export const startExecutionBody = z
   .object({
     contactId: z.string().max(100).optional(),
     email: z.string().trim().toLowerCase().email().max(320).optional(),
-    context: customDataSchema.refine((c) => jsonBytes(c) <= MAX_CONTEXT_BYTES, 'context can be at most 64 KB of JSON').optional(),
+    context: storableObjectSchema.refine((c) => jsonBytes(c) <= MAX_CONTEXT_BYTES, 'context can be at most 64 KB of JSON').optional(),
   })
   .strict()
   .refine((b) => (b.contactId === undefined) !== (b.email === undefined), {

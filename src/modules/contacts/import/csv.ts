@@ -95,8 +95,21 @@ const echoed = (names: string[]) => ({
 });
 
 /**
+ * A column is stored under its name as a data key, and `data.a.b` reads a nested value, so a
+ * name with a dot would be stored where no filter or field listing finds it. Herald has no
+ * contacts export writing `data.<key>` headers, so the prefix is not mapped: the message says
+ * what to name the column.
+ */
+function dottedColumn(name: string) {
+  const bare = name.startsWith('data.') ? name.slice(5) : '';
+  const hint = bare !== '' && !bare.includes('.') ? `: name the column '${bare}' (every column other than email becomes data.<column>)` : '';
+  return badRequest(`The CSV column '${name}' contains a dot, which a custom field's name cannot hold${hint}`, { column: name });
+}
+
+/**
  * The column layout from the header row. Throws 400 when the header is too long or too wide,
- * when there is no `email` column, more than one, or two columns with the same name.
+ * when there is no `email` column, more than one, two columns with the same name, or a name
+ * with a dot.
  */
 export function layoutOf(text: string): Layout {
   const { line, delimiter, columns } = headerLine(text.startsWith(BOM) ? text.slice(1) : text);
@@ -122,6 +135,8 @@ export function layoutOf(text: string): Layout {
     seen.add(n);
   }
   const keys = names.map((n, i) => (i === emailColumns[0] || n === '' || FILTERED_COLUMNS.has(n.toLowerCase()) ? null : n));
+  const dotted = keys.find((k) => k?.includes('.'));
+  if (dotted) throw dottedColumn(clip(dotted, ECHOED_NAME_CHARS));
   return { delimiter, emailIndex: emailColumns[0], keys };
 }
 

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { AppContext } from '../../../context.ts';
 import { projectOf, requireProject } from '../../../http/auth.ts';
 import { ApiError } from '../../../http/errors.ts';
-import { filePart } from '../../../http/file-part.ts';
+import { readFilePart } from '../../../http/file-part.ts';
 import { describer } from '../../../http/openapi.ts';
 import { parse } from '../../../http/validate.ts';
 import { JOB_STATUSES } from '../../../db/schema/jobs.ts';
@@ -53,11 +53,13 @@ export function importRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     async (req, reply) => {
       const { projectId } = projectOf(req);
-      const part = await filePart(req, 'the CSV');
-      const bytes = await readLimited(part.file, MAX_IMPORT_BYTES);
-      // The multipart plugin's own (larger) limit may have cut the file short.
-      if (part.file.truncated) throw tooLarge();
-      const job = await createImport(ctx, projectId, { bytes, fileName: part.filename || null });
+      const { bytes, fileName } = await readFilePart(req, 'the CSV', async (part) => {
+        const read = await readLimited(part.file, MAX_IMPORT_BYTES);
+        // The multipart plugin's own (larger) limit may have cut the file short.
+        if (part.file.truncated) throw tooLarge();
+        return { bytes: read, fileName: part.filename || null };
+      });
+      const job = await createImport(ctx, projectId, { bytes, fileName });
       return reply.status(202).send(job);
     },
   );
