@@ -707,7 +707,7 @@ export interface Operations {
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
-        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        /** With Stripe billing only: the plan's cap (null: the plan sets none); without a live subscription, the free plan's (BILLING_FREE_PLAN_LIMITS) */
         planLimit?: number | null;
         /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
         customLimit?: number | null;
@@ -719,7 +719,7 @@ export interface Operations {
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
-        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        /** With Stripe billing only: the plan's cap (null: the plan sets none); without a live subscription, the free plan's (BILLING_FREE_PLAN_LIMITS) */
         planLimit?: number | null;
         /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
         customLimit?: number | null;
@@ -731,7 +731,7 @@ export interface Operations {
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
-        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        /** With Stripe billing only: the plan's cap (null: the plan sets none); without a live subscription, the free plan's (BILLING_FREE_PLAN_LIMITS) */
         planLimit?: number | null;
         /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
         customLimit?: number | null;
@@ -743,7 +743,7 @@ export interface Operations {
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
-        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        /** With Stripe billing only: the plan's cap (null: the plan sets none); without a live subscription, the free plan's (BILLING_FREE_PLAN_LIMITS) */
         planLimit?: number | null;
         /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
         customLimit?: number | null;
@@ -781,7 +781,7 @@ export interface Operations {
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
-        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        /** With Stripe billing only: the plan's cap (null: the plan sets none); without a live subscription, the free plan's (BILLING_FREE_PLAN_LIMITS) */
         planLimit?: number | null;
         /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
         customLimit?: number | null;
@@ -793,7 +793,7 @@ export interface Operations {
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
-        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        /** With Stripe billing only: the plan's cap (null: the plan sets none); without a live subscription, the free plan's (BILLING_FREE_PLAN_LIMITS) */
         planLimit?: number | null;
         /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
         customLimit?: number | null;
@@ -805,7 +805,7 @@ export interface Operations {
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
-        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        /** With Stripe billing only: the plan's cap (null: the plan sets none); without a live subscription, the free plan's (BILLING_FREE_PLAN_LIMITS) */
         planLimit?: number | null;
         /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
         customLimit?: number | null;
@@ -817,7 +817,7 @@ export interface Operations {
         percentage: number | null;
         isWarning: boolean;
         isBlocked: boolean;
-        /** With Stripe billing only: the plan's cap (null: the plan sets none) */
+        /** With Stripe billing only: the plan's cap (null: the plan sets none); without a live subscription, the free plan's (BILLING_FREE_PLAN_LIMITS) */
         planLimit?: number | null;
         /** With Stripe billing only: the cap the project set with PUT (null: none of its own) */
         customLimit?: number | null;
