@@ -65,7 +65,7 @@ describe('billing limits', () => {
       assert.equal(res.body.error.errors[0].field, field);
     }
     const m = await signupUser(env.server.api);
-    await joinWithInvitation(env.server, await b.sk.post(`/projects/${b.project.id}/members`, { email: m.email }), m.cookie);
+    await joinWithInvitation(env.server, await owner(b).post(`/projects/${b.project.id}/members`, { email: m.email }), m.cookie);
     const member = asMember(env.server.api, m.cookie, b.project.id);
     const refused = await member.put(limitsPath(b), { transactional: 1000 });
     assert.equal(refused.status, 403, refused.text);
@@ -116,7 +116,7 @@ describe('billing limits', () => {
     const first = await b.sk.post(`/campaigns/${c.body.data.id}/test`, { email: 'first@test-cap.test' });
     assert.equal(first.status, 200, first.text);
     const m = await signupUser(env.server.api);
-    await joinWithInvitation(env.server, await b.sk.post(`/projects/${b.project.id}/members`, { email: m.email }), m.cookie);
+    await joinWithInvitation(env.server, await owner(b).post(`/projects/${b.project.id}/members`, { email: m.email }), m.cookie);
     const refused = await asMember(env.server.api, m.cookie, b.project.id).post(`/campaigns/${c.body.data.id}/test`, { email: 'victim@elsewhere.test' });
     assert.equal(refused.status, 403, refused.text);
     assert.equal(refused.body.error.code, 'BILLING_LIMIT_EXCEEDED');
@@ -167,7 +167,8 @@ describe('billing limits', () => {
     for (const id of ids) assert.equal((await b.sk.post(`/campaigns/${id}/send`, { scheduledFor })).status, 200);
     const deadline = Date.now() + 15_000;
     const ended = async () => Promise.all(ids.map(async (id) => (await b.sk.get(`/campaigns/${id}`)).body));
-    while ((await ended()).some((c) => c.status === 'SENDING' || c.status === 'SCHEDULED') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    while ((await ended()).some((c) => c.status === 'SENDING' || c.status === 'SCHEDULED') && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 100));
     const outcomes = (await ended()).map((c) => ({ status: c.status, totalRecipients: c.totalRecipients }));
     assert.deepEqual(
       outcomes.sort((x, y) => x.status.localeCompare(y.status)),

@@ -111,7 +111,7 @@ describe('reset and delete', () => {
     const b = await bootstrap(env.server.api, 'Guarded');
     await b.sk.post('/contacts', { email: 'keep@g.test' });
     const m = await signupUser(env.server.api);
-    await joinWithInvitation(env.server, await b.sk.post(`/projects/${b.project.id}/members`, { email: m.email }), m.cookie);
+    await joinWithInvitation(env.server, await env.server.api.post(`/projects/${b.project.id}/members`, { email: m.email }, { cookie: b.cookie }), m.cookie);
     const member = env.server.api.as({ cookie: m.cookie });
     const reset = await member.post(`/users/@me/projects/${b.project.id}/reset`);
     assert.equal(reset.status, 403, reset.text);
@@ -146,7 +146,7 @@ describe('reset and delete', () => {
     const list = await a.sk.get('/contacts');
     assert.equal(list.status, 200);
     assert.equal(list.body.data.length, 0);
-    const setup = await a.sk.get(`/projects/${a.project.id}/setup-state`);
+    const setup = await env.server.api.get(`/projects/${a.project.id}/setup-state`, { cookie: a.cookie });
     assert.deepEqual(setup.body, {
       hasVerifiedDomain: true,
       contactCount: 0,
@@ -162,7 +162,7 @@ describe('reset and delete', () => {
     const a = await populated('Delete Me');
     const other = await populated('Neighbour');
     const otherBefore = await counts(other.project.id);
-    const setup = await a.sk.get(`/projects/${a.project.id}/setup-state`);
+    const setup = await env.server.api.get(`/projects/${a.project.id}/setup-state`, { cookie: a.cookie });
     assert.equal(setup.status, 200, setup.text);
     assert.equal(setup.body.hasVerifiedDomain, true);
     assert.equal(setup.body.contactCount, 2);
@@ -183,15 +183,18 @@ describe('reset and delete', () => {
     assert.equal(again.status, 404);
   });
 
-  test('setup-state of another project is 404; a MEMBER reads it', async () => {
+  test('setup-state takes the session cookie only; another project is 404; a MEMBER reads it', async () => {
     const a = await bootstrap(env.server.api, 'Mine');
     const b = await bootstrap(env.server.api, 'Theirs');
-    const cross = await a.sk.get(`/projects/${b.project.id}/setup-state`);
-    assert.equal(cross.status, 404, cross.text);
+    for (const path of [`/projects/${a.project.id}/setup-state`, `/projects/${b.project.id}/setup-state`]) {
+      const byKey = await a.sk.get(path);
+      assert.equal(byKey.status, 401, byKey.text);
+      assert.equal(byKey.body.error.code, 'UNAUTHORIZED');
+    }
     const byCookie = await env.server.api.get(`/projects/${b.project.id}/setup-state`, { cookie: a.cookie });
     assert.equal(byCookie.status, 404);
     const m = await signupUser(env.server.api);
-    await joinWithInvitation(env.server, await a.sk.post(`/projects/${a.project.id}/members`, { email: m.email }), m.cookie);
+    await joinWithInvitation(env.server, await env.server.api.post(`/projects/${a.project.id}/members`, { email: m.email }, { cookie: a.cookie }), m.cookie);
     const member: Api = asMember(env.server.api, m.cookie, a.project.id);
     const res = await member.get(`/projects/${a.project.id}/setup-state`);
     assert.equal(res.status, 200, res.text);

@@ -1552,6 +1552,7 @@ export interface Operations {
         id: string;
         email: string;
         role: "ADMIN" | "MEMBER";
+        /** The user id of the member who sent it; null once that account is deleted (or for one sent with the API key, before keys were refused here) */
         invitedBy: string | null;
         createdAt: string;
         expiresAt: string;
@@ -1574,6 +1575,7 @@ export interface Operations {
         id: string;
         email: string;
         role: "ADMIN" | "MEMBER";
+        /** The user id of the member who sent it; null once that account is deleted (or for one sent with the API key, before keys were refused here) */
         invitedBy: string | null;
         createdAt: string;
         expiresAt: string;
