@@ -7,7 +7,7 @@ import { signJwt, verifyJwt } from '../../tokens/jwt.ts';
 import { endAllSessions } from '../../http/sessions.ts';
 import { withTransaction } from '../../db/client.ts';
 import { hashPassword } from './password.ts';
-import { mayMailReset } from './throttle.ts';
+import { mayMailReset, mayMailVerification } from './throttle.ts';
 import { escapeHtml } from '../../mail/locales.ts';
 import { SYSTEM_MAIL_QUEUE } from '../../mail/system-mail.ts';
 
@@ -35,7 +35,9 @@ async function userFromToken(ctx: AppContext, token: string, purpose: Purpose) {
 
 const invalidToken = () => new ApiError(400, 'BAD_REQUEST', 'The token is invalid or has expired');
 
+/** Queues the confirmation link, at most once per account per 5 minutes (a resend loop must not mail an inbox). */
 export async function queueVerificationEmail(ctx: AppContext, user: { id: string; email: string; passwordHash: string }) {
+  if (!(await mayMailVerification(ctx, user.id))) return;
   const link = `${ctx.config.publicUrl}/auth/verify-email?token=${tokenFor(ctx, 'verify-email', user)}`;
   await ctx.jobs.send(SYSTEM_MAIL_QUEUE, {
     to: user.email,

@@ -38,6 +38,9 @@ export const signupRule = (perHour: number): Rule => ({
 /** One reset email per address per this many seconds; further requests answer 200 and send nothing. */
 export const RESET_EMAIL_INTERVAL_SECONDS = 5 * MINUTE;
 
+/** One verification email per account per this many seconds (the signup's included); further requests answer 200 and send nothing. */
+export const VERIFICATION_EMAIL_INTERVAL_SECONDS = 5 * MINUTE;
+
 /** Delay per attempt past `slowAfter`, and its cap. */
 const STEP_MS = 250;
 const MAX_DELAY_MS = 2000;
@@ -166,6 +169,11 @@ export async function clear(ctx: AppContext, keys: Throttled[]): Promise<void> {
 /** True once per address per RESET_EMAIL_INTERVAL_SECONDS: whether this request may send a reset email. */
 export async function mayMailReset(ctx: AppContext, email: string): Promise<boolean> {
   return firstInWindow(ctx, `reset-mail:${email}`, RESET_EMAIL_INTERVAL_SECONDS);
+}
+
+/** True once per account per VERIFICATION_EMAIL_INTERVAL_SECONDS: whether this request may send a verification email. */
+export async function mayMailVerification(ctx: AppContext, userId: string): Promise<boolean> {
+  return firstInWindow(ctx, `verify-mail:${userId}`, VERIFICATION_EMAIL_INTERVAL_SECONDS);
 }
 
 /** True for the first call with `key` in a window of `seconds` (shared by every API process). */
