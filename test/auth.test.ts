@@ -66,6 +66,23 @@ describe('account emails', () => {
     assert.equal((await server.api.post('/auth/login', { email: 'reset@example.org', password: 'second password' })).status, 200);
   });
 
+  test('a reset token used several times at once works once', async () => {
+    await server.api.post('/auth/signup', { email: 'race@example.org', password: 'first password' });
+    await server.api.post('/auth/request-password-reset', { email: 'race@example.org' });
+    const { token } = await linkIn('race@example.org', '/app/reset-password');
+    const passwords = ['password one', 'password two', 'password three', 'password four'];
+    const answers = await Promise.all(passwords.map((password) => server.api.post('/auth/reset-password', { token, password })));
+    assert.deepEqual(answers.map((r) => r.status).sort(), [200, 400, 400, 400], answers.map((r) => r.text).join('\n'));
+    for (const r of answers.filter((a) => a.status === 400)) assert.equal(r.body.error.code, 'BAD_REQUEST');
+    const logins = [];
+    for (const password of passwords) logins.push((await server.api.post('/auth/login', { email: 'race@example.org', password })).status);
+    assert.deepEqual(
+      logins,
+      answers.map((r) => (r.status === 200 ? 200 : 401)),
+      'the password set is the one whose answer was 200',
+    );
+  });
+
   test('DISABLE_SIGNUP refuses signups once a user exists', async () => {
     const closed = await startTestServer({ DISABLE_SIGNUP: 'true' });
     try {

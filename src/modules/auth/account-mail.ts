@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { eq } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { users } from '../../db/schema/users.ts';
 import { ApiError } from '../../http/errors.ts';
@@ -78,7 +78,14 @@ export async function resetPassword(ctx: AppContext, token: string, password: st
   const passwordHash = await hashPassword(password);
   // A reset is what someone does who fears their account is used by another: every session ends.
   await withTransaction(ctx.database, async ({ tx }) => {
-    await tx.update(users).set({ passwordHash, updatedAt: ctx.clock.now() }).where(eq(users.id, user.id));
+    // Only over the password the token was checked against: of concurrent uses of one token
+    // (each checked before any hashed), the first to write wins and the others are a used token.
+    const changed = await tx
+      .update(users)
+      .set({ passwordHash, updatedAt: ctx.clock.now() })
+      .where(and(eq(users.id, user.id), eq(users.passwordHash, user.passwordHash)))
+      .returning({ id: users.id });
+    if (changed.length === 0) throw invalidToken();
     await endAllSessions(tx, user.id);
   });
 }
