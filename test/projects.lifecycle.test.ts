@@ -94,6 +94,24 @@ describe('PATCH /users/@me/projects/:id', () => {
     assert.deepEqual(row, { name: 'Renamed', tracking: 'MARKETING_ONLY', language: 'de-AT', timezone: 'Europe/Berlin' });
   });
 
+  test('a name with control or bidi override characters, or nothing visible, is 422 on create and update', async () => {
+    const b = await bootstrap(env.server.api, 'Plain');
+    const api = env.server.api.as({ cookie: b.cookie });
+    const projectsBefore = await env.server.sql('SELECT count(*)::int AS n FROM projects');
+    for (const name of ['Acme\r\nBcc: x@evil.test', 'Acme\u0007', 'Invoice \u202Egnp.exe', 'a\u2066b\u2069', '\u200B\u200C\u200D', '\u3164', ' \u2060 ']) {
+      for (const res of [await api.post('/users/@me/projects', { name }), await api.patch(`/users/@me/projects/${b.project.id}`, { name })]) {
+        assert.equal(res.status, 422, `${JSON.stringify(name)}: ${res.text}`);
+        assert.equal(res.body.error.code, 'VALIDATION_ERROR');
+        assert.equal(res.body.error.errors[0].field, 'name');
+      }
+    }
+    assert.deepEqual(await env.server.sql('SELECT count(*)::int AS n FROM projects'), projectsBefore);
+    assert.deepEqual(await env.server.sql('SELECT name FROM projects WHERE id = $1', [b.project.id]), [{ name: 'Plain' }]);
+    const renamed = await api.patch(`/users/@me/projects/${b.project.id}`, { name: 'Café 日本, Inc. 🚀' });
+    assert.equal(renamed.status, 200, renamed.text);
+    assert.equal(renamed.body.name, 'Café 日本, Inc. 🚀');
+  });
+
   test('the language applies to the next email (the unsubscribe footer of marketing mail)', async () => {
     const b = await bootstrap(env.server.api, 'Lang');
     await verifyDomain(b.sk, env.dns, 'lang.example.test');

@@ -1,8 +1,21 @@
 import { z } from 'zod';
 import { component } from '../../http/openapi.ts';
 
+/**
+ * A project's name goes into email subjects (invitations, billing) and pages: no control
+ * characters (CR/LF), no bidi overrides or isolates (which reorder the text around them), and at
+ * least one visible character (not only zero-width or other invisible ones).
+ */
+const projectName = z
+  .string()
+  .trim()
+  .min(1)
+  .max(100)
+  .refine((s) => !/[\p{Cc}\u202A-\u202E\u2066-\u2069]/u.test(s), 'Must not contain control characters or bidi override/isolate characters')
+  .refine((s) => /(?!\p{Default_Ignorable_Code_Point})[\p{L}\p{N}\p{P}\p{S}]/u.test(s), 'Must contain at least one visible character');
+
 export const createProjectBody = z.object({
-  name: z.string().trim().min(1).max(100),
+  name: projectName,
 });
 
 /** A BCP 47 language tag such as `en`, `de-AT` or `pt-BR` (not a language name), canonicalised. */
@@ -32,7 +45,7 @@ function isTimeZone(s: string): boolean {
 
 export const updateProjectBody = z
   .object({
-    name: z.string().trim().min(1).max(100),
+    name: projectName,
     tracking: z.enum(['ENABLED', 'DISABLED', 'MARKETING_ONLY']),
     language: languageTag,
     timezone: timeZone,
