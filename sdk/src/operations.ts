@@ -135,7 +135,8 @@ export type Project = {
   disabledReason: string | null;
   tracking: "ENABLED" | "DISABLED" | "MARKETING_ONLY";
   language: string;
-  webhookSecret: string;
+  /** Signs WEBHOOK step calls; null for a MEMBER (shown to ADMIN and OWNER only) */
+  webhookSecret: string | null;
   timezone: string;
   /** Printed in the footer of MARKETING mail */
   postalAddress: string | null;

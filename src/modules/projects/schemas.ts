@@ -74,8 +74,8 @@ export type ProjectRecord = {
   disabledReason: string | null;
   tracking: 'ENABLED' | 'DISABLED' | 'MARKETING_ONLY';
   language: string;
-  /** Signs WEBHOOK step calls (`X-Herald-Signature`); rotate with POST …/regenerate-webhook-secret. */
-  webhookSecret: string;
+  /** Signs WEBHOOK step calls (`X-Herald-Signature`); rotate with POST …/regenerate-webhook-secret. Null for a MEMBER. */
+  webhookSecret: string | null;
   timezone: string;
   /** Printed in the footer of MARKETING mail when set (bulk-mail rules ask for one). */
   postalAddress: string | null;
@@ -98,7 +98,7 @@ export const projectSchema = component(
     disabledReason: z.string().nullable(),
     tracking: z.enum(['ENABLED', 'DISABLED', 'MARKETING_ONLY']),
     language: z.string(),
-    webhookSecret: z.string(),
+    webhookSecret: z.string().nullable().describe('Signs WEBHOOK step calls; null for a MEMBER (shown to ADMIN and OWNER only)'),
     timezone: z.string(),
     postalAddress: z.string().nullable().describe('Printed in the footer of MARKETING mail'),
     role: z.enum(['OWNER', 'ADMIN', 'MEMBER']),
