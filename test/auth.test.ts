@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
+import { recordStatements } from './helpers/statements.ts';
 
 let sink: SmtpSink;
 let server: TestServer;
@@ -81,6 +82,39 @@ describe('account emails', () => {
       answers.map((r) => (r.status === 200 ? 200 : 401)),
       'the password set is the one whose answer was 200',
     );
+  });
+
+  test('a reset request does the same database work for a known and an unknown address (no timing difference to measure)', async () => {
+    const api = await startTestServer({ PROCESS_ROLE: 'api' });
+    try {
+      assert.equal((await api.api.post('/auth/signup', { email: 'known@example.org', password: 'long enough pw' })).status, 201);
+      const statements = recordStatements();
+      const database = new URL(api.databaseUrl).pathname.slice(1); // not the other test server's pollers
+      // The statements of the request itself: the account, the throttle and the job queue.
+      const workOf = async (email: string) => {
+        const from = statements.texts.length;
+        assert.equal((await api.api.post('/auth/request-password-reset', { email })).status, 200);
+        return statements.texts.slice(from).filter((t, i) => statements.databases[from + i] === database && /\busers\b|auth_throttle|pgboss\.job/.test(t));
+      };
+      const known = await workOf('known@example.org');
+      const unknown = await workOf('unknown@example.org');
+      assert.ok(
+        known.some((t) => t.includes('pgboss.job')),
+        known.join('\n'),
+      );
+      assert.deepEqual(known, unknown);
+      // Nothing is mailed by the API process (this one runs no worker): the signup's confirmation only.
+      const queued = await api.sql<{ name: string; what: string }>(
+        `SELECT name, coalesce(data->>'email', data->>'subject') AS what FROM pgboss.job WHERE name IN ('password-reset-request', 'system-mail') ORDER BY created_on, name`,
+      );
+      assert.deepEqual(queued, [
+        { name: 'system-mail', what: 'Confirm your email address' },
+        { name: 'password-reset-request', what: 'known@example.org' },
+        { name: 'password-reset-request', what: 'unknown@example.org' },
+      ]);
+    } finally {
+      await api.stop();
+    }
   });
 
   test('DISABLE_SIGNUP refuses signups once a user exists', async () => {
