@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type SmtpSink, startSmtpSink } from './helpers/smtp-sink.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
+import { recordStatements } from './helpers/statements.ts';
 
 let sink: SmtpSink;
 let server: TestServer;
@@ -64,6 +65,56 @@ describe('account emails', () => {
     assert.equal(reused.status, 400, 'a reset token stops working once the password changed');
     assert.equal((await server.api.post('/auth/login', { email: 'reset@example.org', password: 'first password' })).status, 401);
     assert.equal((await server.api.post('/auth/login', { email: 'reset@example.org', password: 'second password' })).status, 200);
+  });
+
+  test('a reset token used several times at once works once', async () => {
+    await server.api.post('/auth/signup', { email: 'race@example.org', password: 'first password' });
+    await server.api.post('/auth/request-password-reset', { email: 'race@example.org' });
+    const { token } = await linkIn('race@example.org', '/app/reset-password');
+    const passwords = ['password one', 'password two', 'password three', 'password four'];
+    const answers = await Promise.all(passwords.map((password) => server.api.post('/auth/reset-password', { token, password })));
+    assert.deepEqual(answers.map((r) => r.status).sort(), [200, 400, 400, 400], answers.map((r) => r.text).join('\n'));
+    for (const r of answers.filter((a) => a.status === 400)) assert.equal(r.body.error.code, 'BAD_REQUEST');
+    const logins = [];
+    for (const password of passwords) logins.push((await server.api.post('/auth/login', { email: 'race@example.org', password })).status);
+    assert.deepEqual(
+      logins,
+      answers.map((r) => (r.status === 200 ? 200 : 401)),
+      'the password set is the one whose answer was 200',
+    );
+  });
+
+  test('a reset request does the same database work for a known and an unknown address (no timing difference to measure)', async () => {
+    const api = await startTestServer({ PROCESS_ROLE: 'api' });
+    try {
+      assert.equal((await api.api.post('/auth/signup', { email: 'known@example.org', password: 'long enough pw' })).status, 201);
+      const statements = recordStatements();
+      const database = new URL(api.databaseUrl).pathname.slice(1); // not the other test server's pollers
+      // The statements of the request itself: the account, the throttle and the job queue.
+      const workOf = async (email: string) => {
+        const from = statements.texts.length;
+        assert.equal((await api.api.post('/auth/request-password-reset', { email })).status, 200);
+        return statements.texts.slice(from).filter((t, i) => statements.databases[from + i] === database && /\busers\b|auth_throttle|pgboss\.job/.test(t));
+      };
+      const known = await workOf('known@example.org');
+      const unknown = await workOf('unknown@example.org');
+      assert.ok(
+        known.some((t) => t.includes('pgboss.job')),
+        known.join('\n'),
+      );
+      assert.deepEqual(known, unknown);
+      // Nothing is mailed by the API process (this one runs no worker): the signup's confirmation only.
+      const queued = await api.sql<{ name: string; what: string }>(
+        `SELECT name, coalesce(data->>'email', data->>'subject') AS what FROM pgboss.job WHERE name IN ('password-reset-request', 'system-mail') ORDER BY created_on, name`,
+      );
+      assert.deepEqual(queued, [
+        { name: 'system-mail', what: 'Confirm your email address' },
+        { name: 'password-reset-request', what: 'known@example.org' },
+        { name: 'password-reset-request', what: 'unknown@example.org' },
+      ]);
+    } finally {
+      await api.stop();
+    }
   });
 
   test('DISABLE_SIGNUP refuses signups once a user exists', async () => {

@@ -103,6 +103,26 @@ describe('signup and password-reset throttling', () => {
     assert.equal(mails.length, 1);
   });
 
+  test("one verification email per account per five minutes (the signup's included), whatever the number of requests", async () => {
+    const email = `verify-${unique()}@example.org`;
+    const signup = await server.api.post('/auth/signup', { email, password: 'long enough pw' }, from('192.0.2.75'));
+    const cookie = (signup.headers.get('set-cookie') ?? '').split(';')[0];
+    const resend = () => server.api.post('/auth/request-verification', undefined, { cookie });
+    const answers = await Promise.all(Array.from({ length: 30 }, resend));
+    assert.deepEqual(new Set(answers.map((r) => `${r.status} ${r.body.alreadyVerified}`)), new Set(['200 false']));
+    const confirmations = () => sink.messages.filter((m) => m.envelope.to.includes(email) && m.parsed.subject === 'Confirm your email address');
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(confirmations().length, 1);
+
+    // Five minutes later, one more.
+    await server.sql(`UPDATE auth_throttle SET window_start = now() - interval '301 seconds' WHERE key = $1`, [`verify-mail:${signup.body.id}`]);
+    assert.equal((await resend()).status, 200);
+    assert.equal((await resend()).status, 200);
+    for (const deadline = Date.now() + 10_000; confirmations().length < 2 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(confirmations().length, 2);
+  });
+
   test('reset requests from one IP are locked after 10', async () => {
     const statuses: number[] = [];
     for (let i = 0; i < 11; i++) {

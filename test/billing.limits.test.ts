@@ -65,7 +65,7 @@ describe('billing limits', () => {
       assert.equal(res.body.error.errors[0].field, field);
     }
     const m = await signupUser(env.server.api);
-    await joinWithInvitation(env.server, await b.sk.post(`/projects/${b.project.id}/members`, { email: m.email }), m.cookie);
+    await joinWithInvitation(env.server, await owner(b).post(`/projects/${b.project.id}/members`, { email: m.email }), m.cookie);
     const member = asMember(env.server.api, m.cookie, b.project.id);
     const refused = await member.put(limitsPath(b), { transactional: 1000 });
     assert.equal(refused.status, 403, refused.text);
@@ -116,7 +116,7 @@ describe('billing limits', () => {
     const first = await b.sk.post(`/campaigns/${c.body.data.id}/test`, { email: 'first@test-cap.test' });
     assert.equal(first.status, 200, first.text);
     const m = await signupUser(env.server.api);
-    await joinWithInvitation(env.server, await b.sk.post(`/projects/${b.project.id}/members`, { email: m.email }), m.cookie);
+    await joinWithInvitation(env.server, await owner(b).post(`/projects/${b.project.id}/members`, { email: m.email }), m.cookie);
     const refused = await asMember(env.server.api, m.cookie, b.project.id).post(`/campaigns/${c.body.data.id}/test`, { email: 'victim@elsewhere.test' });
     assert.equal(refused.status, 403, refused.text);
     assert.equal(refused.body.error.code, 'BILLING_LIMIT_EXCEEDED');

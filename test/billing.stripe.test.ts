@@ -104,7 +104,7 @@ describe('with Stripe', () => {
 
   test('a MEMBER cannot start a checkout', async () => {
     const m = await signupUser(server.api);
-    await joinWithInvitation(server, await b.sk.post(`/projects/${b.project.id}/members`, { email: m.email }), m.cookie);
+    await joinWithInvitation(server, await server.api.post(`/projects/${b.project.id}/members`, { email: m.email }, { cookie: b.cookie }), m.cookie);
     const res = await asMember(server.api, m.cookie, b.project.id).post(`/users/@me/projects/${b.project.id}/checkout`);
     assert.equal(res.status, 403, res.text);
   });
@@ -129,7 +129,7 @@ describe('with Stripe', () => {
     assert.deepEqual([l.transactional.limit, l.campaigns.limit, l.workflows.limit, l.inbound.limit], [50000, 100000, null, null]);
     const [row] = await server.sql('SELECT plan, subscription_status FROM project_billing WHERE project_id = $1', [b.project.id]);
     assert.deepEqual(row, { plan: 'pro', subscription_status: 'active' });
-    assert.equal((await b.sk.get(`/projects/${b.project.id}/setup-state`)).body.hasSubscription, true);
+    assert.equal((await server.api.get(`/projects/${b.project.id}/setup-state`, { cookie: b.cookie })).body.hasSubscription, true);
 
     // Replayed: acknowledged, not processed again (a later update is not overwritten by it).
     const updated = signed('customer.subscription.updated', subscription('cus_fake1', 'active', { herald_transactional: '60000' }));
@@ -148,7 +148,7 @@ describe('with Stripe', () => {
     assert.equal(deleted.status, 200);
     l = (await limits()).body;
     assert.deepEqual([l.transactional.limit, l.campaigns.limit, l.workflows.limit, l.inbound.limit], [0, 0, 0, 0]);
-    assert.equal((await b.sk.get(`/projects/${b.project.id}/setup-state`)).body.hasSubscription, false);
+    assert.equal((await server.api.get(`/projects/${b.project.id}/setup-state`, { cookie: b.cookie })).body.hasSubscription, false);
   });
 
   test('a failed renewal payment disables the project (BILLING) until an invoice is paid', async () => {

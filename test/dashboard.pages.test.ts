@@ -224,7 +224,7 @@ test('members: an existing account is invited, accepts and is promoted, a new ad
     await page.getByRole('combobox', { name: `Role of ${colleagueEmail}` }).click();
     await page.getByRole('option', { name: 'ADMIN' }).click();
     await page.getByText('Role changed').waitFor();
-    const listed = await owner.sk.get(`/projects/${owner.project.id}/members`, { cookie: owner.cookie });
+    const listed = await server.api.get(`/projects/${owner.project.id}/members`, { cookie: owner.cookie });
     assert.equal(listed.body.members.find((m: { email: string }) => m.email === colleagueEmail)?.role, 'ADMIN');
 
     await page.getByLabel('Invite by email').fill('newcomer@example.org');

@@ -70,6 +70,8 @@ test('no credential and no email address in a request line: tracking links, addr
   assert.equal(await logged(click), '/t/c/*');
   assert.equal(await logged(await fetch(`${base}/t/o/AmMBoiS-c2VjcmV0LW9wZW4tdG9rZW4`)), '/t/o/*');
   assert.equal(await logged(await b.sk.delete('/suppressions/bob.private@example.com')), '/suppressions/***');
+  assert.equal(await logged(await b.sk.delete('/suppressions/bob.private%40example.com')), '/suppressions/***');
+  assert.equal(await logged(await api.get('/users/@me/projects', { cookie: b.cookie })), '/users/@me/projects');
   assert.equal(await logged(await b.sk.get('/contacts?search=carol.private%40example.com&limit=5')), '/contacts?search=***&limit=5');
   assert.equal(await logged(await b.sk.get('/contacts?email=dan.private@example.com')), '/contacts?email=***');
   for (const email of ['erin.private@example.com', 'frank.private@example.com']) assert.equal((await b.sk.post('/contacts', { email })).status, 201);

@@ -175,7 +175,7 @@ describe('members', () => {
     }
   });
 
-  test('the OWNER can be neither demoted nor removed, even by an ADMIN or through the API key', async () => {
+  test('the OWNER can be neither demoted nor removed, even by an ADMIN', async () => {
     const admin = await signupUser(server.api);
     await ownerApi().post(membersPath(), { email: admin.email, role: 'ADMIN' });
     await acceptMailed(admin);
@@ -216,6 +216,35 @@ describe('members', () => {
     assert.equal(unknown.body.error.code, 'MEMBER_NOT_FOUND');
     const pending = await server.sql(`SELECT count(*)::int AS n FROM project_invitations WHERE email IN ('not-an-email', 'someone@example.test')`);
     assert.equal(pending[0].n, 0);
+  });
+
+  test('the secret key is refused on every member and invitation route (401), and changes nothing', async () => {
+    const p = await bootstrap(server.api, 'Keyed team');
+    const path = `/projects/${p.project.id}/members`;
+    const colleague = await signupUser(server.api);
+    const byOwner = await server.api.post(path, { email: colleague.email, role: 'MEMBER' }, { cookie: p.cookie });
+    assert.equal(byOwner.status, 201, byOwner.text);
+    await acceptMailed(colleague, 'Keyed team');
+    const pending = await server.api.post(path, { email: `pending-${Date.now()}@example.test` }, { cookie: p.cookie });
+    const before = await server.api.get(path, { cookie: p.cookie });
+
+    const attacker = `attacker-${Date.now()}@x.test`;
+    const calls = [
+      p.sk.get(path),
+      p.sk.post(path, { email: attacker, role: 'ADMIN' }),
+      p.sk.patch(`${path}/${colleague.id}`, { role: 'ADMIN' }),
+      p.sk.delete(`${path}/${colleague.id}`),
+      p.sk.delete(`/projects/${p.project.id}/invitations/${pending.body.invitation.id}`),
+    ];
+    for (const res of await Promise.all(calls)) {
+      assert.equal(res.status, 401, res.text);
+      assert.equal(res.body.success, false);
+      assert.equal(res.body.error.code, 'UNAUTHORIZED');
+      assert.match(res.body.error.message, /needs a dashboard session/);
+      assert.equal(res.body.members, undefined, 'no member addresses');
+    }
+    assert.deepEqual((await server.api.get(path, { cookie: p.cookie })).body, before.body);
+    assert.deepEqual(await server.sql('SELECT 1 FROM project_invitations WHERE email = $1', [attacker]), []);
   });
 
   test('a non-member gets 404 on the members list', async () => {

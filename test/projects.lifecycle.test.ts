@@ -94,6 +94,24 @@ describe('PATCH /users/@me/projects/:id', () => {
     assert.deepEqual(row, { name: 'Renamed', tracking: 'MARKETING_ONLY', language: 'de-AT', timezone: 'Europe/Berlin' });
   });
 
+  test('a name with control or bidi override characters, or nothing visible, is 422 on create and update', async () => {
+    const b = await bootstrap(env.server.api, 'Plain');
+    const api = env.server.api.as({ cookie: b.cookie });
+    const projectsBefore = await env.server.sql('SELECT count(*)::int AS n FROM projects');
+    for (const name of ['Acme\r\nBcc: x@evil.test', 'Acme\u0007', 'Invoice \u202Egnp.exe', 'a\u2066b\u2069', '\u200B\u200C\u200D', '\u3164', ' \u2060 ']) {
+      for (const res of [await api.post('/users/@me/projects', { name }), await api.patch(`/users/@me/projects/${b.project.id}`, { name })]) {
+        assert.equal(res.status, 422, `${JSON.stringify(name)}: ${res.text}`);
+        assert.equal(res.body.error.code, 'VALIDATION_ERROR');
+        assert.equal(res.body.error.errors[0].field, 'name');
+      }
+    }
+    assert.deepEqual(await env.server.sql('SELECT count(*)::int AS n FROM projects'), projectsBefore);
+    assert.deepEqual(await env.server.sql('SELECT name FROM projects WHERE id = $1', [b.project.id]), [{ name: 'Plain' }]);
+    const renamed = await api.patch(`/users/@me/projects/${b.project.id}`, { name: 'Café 日本, Inc. 🚀' });
+    assert.equal(renamed.status, 200, renamed.text);
+    assert.equal(renamed.body.name, 'Café 日本, Inc. 🚀');
+  });
+
   test('the language applies to the next email (the unsubscribe footer of marketing mail)', async () => {
     const b = await bootstrap(env.server.api, 'Lang');
     await verifyDomain(b.sk, env.dns, 'lang.example.test');
@@ -111,7 +129,7 @@ describe('reset and delete', () => {
     const b = await bootstrap(env.server.api, 'Guarded');
     await b.sk.post('/contacts', { email: 'keep@g.test' });
     const m = await signupUser(env.server.api);
-    await joinWithInvitation(env.server, await b.sk.post(`/projects/${b.project.id}/members`, { email: m.email }), m.cookie);
+    await joinWithInvitation(env.server, await env.server.api.post(`/projects/${b.project.id}/members`, { email: m.email }, { cookie: b.cookie }), m.cookie);
     const member = env.server.api.as({ cookie: m.cookie });
     const reset = await member.post(`/users/@me/projects/${b.project.id}/reset`);
     assert.equal(reset.status, 403, reset.text);
@@ -146,7 +164,7 @@ describe('reset and delete', () => {
     const list = await a.sk.get('/contacts');
     assert.equal(list.status, 200);
     assert.equal(list.body.data.length, 0);
-    const setup = await a.sk.get(`/projects/${a.project.id}/setup-state`);
+    const setup = await env.server.api.get(`/projects/${a.project.id}/setup-state`, { cookie: a.cookie });
     assert.deepEqual(setup.body, {
       hasVerifiedDomain: true,
       contactCount: 0,
@@ -162,7 +180,7 @@ describe('reset and delete', () => {
     const a = await populated('Delete Me');
     const other = await populated('Neighbour');
     const otherBefore = await counts(other.project.id);
-    const setup = await a.sk.get(`/projects/${a.project.id}/setup-state`);
+    const setup = await env.server.api.get(`/projects/${a.project.id}/setup-state`, { cookie: a.cookie });
     assert.equal(setup.status, 200, setup.text);
     assert.equal(setup.body.hasVerifiedDomain, true);
     assert.equal(setup.body.contactCount, 2);
@@ -183,15 +201,18 @@ describe('reset and delete', () => {
     assert.equal(again.status, 404);
   });
 
-  test('setup-state of another project is 404; a MEMBER reads it', async () => {
+  test('setup-state takes the session cookie only; another project is 404; a MEMBER reads it', async () => {
     const a = await bootstrap(env.server.api, 'Mine');
     const b = await bootstrap(env.server.api, 'Theirs');
-    const cross = await a.sk.get(`/projects/${b.project.id}/setup-state`);
-    assert.equal(cross.status, 404, cross.text);
+    for (const path of [`/projects/${a.project.id}/setup-state`, `/projects/${b.project.id}/setup-state`]) {
+      const byKey = await a.sk.get(path);
+      assert.equal(byKey.status, 401, byKey.text);
+      assert.equal(byKey.body.error.code, 'UNAUTHORIZED');
+    }
     const byCookie = await env.server.api.get(`/projects/${b.project.id}/setup-state`, { cookie: a.cookie });
     assert.equal(byCookie.status, 404);
     const m = await signupUser(env.server.api);
-    await joinWithInvitation(env.server, await a.sk.post(`/projects/${a.project.id}/members`, { email: m.email }), m.cookie);
+    await joinWithInvitation(env.server, await env.server.api.post(`/projects/${a.project.id}/members`, { email: m.email }, { cookie: a.cookie }), m.cookie);
     const member: Api = asMember(env.server.api, m.cookie, a.project.id);
     const res = await member.get(`/projects/${a.project.id}/setup-state`);
     assert.equal(res.status, 200, res.text);

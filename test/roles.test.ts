@@ -28,7 +28,11 @@ before(async () => {
   users.OWNER = { id: owner.userId, cookie: owner.cookie };
   for (const role of ['ADMIN', 'MEMBER'] as const) {
     const u = await signupUser(env.server.api);
-    await joinWithInvitation(env.server, await owner.sk.post(`/projects/${owner.project.id}/members`, { email: u.email, role }), u.cookie);
+    await joinWithInvitation(
+      env.server,
+      await env.server.api.post(`/projects/${owner.project.id}/members`, { email: u.email, role }, { cookie: owner.cookie }),
+      u.cookie,
+    );
     users[role] = u;
   }
 });

@@ -143,9 +143,14 @@ describe('sdk/: the generated client', () => {
     const series = await herald.analytics.timeseries({ interval: 'day', metric: 'sent' });
     assert.equal(series.interval, 'day');
     assert.ok(series.points.length >= 30);
-    const setup = await herald.projects.setupState(b.project.id);
+    // Dashboard operations take the session cookie; the secret key is refused there.
+    const refused = await herald.members.list(b.project.id).catch((err: unknown) => err);
+    assert.ok(refused instanceof HeraldError, String(refused));
+    assert.deepEqual([refused.statusCode, refused.code], [401, 'UNAUTHORIZED']);
+    const dashboard = createHerald({ baseUrl: server.url, headers: { cookie: b.cookie } });
+    const setup = await dashboard.projects.setupState(b.project.id);
     assert.equal(setup.hasVerifiedDomain, true);
-    const members = await herald.members.list(b.project.id);
+    const members = await dashboard.members.list(b.project.id);
     assert.deepEqual(
       members.members.map((m) => m.role),
       ['OWNER'],

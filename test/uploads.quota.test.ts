@@ -207,7 +207,11 @@ describe('GET /uploads', () => {
     const b = await bootstrap(server.api, 'Team');
     const image = await upload(b.sk, PNG);
     const member = await signupUser(server.api);
-    await joinWithInvitation(server, await b.sk.post(`/projects/${b.project.id}/members`, { email: member.email, role: 'MEMBER' }), member.cookie);
+    await joinWithInvitation(
+      server,
+      await server.api.post(`/projects/${b.project.id}/members`, { email: member.email, role: 'MEMBER' }, { cookie: b.cookie }),
+      member.cookie,
+    );
     const listed = await asMember(server.api, member.cookie, b.project.id).get('/uploads');
     assert.equal(listed.status, 200, listed.text);
     assert.deepEqual(
@@ -221,7 +225,11 @@ describe('GET /uploads', () => {
   test('a MEMBER deletes an image, as they may upload one', async () => {
     const b = await bootstrap(server.api, 'Team delete');
     const member = await signupUser(server.api);
-    await joinWithInvitation(server, await b.sk.post(`/projects/${b.project.id}/members`, { email: member.email, role: 'MEMBER' }), member.cookie);
+    await joinWithInvitation(
+      server,
+      await server.api.post(`/projects/${b.project.id}/members`, { email: member.email, role: 'MEMBER' }, { cookie: b.cookie }),
+      member.cookie,
+    );
     const asIt = asMember(server.api, member.cookie, b.project.id);
     const image = await upload(asIt, PNG);
     assert.equal(image.status, 201, image.text);

@@ -4,6 +4,8 @@ import { type Bootstrapped, bootstrap } from './helpers/bootstrap.ts';
 import { type TestDns, startTestDns } from './helpers/dns-server.ts';
 import { verifyDomain } from './helpers/domains.ts';
 import type { Api } from './helpers/http.ts';
+import { joinWithInvitation } from './helpers/invitations.ts';
+import { signupUser } from './helpers/team.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
 
 let dns: TestDns;
@@ -367,6 +369,27 @@ describe('project webhook secret', () => {
     const stranger = await bootstrap(server.api, 'Stranger');
     const refused = await server.api.post(`/users/@me/projects/${p.project.id}/regenerate-webhook-secret`, undefined, { cookie: stranger.cookie });
     assert.equal(refused.status, 404);
+  });
+
+  test('a MEMBER does not see it (null); an ADMIN does', async () => {
+    const p = await bootstrap(server.api, 'Team secret');
+    const [member, admin] = [await signupUser(server.api), await signupUser(server.api)];
+    for (const [user, role] of [
+      [member, 'MEMBER'],
+      [admin, 'ADMIN'],
+    ] as const) {
+      await joinWithInvitation(
+        server,
+        await server.api.post(`/projects/${p.project.id}/members`, { email: user.email, role }, { cookie: p.cookie }),
+        user.cookie,
+      );
+    }
+    const secret = (p.project as unknown as { webhookSecret: string }).webhookSecret;
+    const seenBy = async (cookie: string) =>
+      (await server.api.get('/users/@me/projects', { cookie })).body.map((x: { role: string; webhookSecret: string | null }) => [x.role, x.webhookSecret]);
+    assert.deepEqual(await seenBy(member.cookie), [['MEMBER', null]]);
+    assert.deepEqual(await seenBy(admin.cookie), [['ADMIN', secret]]);
+    assert.deepEqual(await seenBy(p.cookie), [['OWNER', secret]]);
   });
 });
 

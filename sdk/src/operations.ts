@@ -135,7 +135,8 @@ export type Project = {
   disabledReason: string | null;
   tracking: "ENABLED" | "DISABLED" | "MARKETING_ONLY";
   language: string;
-  webhookSecret: string;
+  /** Signs WEBHOOK step calls; null for a MEMBER (shown to ADMIN and OWNER only) */
+  webhookSecret: string | null;
   timezone: string;
   /** Printed in the footer of MARKETING mail */
   postalAddress: string | null;
@@ -1557,6 +1558,7 @@ export interface Operations {
         id: string;
         email: string;
         role: "ADMIN" | "MEMBER";
+        /** The user id of the member who sent it; null once that account is deleted (or for one sent with the API key, before keys were refused here) */
         invitedBy: string | null;
         createdAt: string;
         expiresAt: string;
@@ -1579,6 +1581,7 @@ export interface Operations {
         id: string;
         email: string;
         role: "ADMIN" | "MEMBER";
+        /** The user id of the member who sent it; null once that account is deleted (or for one sent with the API key, before keys were refused here) */
         invitedBy: string | null;
         createdAt: string;
         expiresAt: string;

@@ -28,6 +28,8 @@ type Hook = (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
 
 const invalidKey = (message: string) => new ApiError(401, 'INVALID_API_KEY', message);
 const unauthorized = () => new ApiError(401, 'UNAUTHORIZED', 'Not signed in or the session has expired');
+const sessionNeeded = () =>
+  new ApiError(401, 'UNAUTHORIZED', 'This endpoint needs a dashboard session (the cookie POST /auth/login sets); API keys are not accepted here');
 
 function bearer(req: FastifyRequest): string | null {
   const header = req.headers.authorization;
@@ -63,11 +65,14 @@ export function requireApiKey(ctx: AppContext, type: 'secret' | 'public'): Hook 
   };
 }
 
-/** Cookie routes: a valid session. */
+/**
+ * Cookie routes: a valid session. An API key is never accepted here: these routes manage accounts,
+ * members and keys, and a leaked key must not reach past its project's data (decisions.md, Teams).
+ */
 export function requireUser(ctx: AppContext): Hook {
   return async (req) => {
     const userId = await sessionUserId(ctx, req);
-    if (!userId) throw unauthorized();
+    if (!userId) throw bearer(req) !== null && !req.cookies?.[SESSION_COOKIE] ? sessionNeeded() : unauthorized();
     req.userId = userId;
   };
 }

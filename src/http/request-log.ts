@@ -6,7 +6,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
  */
 const SECRET_QUERY = /token|key|secret|password|signature|sig$|auth|jwt|session|code|state/i;
 const FREE_TEXT_QUERY = /^(search|q|query|cursor)$/i;
-const EMAIL_LIKE = /@|%40/;
+/** A path segment that looks like an email address (x@y.z, the @ maybe percent-encoded); `@me` is not one. */
+const EMAIL_LIKE = /^.+(@|%40).+\..+$/i;
 
 /**
  * The request's URL for a log line, with no credential and no email address in it: signed link

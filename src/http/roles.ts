@@ -1,6 +1,6 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.ts';
-import { type Role, membershipRole, requireApiKey, requireUser } from './auth.ts';
+import { type Role, membershipRole } from './auth.ts';
 import { ApiError, notFound } from './errors.ts';
 
 /**
@@ -14,8 +14,9 @@ import { ApiError, notFound } from './errors.ts';
  *   suppressions, billing, reset and delete) needs ADMIN; OWNER has every ADMIN right.
  *
  * An API key acts as ADMIN, so key-authenticated requests pass. Routes under
- * `/users/@me/projects/:id` and `/projects/:id` (cookie only) get their project and role here:
- * a user who is not a member gets 404, so a project's existence does not leak.
+ * `/users/@me/projects/:id` and `/projects/:id` take the session cookie only (requireUser) and get
+ * their project and role here: a user who is not a member gets 404, so a project's existence does
+ * not leak.
  */
 
 const RANK: Record<Role, number> = { MEMBER: 0, ADMIN: 1, OWNER: 2 };
@@ -51,13 +52,6 @@ async function resolveProjectRoute(ctx: AppContext, req: FastifyRequest): Promis
   const role = id.length <= 100 ? await membershipRole(ctx.database.db, id, req.userId) : null;
   if (!role) throw notFound('project', id);
   req.auth = { projectId: id, role, userId: req.userId, keyType: null };
-}
-
-/** `/projects/:id/*` routes: a session cookie, or the secret key of that very project (acting as ADMIN). */
-export function requireUserOrKey(ctx: AppContext): (req: FastifyRequest, reply: FastifyReply) => Promise<void> {
-  const user = requireUser(ctx);
-  const key = requireApiKey(ctx, 'secret');
-  return async (req, reply) => (req.headers.authorization === undefined ? user(req, reply) : key(req, reply));
 }
 
 export function registerRoleGuard(app: FastifyInstance, ctx: AppContext): void {

@@ -11,6 +11,7 @@ import { storageMaintenanceQueue } from '../modules/retention/jobs.ts';
 import { segmentQueues } from '../modules/segments/jobs.ts';
 import { notificationCleanupQueue } from '../modules/webhooks/service.ts';
 import { systemMailQueue } from '../mail/system-mail.ts';
+import { passwordResetQueue } from '../modules/auth/account-mail.ts';
 import type { AnyQueueDef } from './boss.ts';
 
 /** Every background queue of every module. Workers register all of them. */
@@ -19,6 +20,7 @@ export const queues: AnyQueueDef[] = [
   deliveryQueue,
   deliveryWatchdogQueue,
   systemMailQueue,
+  passwordResetQueue,
   idempotencyCleanupQueue,
   importQueue,
   bulkQueue,

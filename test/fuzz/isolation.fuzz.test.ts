@@ -171,7 +171,11 @@ before(async () => {
   await verifyDomain(b.sk, env.dns, DOMAIN_B);
   a = await bootstrap(env.server.api, 'A');
   member = await signupUser(env.server.api);
-  await joinWithInvitation(env.server, await a.sk.post(`/projects/${a.project.id}/members`, { email: member.email, role: 'MEMBER' }), member.cookie);
+  await joinWithInvitation(
+    env.server,
+    await env.server.api.post(`/projects/${a.project.id}/members`, { email: member.email, role: 'MEMBER' }, { cookie: a.cookie }),
+    member.cookie,
+  );
   app = await buildApp(env.server.ctx);
   await app.ready();
 

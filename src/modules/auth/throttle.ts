@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import { randomInt } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AppContext } from '../../context.ts';
+import type { Db } from '../../db/client.ts';
 import { ApiError } from '../../http/errors.ts';
 
 /**
@@ -37,6 +38,9 @@ export const signupRule = (perHour: number): Rule => ({
 
 /** One reset email per address per this many seconds; further requests answer 200 and send nothing. */
 export const RESET_EMAIL_INTERVAL_SECONDS = 5 * MINUTE;
+
+/** One verification email per account per this many seconds (the signup's included); further requests answer 200 and send nothing. */
+export const VERIFICATION_EMAIL_INTERVAL_SECONDS = 5 * MINUTE;
 
 /** Delay per attempt past `slowAfter`, and its cap. */
 const STEP_MS = 250;
@@ -164,14 +168,19 @@ export async function clear(ctx: AppContext, keys: Throttled[]): Promise<void> {
 }
 
 /** True once per address per RESET_EMAIL_INTERVAL_SECONDS: whether this request may send a reset email. */
-export async function mayMailReset(ctx: AppContext, email: string): Promise<boolean> {
-  return firstInWindow(ctx, `reset-mail:${email}`, RESET_EMAIL_INTERVAL_SECONDS);
+export async function mayMailReset(ctx: AppContext, email: string, db: Db = ctx.database.db): Promise<boolean> {
+  return firstInWindow(ctx, `reset-mail:${email}`, RESET_EMAIL_INTERVAL_SECONDS, db);
 }
 
-/** True for the first call with `key` in a window of `seconds` (shared by every API process). */
-export async function firstInWindow(ctx: AppContext, key: string, seconds: number): Promise<boolean> {
+/** True once per account per VERIFICATION_EMAIL_INTERVAL_SECONDS: whether this request may send a verification email. */
+export async function mayMailVerification(ctx: AppContext, userId: string): Promise<boolean> {
+  return firstInWindow(ctx, `verify-mail:${userId}`, VERIFICATION_EMAIL_INTERVAL_SECONDS);
+}
+
+/** True for the first call with `key` in a window of `seconds` (shared by every API process; `db` may be a transaction). */
+export async function firstInWindow(ctx: AppContext, key: string, seconds: number, db: Db = ctx.database.db): Promise<boolean> {
   const windowStart = sql`now() - make_interval(secs => ${seconds})`;
-  const { rows } = await ctx.database.db.execute<{ count: number }>(sql`
+  const { rows } = await db.execute<{ count: number }>(sql`
     INSERT INTO auth_throttle AS t (key, count, window_start) VALUES (${key}, 1, now())
     ON CONFLICT (key) DO UPDATE SET
       count = CASE WHEN t.window_start < ${windowStart} THEN 1 ELSE t.count + 1 END,

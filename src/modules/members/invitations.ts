@@ -45,7 +45,7 @@ export function invitationLink(ctx: AppContext, invitation: { id: string; email:
 export async function createInvitation(
   ctx: AppContext,
   projectId: string,
-  invitedBy: string | null,
+  invitedBy: string,
   input: { email: string; role: 'ADMIN' | 'MEMBER' },
 ): Promise<Invitation> {
   const now = ctx.clock.now();

@@ -1,9 +1,8 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { projectOf, requireUser, userOf } from '../../http/auth.ts';
 import { sessionUserId } from '../../http/sessions.ts';
-import { requireUserOrKey } from '../../http/roles.ts';
 import { describe, describer } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { PAGE_HEADERS, page } from '../preferences/page.ts';
@@ -21,15 +20,28 @@ import {
 } from './schemas.ts';
 import { addMember, listMembers, removeMember, revokeInvitation, updateMemberRole } from './service.ts';
 
-/** `/projects/:id/members*` (session cookie; roles enforced by http/roles.ts) and accepting an invitation. */
+/** The signed-in member acting on the project of the URL (its role from http/roles.ts). */
+const actorOf = (req: FastifyRequest) => ({ ...projectOf(req), userId: userOf(req) });
+
+/**
+ * `/projects/:id/members*` and `/projects/:id/invitations/*`: the session cookie only, never an API
+ * key (a leaked key must not make itself a member that outlives key rotation); roles enforced by
+ * http/roles.ts. And accepting an invitation.
+ */
 export function memberRoutes(app: FastifyInstance, ctx: AppContext): void {
-  const onRequest = requireUserOrKey(ctx);
-  const doc = describer('Members', 'project');
+  const onRequest = requireUser(ctx);
+  const doc = describer('Members', 'session');
 
   app.get(
     '/projects/:id/members',
     {
-      schema: doc({ operationId: 'members.list', summary: 'Members and pending invitations', params: projectIdParams, responses: { 200: memberListSchema } }),
+      schema: doc({
+        operationId: 'members.list',
+        summary: 'Members and pending invitations',
+        params: projectIdParams,
+        responses: { 200: memberListSchema },
+        errors: [404],
+      }),
       onRequest,
     },
     async (req) => {
@@ -49,13 +61,13 @@ export function memberRoutes(app: FastifyInstance, ctx: AppContext): void {
         params: projectIdParams,
         body: addMemberBody,
         responses: { 201: addMemberResultSchema },
-        errors: [403, 409, 429],
+        errors: [403, 404, 409, 429],
       }),
       onRequest,
     },
     async (req, reply) => {
       parse(projectIdParams, req.params);
-      const result = await addMember(ctx, projectOf(req), parse(addMemberBody, req.body));
+      const result = await addMember(ctx, actorOf(req), parse(addMemberBody, req.body));
       return reply.status(201).send(result);
     },
   );
@@ -70,7 +82,7 @@ export function memberRoutes(app: FastifyInstance, ctx: AppContext): void {
         params: memberParams,
         body: updateMemberBody,
         responses: { 200: memberSchema },
-        errors: [404, 409],
+        errors: [403, 404, 409],
       }),
       onRequest,
     },
@@ -83,12 +95,12 @@ export function memberRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.delete(
     '/projects/:id/members/:userId',
     {
-      schema: doc({ operationId: 'members.remove', summary: 'Remove a member', params: memberParams, responses: { 204: null }, errors: [404, 409] }),
+      schema: doc({ operationId: 'members.remove', summary: 'Remove a member', params: memberParams, responses: { 204: null }, errors: [403, 404, 409] }),
       onRequest,
     },
     async (req, reply) => {
       const { userId } = parse(memberParams, req.params);
-      await removeMember(ctx, projectOf(req), userId);
+      await removeMember(ctx, actorOf(req), userId);
       return reply.status(204).send();
     },
   );
@@ -101,7 +113,7 @@ export function memberRoutes(app: FastifyInstance, ctx: AppContext): void {
         summary: 'Revoke a pending invitation',
         params: invitationParams,
         responses: { 204: null },
-        errors: [404],
+        errors: [403, 404],
       }),
       onRequest,
     },

@@ -37,7 +37,10 @@ export const invitationSchema = z.object({
   id: z.string(),
   email: z.string(),
   role: z.enum(['ADMIN', 'MEMBER']),
-  invitedBy: z.string().nullable(),
+  invitedBy: z
+    .string()
+    .nullable()
+    .describe('The user id of the member who sent it; null once that account is deleted (or for one sent with the API key, before keys were refused here)'),
   createdAt: z.string(),
   expiresAt: z.string(),
 });

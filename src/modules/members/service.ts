@@ -6,8 +6,8 @@ import { invitations } from '../../db/schema/members.ts';
 import { memberships, users } from '../../db/schema/users.ts';
 import type { Role } from '../../db/schema/users.ts';
 
-/** Who acts on the project's members: a user with a role, or an API key (no user, ADMIN rights). */
-export type Actor = { projectId: string; userId: string | null; role: Role };
+/** Who acts on the project's members: a signed-in user with their role (API keys are refused, members/routes.ts). */
+export type Actor = { projectId: string; userId: string; role: Role };
 import { ApiError, conflict, notFound } from '../../http/errors.ts';
 import { createInvitation } from './invitations.ts';
 import type { InvitationRecord, MemberList, MemberRecord } from './schemas.ts';

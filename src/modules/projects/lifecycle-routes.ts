@@ -2,7 +2,6 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { projectOf, requireUser } from '../../http/auth.ts';
-import { requireUserOrKey } from '../../http/roles.ts';
 import { describe } from '../../http/openapi.ts';
 import { parse } from '../../http/validate.ts';
 import { resetProject, setupState } from './lifecycle.ts';
@@ -40,7 +39,7 @@ export function projectLifecycleRoutes(app: FastifyInstance, ctx: AppContext): v
         operationId: 'projects.setupState',
         summary: 'Onboarding checklist state',
         tag: 'Projects',
-        access: 'project',
+        access: 'session',
         params: projectIdParams,
         responses: {
           200: z.object({
@@ -55,7 +54,7 @@ export function projectLifecycleRoutes(app: FastifyInstance, ctx: AppContext): v
         },
         errors: [404],
       }),
-      onRequest: requireUserOrKey(ctx),
+      onRequest: requireUser(ctx),
     },
     async (req) => {
       parse(projectIdParams, req.params);

@@ -1,8 +1,21 @@
 import { z } from 'zod';
 import { component } from '../../http/openapi.ts';
 
+/**
+ * A project's name goes into email subjects (invitations, billing) and pages: no control
+ * characters (CR/LF), no bidi overrides or isolates (which reorder the text around them), and at
+ * least one visible character (not only zero-width or other invisible ones).
+ */
+const projectName = z
+  .string()
+  .trim()
+  .min(1)
+  .max(100)
+  .refine((s) => !/[\p{Cc}\u202A-\u202E\u2066-\u2069]/u.test(s), 'Must not contain control characters or bidi override/isolate characters')
+  .refine((s) => /(?!\p{Default_Ignorable_Code_Point})[\p{L}\p{N}\p{P}\p{S}]/u.test(s), 'Must contain at least one visible character');
+
 export const createProjectBody = z.object({
-  name: z.string().trim().min(1).max(100),
+  name: projectName,
 });
 
 /** A BCP 47 language tag such as `en`, `de-AT` or `pt-BR` (not a language name), canonicalised. */
@@ -32,7 +45,7 @@ function isTimeZone(s: string): boolean {
 
 export const updateProjectBody = z
   .object({
-    name: z.string().trim().min(1).max(100),
+    name: projectName,
     tracking: z.enum(['ENABLED', 'DISABLED', 'MARKETING_ONLY']),
     language: languageTag,
     timezone: timeZone,
@@ -61,8 +74,8 @@ export type ProjectRecord = {
   disabledReason: string | null;
   tracking: 'ENABLED' | 'DISABLED' | 'MARKETING_ONLY';
   language: string;
-  /** Signs WEBHOOK step calls (`X-Herald-Signature`); rotate with POST …/regenerate-webhook-secret. */
-  webhookSecret: string;
+  /** Signs WEBHOOK step calls (`X-Herald-Signature`); rotate with POST …/regenerate-webhook-secret. Null for a MEMBER. */
+  webhookSecret: string | null;
   timezone: string;
   /** Printed in the footer of MARKETING mail when set (bulk-mail rules ask for one). */
   postalAddress: string | null;
@@ -85,7 +98,7 @@ export const projectSchema = component(
     disabledReason: z.string().nullable(),
     tracking: z.enum(['ENABLED', 'DISABLED', 'MARKETING_ONLY']),
     language: z.string(),
-    webhookSecret: z.string(),
+    webhookSecret: z.string().nullable().describe('Signs WEBHOOK step calls; null for a MEMBER (shown to ADMIN and OWNER only)'),
     timezone: z.string(),
     postalAddress: z.string().nullable().describe('Printed in the footer of MARKETING mail'),
     role: z.enum(['OWNER', 'ADMIN', 'MEMBER']),

@@ -17,7 +17,10 @@ type ProjectRow = typeof projects.$inferSelect;
 
 const newWebhookSecret = () => `whsec_${randomBytes(32).toString('hex')}`;
 
-/** `secretKey` is the key in clear, known only right after it was created or rotated. */
+/**
+ * `secretKey` is the key in clear, known only right after it was created or rotated.
+ * `webhookSecret` is for ADMIN and OWNER only: a MEMBER could otherwise keep it after leaving.
+ */
 export function toProjectRecord(p: ProjectRow, role: Role, secretKey: string | null = null): ProjectRecord {
   return {
     id: p.id,
@@ -29,7 +32,7 @@ export function toProjectRecord(p: ProjectRow, role: Role, secretKey: string | n
     disabledReason: p.disabledReason,
     tracking: p.tracking as ProjectRecord['tracking'],
     language: p.language,
-    webhookSecret: p.webhookSecret,
+    webhookSecret: role === 'MEMBER' ? null : p.webhookSecret,
     timezone: p.timezone,
     postalAddress: p.postalAddress,
     role,
