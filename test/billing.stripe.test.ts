@@ -73,12 +73,29 @@ describe('with Stripe', () => {
     const again = await api.post(`/users/@me/projects/${b.project.id}/checkout`);
     assert.equal(again.status, 200);
     assert.equal(fake.calls.filter((c) => c.path === '/v1/customers').length, 1, 'one customer per project');
-    const session = fake.calls.find((c) => c.path === '/v1/checkout/sessions')!;
+    const session = fake.calls.find((c) => c.method === 'POST' && c.path === '/v1/checkout/sessions')!;
     assert.equal(session.form.get('mode'), 'subscription');
     assert.equal(session.form.get('customer'), 'cus_fake1');
     assert.equal(session.form.get('line_items[0][price]'), 'price_pro');
     assert.equal(session.form.get('client_reference_id'), b.project.id);
     assert.equal((await server.api.get('/config')).body.billingEnabled, true);
+  });
+
+  test('a checkout still open is answered again, not a second session (two sessions paid were two subscriptions); once it is done or expired, a new one', async () => {
+    const p = await bootstrap(server.api, 'Twice');
+    const api = server.api.as({ cookie: p.cookie });
+    const first = await api.post(`/users/@me/projects/${p.project.id}/checkout`);
+    assert.equal(first.status, 200, first.text);
+    const again = await api.post(`/users/@me/projects/${p.project.id}/checkout`);
+    assert.deepEqual(again.body, first.body);
+    const mine = () => fake.sessions.filter((s) => s.metadata.projectId === p.project.id);
+    assert.equal(mine().length, 1, 'one session for two clicks');
+    assert.equal(mine()[0].metadata.heraldPrice, 'price_pro');
+    mine()[0].status = 'expired';
+    const fresh = await api.post(`/users/@me/projects/${p.project.id}/checkout`);
+    assert.equal(fresh.status, 200, fresh.text);
+    assert.notEqual(fresh.body.url, first.body.url);
+    assert.equal(mine().length, 2);
   });
 
   test('portal and invoices', async () => {
@@ -203,7 +220,7 @@ describe('with Stripe: subscription events out of order', () => {
     )[0];
 
   test('a late update after the deletion changes nothing: the cancelled project has no plan again', async () => {
-    const { p, customer } = await subscriber('Late update');
+    const { p, api, customer } = await subscriber('Late update');
     const at = 1_800_000_000;
     assert.equal(
       (await deliver(signed('customer.subscription.updated', sub('sub_a', customer, 'active', at, { herald_transactional: '1000' }), undefined, at + 100)))
@@ -228,7 +245,7 @@ describe('with Stripe: subscription events out of order', () => {
       plan_limit_transactional: null,
       plan_limit_campaigns: null,
     });
-    assert.equal((await p.sk.get(`/projects/${p.project.id}/setup-state`)).body.hasSubscription, false);
+    assert.equal((await api.get(`/projects/${p.project.id}/setup-state`)).body.hasSubscription, false);
   });
 
   test('an older event of the same subscription, or its late `created`, does not undo a newer one', async () => {

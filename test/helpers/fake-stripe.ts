@@ -5,7 +5,17 @@ import { type TestServer, startTestServer } from './server.ts';
 
 export type StripeCall = { method: string; path: string; query: URLSearchParams; form: URLSearchParams };
 
-export type FakeStripe = { url: string; calls: StripeCall[]; stop: () => Promise<void> };
+/** A checkout session the fake made; a test sets `status` to what Stripe would (complete, expired). */
+export type FakeCheckoutSession = {
+  id: string;
+  customer: string;
+  status: 'open' | 'complete' | 'expired';
+  mode: string;
+  metadata: Record<string, string>;
+  url: string;
+};
+
+export type FakeStripe = { url: string; calls: StripeCall[]; sessions: FakeCheckoutSession[]; stop: () => Promise<void> };
 
 const read = (req: IncomingMessage) =>
   new Promise<string>((resolve) => {
@@ -18,6 +28,7 @@ const read = (req: IncomingMessage) =>
 export async function startFakeStripe(): Promise<FakeStripe> {
   const calls: StripeCall[] = [];
   let customers = 0;
+  const sessions: FakeCheckoutSession[] = [];
   const server = createServer(async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const form = new URLSearchParams(await read(req));
@@ -28,8 +39,26 @@ export async function startFakeStripe(): Promise<FakeStripe> {
     };
     if (req.method === 'POST' && url.pathname === '/v1/customers')
       return json(200, { id: `cus_fake${++customers}`, object: 'customer', email: form.get('email') });
-    if (req.method === 'POST' && url.pathname === '/v1/checkout/sessions')
-      return json(200, { id: 'cs_fake', object: 'checkout.session', url: 'https://checkout.stripe.test/c/cs_fake' });
+    if (req.method === 'POST' && url.pathname === '/v1/checkout/sessions') {
+      const id = sessions.length === 0 ? 'cs_fake' : `cs_fake${sessions.length + 1}`;
+      const metadata = Object.fromEntries([...form].filter(([k]) => k.startsWith('metadata[')).map(([k, v]) => [k.slice(9, -1), v]));
+      const session: FakeCheckoutSession = {
+        id,
+        customer: form.get('customer') ?? '',
+        status: 'open',
+        mode: form.get('mode') ?? '',
+        metadata,
+        url: `https://checkout.stripe.test/c/${id}`,
+      };
+      sessions.push(session);
+      return json(200, { object: 'checkout.session', ...session });
+    }
+    if (req.method === 'GET' && url.pathname === '/v1/checkout/sessions') {
+      const data = sessions
+        .filter((s) => s.customer === url.searchParams.get('customer') && (!url.searchParams.get('status') || s.status === url.searchParams.get('status')))
+        .map((s) => ({ object: 'checkout.session', ...s, url: s.status === 'open' ? s.url : null }));
+      return json(200, { object: 'list', has_more: false, url: '/v1/checkout/sessions', data });
+    }
     if (req.method === 'POST' && url.pathname === '/v1/billing_portal/sessions')
       return json(200, { id: 'bps_fake', object: 'billing_portal.session', url: 'https://billing.stripe.test/p/bps_fake' });
     if (req.method === 'GET' && url.pathname === '/v1/invoices') {
@@ -57,7 +86,7 @@ export async function startFakeStripe(): Promise<FakeStripe> {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, calls, stop: () => new Promise((r) => server.close(() => r())) };
+  return { url: `http://127.0.0.1:${port}`, calls, sessions, stop: () => new Promise((r) => server.close(() => r())) };
 }
 
 export type StripeEnv = {

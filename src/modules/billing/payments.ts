@@ -34,6 +34,8 @@ const dashboardUrl = (ctx: AppContext, projectId: string, state: string) =>
 /**
  * A Checkout session for STRIPE_PRICE_ID; 409 while the project's subscription is live: a second
  * checkout would make a second subscription, billed beside the first (plan changes go through the portal).
+ * A session of the customer still open for the same price is answered again instead of a new one:
+ * two open sessions, both paid, were two subscriptions.
  */
 export async function createCheckout(ctx: AppContext, projectId: string, userId: string | null): Promise<{ url: string }> {
   const stripe = await stripeClient(ctx.config);
@@ -47,11 +49,15 @@ export async function createCheckout(ctx: AppContext, projectId: string, userId:
     });
   }
   const customer = await ensureCustomer(ctx, stripe, projectId, userId);
+  const open = await stripe.checkout.sessions.list({ customer, status: 'open', limit: 10 });
+  const reusable = open.data.find((s) => s.mode === 'subscription' && s.metadata?.heraldPrice === price && s.url);
+  if (reusable?.url) return { url: reusable.url };
   const session = await stripe.checkout.sessions.create({
     mode: 'subscription',
     customer,
     client_reference_id: projectId,
     line_items: [{ price, quantity: 1 }],
+    metadata: { projectId, heraldPrice: price },
     subscription_data: { metadata: { projectId } },
     success_url: dashboardUrl(ctx, projectId, 'success'),
     cancel_url: dashboardUrl(ctx, projectId, 'cancelled'),
