@@ -122,6 +122,9 @@ export const sendBody = z
     headers: headers.optional(),
     reply: email.optional(),
     attachments: lengthFirst(z.array(attachment).max(10)).optional(),
+    // Plunk's client sends `type: 'html'` with every email: the body is HTML, so that one value is
+    // taken and changes nothing; any other (MARKETING, markdown) is refused with SEND_KEY_HINTS.type.
+    type: z.literal('html', { errorMap: () => ({ message: "Only 'html' (the body is HTML)" }) }).optional(),
   })
   .strict()
   .superRefine((b, ctx) => {
@@ -154,7 +157,7 @@ const SEND_KEY_HINTS: Record<string, string> = {
   reply_to: "use 'reply' for the reply-to address",
   cc: "there is no cc: list each recipient in 'to' (each gets its own email)",
   bcc: "there is no bcc: list each recipient in 'to' (each gets its own email, which no other recipient sees)",
-  type: "/v1/send mail takes its type from the template ('template'), TRANSACTIONAL without one; send MARKETING mail as a campaign or with a MARKETING template",
+  type: "/v1/send mail takes its type from the template ('template'), TRANSACTIONAL without one; send MARKETING mail as a campaign or with a MARKETING template ('html', the one value taken, changes nothing)",
   text: "there is no plain-text field: the plain text is generated from 'body'",
   html: "use 'body' for the HTML",
   fromName: "use 'from': { name, email }",
@@ -165,7 +168,9 @@ const SEND_KEY_HINTS: Record<string, string> = {
 export function parseSendBody(body: unknown): SendBody {
   const result = sendBody.safeParse(body);
   if (result.success) return result.data;
-  const unknown = result.error.issues.flatMap((i) => (i.code === 'unrecognized_keys' && i.path.length === 0 ? i.keys : []));
+  const unknown = result.error.issues.flatMap((i) =>
+    i.code === 'unrecognized_keys' && i.path.length === 0 ? i.keys : i.path.length === 1 && i.path[0] === 'type' ? ['type'] : [],
+  );
   const hints = unknown.flatMap((k) => (Object.hasOwn(SEND_KEY_HINTS, k) ? [`${k}: ${SEND_KEY_HINTS[k]}`] : []));
   throw new ApiError(422, 'VALIDATION_ERROR', 'Request validation failed', {
     errors: fieldErrors(result.error),
