@@ -1318,6 +1318,7 @@ export interface Operations {
         contentId?: string;
         disposition?: "attachment" | "inline";
       }>;
+      type?: "html";
     };
     response: {
       success: true;
