@@ -35,6 +35,7 @@ import { useMe } from '../components/RequireUser.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, formatNumber, useFittingPageSize, useProjectId } from '../hooks.ts';
+import { detailState } from '../components/DetailState.tsx';
 import { CAMPAIGN_STATUSES, type Campaign, type CampaignStatus } from '../types.ts';
 
 // The report's chart brings the charts library: loaded with it, not with the first page.
@@ -197,8 +198,8 @@ export function CampaignPage() {
     queryKey: [projectId, 'campaign', campaignId],
     queryFn: () => herald.campaigns.get(campaignId),
   });
-  if (campaign.isPending) return <Loading />;
-  if (campaign.error) return <PageError error={campaign.error} onRetry={() => void campaign.refetch()} />;
+  const state = detailState(campaign, projectId, 'campaigns');
+  if (state || !campaign.data) return state;
   if (campaign.data.status !== 'DRAFT') return <Navigate to={`/p/${projectId}/campaigns/${campaignId}/report`} replace />;
   return <Composer key={campaign.data.id} campaign={campaign.data} />;
 }
@@ -486,8 +487,8 @@ export function CampaignReportPage() {
       showApiError(err);
     },
   });
-  if (campaign.isPending) return <Loading />;
-  if (campaign.error) return <PageError error={campaign.error} onRetry={() => void campaign.refetch()} />;
+  const state = detailState(campaign, projectId, 'campaigns');
+  if (state || !campaign.data) return state;
   const c = campaign.data;
   const s = stats.data;
   return (

@@ -29,6 +29,7 @@ import { BulkBar, ImportModal, MAX_BULK } from '../components/ContactJobs.tsx';
 import { dataLine } from '../components/data-line.ts';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
+import { detailState } from '../components/DetailState.tsx';
 import { SuppressionNotice } from '../components/SuppressionNotice.tsx';
 import { cursorPaging, formatDate, useProjectId, useUrlSearch } from '../hooks.ts';
 import type { Answer } from '../types.ts';
@@ -379,8 +380,8 @@ export function ContactPage() {
     },
   });
 
-  if (contact.isPending) return <Loading />;
-  if (contact.error) return <PageError error={contact.error} onRetry={() => void contact.refetch()} />;
+  const state = detailState(contact, projectId, 'contacts');
+  if (state || !contact.data) return state;
   const c = contact.data;
   const entries = Object.entries(c.data ?? {});
 

@@ -29,6 +29,7 @@ import { notifySuccess, showApiError } from '../components/forms.ts';
 import { LiveCount } from '../components/LiveCount.tsx';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, formatNumber, useFittingPageSize, useProjectId } from '../hooks.ts';
+import { detailState } from '../components/DetailState.tsx';
 import type { Segment } from '../types.ts';
 
 /** Segments: the list, a segment's editor with the visual condition builder and live count, its members. */
@@ -98,8 +99,8 @@ export function SegmentEditorPage() {
     queryFn: () => herald.segments.get(segmentId ?? ''),
     enabled: Boolean(segmentId),
   });
-  if (segmentId && segment.isPending) return <Loading />;
-  if (segmentId && segment.error) return <PageError error={segment.error} onRetry={() => void segment.refetch()} />;
+  const state = segmentId ? detailState(segment, projectId, 'segments') : null;
+  if (state) return state;
   return <SegmentEditor key={segment.data?.id ?? 'new'} segment={segment.data ?? null} />;
 }
 

@@ -10,6 +10,7 @@ import { LivePreview } from '../components/Preview.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, useFittingPageSize, useProjectId } from '../hooks.ts';
+import { detailState } from '../components/DetailState.tsx';
 import { EMAIL_TYPES, emailTypeOf, type Template } from '../types.ts';
 
 export function TemplatesPage() {
@@ -121,8 +122,8 @@ export function TemplateEditorPage() {
     queryFn: () => herald.templates.get(templateId ?? ''),
     enabled: Boolean(templateId),
   });
-  if (templateId && template.isPending) return <Loading />;
-  if (templateId && template.error) return <PageError error={template.error} onRetry={() => void template.refetch()} />;
+  const state = templateId ? detailState(template, projectId, 'templates') : null;
+  if (state) return state;
   return <TemplateEditor key={templateId ?? 'new'} template={template.data} />;
 }
 
