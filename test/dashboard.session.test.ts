@@ -78,3 +78,19 @@ test('an unknown id on a detail page says not found and links back to its list',
     }
   });
 });
+
+test('the first Tab stop is a skip link that moves focus to the page content', { timeout: 180_000 }, async () => {
+  await journey(page, 'skip-link', async () => {
+    await page.goto(`${base()}/contacts`);
+    await page.getByRole('heading', { name: 'Contacts' }).waitFor();
+    await page.keyboard.press('Tab');
+    const skip = page.getByRole('link', { name: 'Skip to content' });
+    assert.equal(await skip.evaluate((el) => el === (el.ownerDocument as { activeElement: unknown }).activeElement), true);
+    const box = await skip.boundingBox();
+    assert.ok(box && box.y >= 0 && box.width > 0, 'visible when focused');
+    await page.keyboard.press('Enter');
+    assert.equal(await page.evaluate<string>('document.activeElement.tagName'), 'MAIN');
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate<string>('document.activeElement.textContent'), 'Import CSV', "the next stop is the page's first button");
+  });
+});
