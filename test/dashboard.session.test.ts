@@ -58,6 +58,30 @@ async function logInAgain(email: string): Promise<void> {
   await dialog.waitFor({ state: 'detached' });
 }
 
+test("the contacts list's page is in the URL: reload keeps it, Back and Forward move between pages", { timeout: 180_000 }, async () => {
+  await journey(page, 'contacts-paging', async () => {
+    for (let i = 0; i < 30; i++) {
+      const created = await owner.sk.post('/contacts', { email: `paged${String(i).padStart(2, '0')}@example.org` });
+      assert.equal(created.status, 201, created.text);
+    }
+    await page.goto(`${base()}/contacts?order=email`);
+    const firstRow = page.locator('tbody tr').first().getByRole('link');
+    await firstRow.filter({ hasText: 'paged00@example.org' }).waitFor();
+    await page.getByRole('button', { name: 'Next' }).click();
+    await firstRow.filter({ hasText: 'paged25@example.org' }).waitFor();
+    assert.match(page.url(), /[?&]cursor=/);
+    await page.reload();
+    await firstRow.filter({ hasText: 'paged25@example.org' }).waitFor();
+    await page.goBack();
+    await firstRow.filter({ hasText: 'paged00@example.org' }).waitFor();
+    assert.match(page.url(), /\/contacts\?order=email$/);
+    await page.goForward();
+    await firstRow.filter({ hasText: 'paged25@example.org' }).waitFor();
+    await page.getByRole('button', { name: 'Previous' }).click();
+    await firstRow.filter({ hasText: 'paged00@example.org' }).waitFor();
+  });
+});
+
 test('an unknown id on a detail page says not found and links back to its list', { timeout: 180_000 }, async () => {
   await journey(page, 'not-found', async () => {
     for (const [list, noun] of [
