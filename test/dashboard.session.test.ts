@@ -58,6 +58,67 @@ async function logInAgain(email: string): Promise<void> {
   await dialog.waitFor({ state: 'detached' });
 }
 
+test('unsaved changes: leaving a form asks first, a reload too; a save or a create does not', { timeout: 180_000 }, async () => {
+  await journey(page, 'unsaved', async () => {
+    const id = await template('Guarded');
+    await page.goto(`${base()}/templates/${id}`);
+    await label(page, 'Subject').fill('Changed');
+    const confirm = page.getByRole('dialog', { name: 'Discard unsaved changes?' });
+
+    await page.getByRole('link', { name: '← Templates' }).click();
+    await confirm.waitFor();
+    await confirm.getByRole('button', { name: 'Keep editing' }).click();
+    await confirm.waitFor({ state: 'detached' });
+    assert.match(page.url(), new RegExp(`/templates/${id}$`));
+    assert.equal(await label(page, 'Subject').inputValue(), 'Changed');
+
+    // A reload asks the browser's own question.
+    let asked = '';
+    page.once('dialog', (d) => {
+      asked = d.type();
+      void d.dismiss();
+    });
+    await page.reload({ timeout: 5_000 }).catch(() => undefined);
+    assert.equal(asked, 'beforeunload');
+    assert.equal(await label(page, 'Subject').inputValue(), 'Changed');
+
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Contacts' }).click();
+    await confirm.waitFor();
+    await confirm.getByRole('button', { name: 'Discard changes' }).click();
+    await page.waitForURL(/\/contacts$/);
+    assert.equal((await owner.sk.get(`/templates/${id}`)).body.subject, 'Old subject');
+
+    // Saved, then left: nothing to ask.
+    await page.goto(`${base()}/templates/${id}`);
+    await label(page, 'Subject').fill('Saved subject');
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByText('Template saved').waitFor();
+    await page.getByRole('link', { name: '← Templates' }).click();
+    await page.waitForURL(/\/templates$/);
+
+    // A create's own redirect to the new item's page: nothing to ask.
+    await page.goto(`${base()}/segments/new`);
+    await label(page, 'Name').fill('Created segment');
+    await page.getByRole('button', { name: 'Create segment' }).click();
+    await page.waitForURL(/\/segments\/(?!new)[^/]+$/);
+    assert.equal(await confirm.count(), 0);
+
+    // The segment editor, the campaign composer and the project settings ask too.
+    for (const [path, field] of [
+      [page.url().slice(server.url.length + 4), 'Name'],
+      ['/campaigns/new', 'Subject'],
+      ['/settings', 'Name'],
+    ] as const) {
+      await page.goto(path.startsWith('/p/') ? `${server.url}/app${path}` : `${base()}${path}`);
+      await label(page, field).first().fill('Edited');
+      await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Home' }).click();
+      await confirm.waitFor();
+      await confirm.getByRole('button', { name: 'Discard changes' }).click();
+      await page.waitForURL(new RegExp(`/p/${owner.project.id}$`));
+    }
+  });
+});
+
 test("the contacts list's page is in the URL: reload keeps it, Back and Forward move between pages", { timeout: 180_000 }, async () => {
   await journey(page, 'contacts-paging', async () => {
     for (let i = 0; i < 30; i++) {

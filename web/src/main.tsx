@@ -9,6 +9,7 @@ import { RouterProvider } from 'react-router';
 import { setUnauthorizedHandler } from './api.ts';
 import { retryDelayMs, retryQuery } from './query-retry.ts';
 import { createRouter } from './router.tsx';
+import { UnsavedChangesDialog } from './components/UnsavedChanges.tsx';
 
 const queryClient = new QueryClient({
   defaultOptions: {
@@ -71,6 +72,7 @@ createRoot(document.getElementById('root')!).render(
       <Notifications position="top-right" />
       <QueryClientProvider client={queryClient}>
         <RouterProvider router={router} />
+        <UnsavedChangesDialog />
       </QueryClientProvider>
     </MantineProvider>
   </StrictMode>,

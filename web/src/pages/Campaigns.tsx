@@ -30,6 +30,7 @@ import { MessageFields, type MessageValues, messagePayload } from '../components
 import type { Condition } from '../components/ConditionBuilder.tsx';
 import { LiveCount } from '../components/LiveCount.tsx';
 import { LivePreview } from '../components/Preview.tsx';
+import { useUnsavedChangesGuard } from '../components/UnsavedChanges.tsx';
 import { EmailList } from '../components/EmailList.tsx';
 import { useMe } from '../components/RequireUser.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
@@ -213,6 +214,7 @@ function Composer({ campaign }: { campaign?: Campaign }) {
     initialValues: campaign ? toValues(campaign) : EMPTY,
     validate: { segmentId: (id, v) => (v.audienceType === 'SEGMENT' && !id ? 'Choose a segment' : null) },
   });
+  useUnsavedChangesGuard(() => form.isDirty());
   const segments = useQuery({ queryKey: [projectId, 'segments'], queryFn: () => herald.segments.list() });
   const [pickerSize, fitPickerSize] = useFittingPageSize(50);
   const templates = useQuery({

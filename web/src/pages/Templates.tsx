@@ -7,6 +7,7 @@ import { Link, useNavigate, useParams, useSearchParams } from 'react-router';
 import { herald } from '../api.ts';
 import { MessageFields, type MessageValues, messagePayload } from '../components/MessageFields.tsx';
 import { LivePreview } from '../components/Preview.tsx';
+import { useUnsavedChangesGuard } from '../components/UnsavedChanges.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, useFittingPageSize, useProjectId } from '../hooks.ts';
@@ -146,6 +147,7 @@ function TemplateEditor({ template }: { template?: Template }) {
         }
       : EMPTY,
   });
+  useUnsavedChangesGuard(() => form.isDirty());
   const save = useMutation({
     mutationFn: (v: MessageValues) => (template ? herald.templates.update(template.id, messagePayload(v)) : herald.templates.create(messagePayload(v))),
     onSuccess: (saved) => {
