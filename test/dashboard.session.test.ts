@@ -58,6 +58,72 @@ async function logInAgain(email: string): Promise<void> {
   await dialog.waitFor({ state: 'detached' });
 }
 
+test('an ended session asks to log in again over the template editor; the save goes through and the edit is kept', { timeout: 180_000 }, async () => {
+  await journey(page, 'session-template', async () => {
+    const id = await template('Receipt');
+    const url = `${base()}/templates/${id}`;
+    await page.goto(url);
+    await label(page, 'Subject').fill('New subject');
+    await page.context().clearCookies();
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Your session ended — log in again' });
+    await dialog.waitFor();
+    assert.equal(page.url(), url, 'the page stays');
+    assert.equal(await page.getByText('Missing API key', { exact: false }).count(), 0);
+    assert.equal(await label(dialog, 'Email').inputValue(), ownerEmail, 'the address is filled in');
+    await logInAgain(ownerEmail);
+    await page.getByText('Template saved').waitFor();
+    assert.equal(page.url(), url);
+    assert.equal(await label(page, 'Subject').inputValue(), 'New subject');
+    assert.equal((await owner.sk.get(`/templates/${id}`)).body.subject, 'New subject');
+  });
+});
+
+test("an ended session met by the segment editor's live count keeps the page; the count follows the login", { timeout: 180_000 }, async () => {
+  await journey(page, 'session-segment', async () => {
+    await page.goto(`${base()}/segments/new`);
+    await label(page, 'Name').fill('Unsaved segment');
+    await page.getByTestId('live-count').waitFor();
+    await page.context().clearCookies();
+    // The live count asks again when the tree changes: a background request that meets the 401.
+    await page.getByRole('button', { name: 'Add filter' }).first().click();
+    await page.getByRole('dialog', { name: 'Your session ended — log in again' }).waitFor();
+    assert.match(page.url(), /\/segments\/new$/);
+    await logInAgain(ownerEmail);
+    assert.equal(await label(page, 'Name').inputValue(), 'Unsaved segment');
+    await page.getByTestId('live-count').filter({ hasText: /\d/ }).waitFor();
+  });
+});
+
+test('logging in again as another account leaves the page for the projects page; dismissing goes to the login page', { timeout: 180_000 }, async () => {
+  await journey(page, 'session-other', async () => {
+    const other = await bootstrap(server.api, 'Other');
+    const otherEmail: string = (await server.api.get('/users/@me', { cookie: other.cookie })).body.email;
+    const id = await template('Welcome');
+    await page.goto(`${base()}/templates/${id}`);
+    await label(page, 'Subject').fill('Not for the other account');
+    await page.context().clearCookies();
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await logInAgain(otherEmail);
+    await page.waitForURL(`${server.url}/app/projects`);
+    await page.getByText('Other').first().waitFor();
+    assert.equal(await page.getByText('Session', { exact: true }).count(), 0, "the first account's project is not listed");
+    assert.equal((await owner.sk.get(`/templates/${id}`)).body.subject, 'Old subject');
+
+    // Back to the owner; an ended session, dismissed on a page without changes: the login page.
+    await page.context().clearCookies();
+    const [name, value] = owner.cookie.split('=');
+    await page.context().addCookies([{ name, value, url: server.url }]);
+    await page.goto(`${base()}/templates`);
+    await page.getByRole('link', { name: 'Welcome' }).waitFor();
+    await page.context().clearCookies();
+    await page.getByRole('link', { name: 'Contacts' }).click();
+    await page.getByRole('dialog', { name: 'Your session ended — log in again' }).getByRole('button', { name: 'Go to the login page' }).click();
+    await page.getByRole('heading', { name: 'Log in to Herald' }).waitFor();
+    assert.match(page.url(), /\/app\/login\?next=%2Fp%2F[^&]+%2Fcontacts$/);
+  });
+});
+
 test('unsaved changes: leaving a form asks first, a reload too; a save or a create does not', { timeout: 180_000 }, async () => {
   await journey(page, 'unsaved', async () => {
     const id = await template('Guarded');

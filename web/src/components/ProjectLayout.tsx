@@ -67,7 +67,7 @@ export function ProjectLayout() {
   useEffect(close, [location.pathname, close]);
 
   if (projects.isPending) return <Loading />;
-  if (projects.error) return <PageError error={projects.error} onRetry={() => void projects.refetch()} />;
+  if (projects.error && !projects.data) return <PageError error={projects.error} onRetry={() => void projects.refetch()} />;
   if (!project) return <NotFound />;
 
   const base = `/p/${project.id}`;
