@@ -10,17 +10,26 @@ export { HeraldError };
 export type FieldError = { field: string; message: string; code: string };
 
 let projectId: string | null = null;
-let onUnauthorized: (() => void) | null = null;
+/**
+ * What to do with a request that answered 401: `retry` it (the user logged in again as the same
+ * account), `fail` it with SESSION_ENDED (never the API's "Missing API key", which speaks to API
+ * clients), or `pass` the 401 on as it is (no session was ever seen on this page load).
+ */
+export type UnauthorizedOutcome = 'retry' | 'fail' | 'pass';
+
+let onUnauthorized: (() => Promise<UnauthorizedOutcome>) | null = null;
 
 /** The project that project endpoints act on; the project layout sets it from the URL. */
 export function setProject(id: string | null): void {
   projectId = id;
 }
 
-/** Called when a request answers 401 (session missing or expired). */
-export function setUnauthorizedHandler(fn: () => void): void {
+/** Asked when a request answers 401 (session missing or expired); the request waits for its answer. */
+export function setUnauthorizedHandler(fn: () => Promise<UnauthorizedOutcome>): void {
   onUnauthorized = fn;
 }
+
+export const SESSION_ENDED = 'SESSION_ENDED';
 
 const USER_SCOPED = /^\/(auth|users|config)(\/|$)/;
 
@@ -35,7 +44,12 @@ async function dashboardFetch(input: RequestInfo | URL, init: RequestInit = {}):
     const error = { code: 'NETWORK_ERROR', message: 'Could not reach the server. Check your connection and try again.' };
     throw new HeraldError(0, { error }, null);
   }
-  if (res.status === 401 && !pathname.startsWith('/auth/')) onUnauthorized?.();
+  if (res.status === 401 && !pathname.startsWith('/auth/') && onUnauthorized) {
+    const outcome = await onUnauthorized();
+    // The body is a string or FormData (never a stream), so the request can be sent again.
+    if (outcome === 'retry') return dashboardFetch(input, init);
+    if (outcome === 'fail') throw new HeraldError(401, { error: { code: SESSION_ENDED, message: 'Your session ended. Log in again.' } }, null);
+  }
   return res;
 }
 

@@ -55,13 +55,46 @@ export function useUrlSearch(onTermChange?: () => void): [string, (text: string)
     if (term !== seen.asked) setText(term);
     onTermChange?.();
   } else if (settled === text.trim() && settled !== term && settled !== seen.asked) {
-    const next = new URLSearchParams(params);
+    const next = withoutCursors(params);
     if (settled) next.set('search', settled);
     else next.delete('search');
     setParams(next, { replace: true });
     setSeen({ term, asked: settled });
   }
   return [text, setText, term];
+}
+
+const CURSOR_PARAM = 'cursor';
+/** Cursors kept in the URL: Previous works back this many pages, then goes to the first page. */
+const KEPT_CURSORS = 20;
+
+/** A copy of the URL's parameters without the list's paging (a new search or filter starts on page 1). */
+export function withoutCursors(params: URLSearchParams): URLSearchParams {
+  const next = new URLSearchParams(params);
+  next.delete(CURSOR_PARAM);
+  return next;
+}
+
+/**
+ * The paging of a cursor list shown one page at a time, in the URL: the cursors of the pages
+ * opened with Next, oldest first (repeated `cursor` parameters; the last is this page's, none on
+ * the first page). Reload keeps the page; each Next and Previous is a history entry, so Back and
+ * Forward move between pages. A change of the search term (useUrlSearch) drops them.
+ */
+export function useUrlCursors(): { cursor: string | undefined; hasPrevious: boolean; next: (cursor: string) => void; previous: () => void } {
+  const [params, setParams] = useSearchParams();
+  const cursors = params.getAll(CURSOR_PARAM);
+  const go = (list: string[]) => {
+    const next = withoutCursors(params);
+    for (const c of list.slice(-KEPT_CURSORS)) next.append(CURSOR_PARAM, c);
+    setParams(next);
+  };
+  return {
+    cursor: cursors[cursors.length - 1],
+    hasPrevious: cursors.length > 0,
+    next: (cursor) => go([...cursors, cursor]),
+    previous: () => go(cursors.slice(0, -1)),
+  };
 }
 
 /** The server's public configuration (GET /config): read once per page load. */

@@ -9,6 +9,8 @@ import { RouterProvider } from 'react-router';
 import { setUnauthorizedHandler } from './api.ts';
 import { retryDelayMs, retryQuery } from './query-retry.ts';
 import { createRouter } from './router.tsx';
+import { SessionExpiredModal, sessionEndedHandler } from './components/SessionExpired.tsx';
+import { UnsavedChangesDialog } from './components/UnsavedChanges.tsx';
 
 const queryClient = new QueryClient({
   defaultOptions: {
@@ -22,14 +24,8 @@ const queryClient = new QueryClient({
 
 const router = createRouter();
 
-// An expired session sends you to the login page, which brings you back here afterwards.
-setUnauthorizedHandler(() => {
-  // window.location, not the router's: the next path must be relative to the /app basename.
-  const path = window.location.pathname.replace(/^\/app(?=\/|$)/, '') || '/';
-  if (['/login', '/signup', '/forgot-password', '/reset-password'].includes(path)) return;
-  queryClient.clear();
-  void router.navigate(`/login?next=${encodeURIComponent(path + window.location.search)}`, { replace: true });
-});
+// A session that ends while the app is open asks to log in again over the page (SessionExpired.tsx).
+setUnauthorizedHandler(sessionEndedHandler(queryClient));
 
 // Shades dark enough for WCAG AA contrast on white (4.5:1): the primary colour's 8th shade and a
 // darker "dimmed" grey than Mantine's default (the axe scan in test/dashboard.a11y.test.ts checks).
@@ -71,6 +67,8 @@ createRoot(document.getElementById('root')!).render(
       <Notifications position="top-right" />
       <QueryClientProvider client={queryClient}>
         <RouterProvider router={router} />
+        <SessionExpiredModal router={router} />
+        <UnsavedChangesDialog />
       </QueryClientProvider>
     </MantineProvider>
   </StrictMode>,

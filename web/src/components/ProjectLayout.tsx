@@ -6,6 +6,7 @@ import { Link, Outlet, useLocation, useNavigate, useParams } from 'react-router'
 import { herald, setProject } from '../api.ts';
 import type { Project } from '../types.ts';
 import { useMe } from './RequireUser.tsx';
+import { MAIN_ID, SkipLink } from './SkipLink.tsx';
 import { Loading, NotFound, PageError } from './states.tsx';
 
 export const LAST_PROJECT_KEY = 'herald.lastProject';
@@ -66,7 +67,7 @@ export function ProjectLayout() {
   useEffect(close, [location.pathname, close]);
 
   if (projects.isPending) return <Loading />;
-  if (projects.error) return <PageError error={projects.error} onRetry={() => void projects.refetch()} />;
+  if (projects.error && !projects.data) return <PageError error={projects.error} onRetry={() => void projects.refetch()} />;
   if (!project) return <NotFound />;
 
   const base = `/p/${project.id}`;
@@ -74,6 +75,7 @@ export function ProjectLayout() {
 
   return (
     <AppShell header={{ height: 56 }} navbar={{ width: 220, breakpoint: 'sm', collapsed: { mobile: !opened } }} padding="md">
+      <SkipLink />
       <AppShell.Header>
         <Group h="100%" px="md" justify="space-between" wrap="nowrap">
           <Group gap="sm" wrap="nowrap">
@@ -110,7 +112,7 @@ export function ProjectLayout() {
           <NavLink key={item.to} component={Link} to={item.to ? `${base}/${item.to}` : base} label={item.label} active={section === item.to} />
         ))}
       </AppShell.Navbar>
-      <AppShell.Main>
+      <AppShell.Main id={MAIN_ID} tabIndex={-1} style={{ outline: 'none' }}>
         <Box maw={1200} mx="auto">
           <Suspense fallback={<Loading />}>
             <Outlet key={project.id} />

@@ -7,14 +7,18 @@ export function useMe() {
   return useQuery({ queryKey: ['me'], queryFn: () => herald.users.me(), staleTime: 60_000 });
 }
 
-/** Pages behind the session: without one you go to the login page and come back afterwards. */
+/**
+ * Pages behind the session: without one you go to the login page and come back afterwards. Only
+ * on the first read: a session that ends later is the "log in again" dialog's (SessionExpired.tsx),
+ * and the page stays.
+ */
 export function RequireUser() {
   const me = useMe();
   const location = useLocation();
   if (me.isPending) return <Loading />;
-  if (isApiError(me.error, 401)) {
+  if (isApiError(me.error, 401) && !me.data) {
     return <Navigate to={`/login?next=${encodeURIComponent(location.pathname + location.search)}`} replace />;
   }
-  if (me.error) return <PageError error={me.error} onRetry={() => void me.refetch()} />;
+  if (me.error && !me.data) return <PageError error={me.error} onRetry={() => void me.refetch()} />;
   return <Outlet />;
 }

@@ -1,5 +1,5 @@
 import { notifications } from '@mantine/notifications';
-import { errorSuggestion, type FieldError, fieldErrors } from '../api.ts';
+import { errorSuggestion, type FieldError, fieldErrors, isApiError, SESSION_ENDED } from '../api.ts';
 
 type FormLike = { setFieldError: (path: string, error: string) => void; getValues: () => object };
 
@@ -13,6 +13,8 @@ const LISTED = 3;
  * suggestion if it made one.
  */
 export function showApiError(err: unknown, form?: FormLike): void {
+  // The "log in again" dialog (SessionExpired.tsx) has said it already.
+  if (isApiError(err) && err.code === SESSION_ENDED) return;
   const message = err instanceof Error ? err.message : 'Something went wrong';
   const suggestion = errorSuggestion(err);
   let unplaced: FieldError[] = fieldErrors(err);

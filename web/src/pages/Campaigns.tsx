@@ -30,11 +30,13 @@ import { MessageFields, type MessageValues, messagePayload } from '../components
 import type { Condition } from '../components/ConditionBuilder.tsx';
 import { LiveCount } from '../components/LiveCount.tsx';
 import { LivePreview } from '../components/Preview.tsx';
+import { useUnsavedChangesGuard } from '../components/UnsavedChanges.tsx';
 import { EmailList } from '../components/EmailList.tsx';
 import { useMe } from '../components/RequireUser.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, formatNumber, useFittingPageSize, useProjectId } from '../hooks.ts';
+import { detailState } from '../components/DetailState.tsx';
 import { CAMPAIGN_STATUSES, type Campaign, type CampaignStatus } from '../types.ts';
 
 // The report's chart brings the charts library: loaded with it, not with the first page.
@@ -197,8 +199,8 @@ export function CampaignPage() {
     queryKey: [projectId, 'campaign', campaignId],
     queryFn: () => herald.campaigns.get(campaignId),
   });
-  if (campaign.isPending) return <Loading />;
-  if (campaign.error) return <PageError error={campaign.error} onRetry={() => void campaign.refetch()} />;
+  const state = detailState(campaign, projectId, 'campaigns');
+  if (state || !campaign.data) return state;
   if (campaign.data.status !== 'DRAFT') return <Navigate to={`/p/${projectId}/campaigns/${campaignId}/report`} replace />;
   return <Composer key={campaign.data.id} campaign={campaign.data} />;
 }
@@ -212,6 +214,7 @@ function Composer({ campaign }: { campaign?: Campaign }) {
     initialValues: campaign ? toValues(campaign) : EMPTY,
     validate: { segmentId: (id, v) => (v.audienceType === 'SEGMENT' && !id ? 'Choose a segment' : null) },
   });
+  useUnsavedChangesGuard(() => form.isDirty());
   const segments = useQuery({ queryKey: [projectId, 'segments'], queryFn: () => herald.segments.list() });
   const [pickerSize, fitPickerSize] = useFittingPageSize(50);
   const templates = useQuery({
@@ -486,8 +489,8 @@ export function CampaignReportPage() {
       showApiError(err);
     },
   });
-  if (campaign.isPending) return <Loading />;
-  if (campaign.error) return <PageError error={campaign.error} onRetry={() => void campaign.refetch()} />;
+  const state = detailState(campaign, projectId, 'campaigns');
+  if (state || !campaign.data) return state;
   const c = campaign.data;
   const s = stats.data;
   return (

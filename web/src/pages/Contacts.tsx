@@ -29,8 +29,9 @@ import { BulkBar, ImportModal, MAX_BULK } from '../components/ContactJobs.tsx';
 import { dataLine } from '../components/data-line.ts';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
+import { detailState } from '../components/DetailState.tsx';
 import { SuppressionNotice } from '../components/SuppressionNotice.tsx';
-import { cursorPaging, formatDate, useProjectId, useUrlSearch } from '../hooks.ts';
+import { cursorPaging, formatDate, useProjectId, useUrlCursors, useUrlSearch, withoutCursors } from '../hooks.ts';
 import type { Answer } from '../types.ts';
 
 type ActivityItem = Answer<'activity.list'>['data'][number];
@@ -48,18 +49,14 @@ export function ContactsPage() {
   const [params, setParams] = useSearchParams();
   const subscribed = params.get('subscribed') ?? 'all';
   const order = SORTS.find((s) => s.value === params.get('order')) ?? SORTS[0];
-  // Cursors of the pages before this one, so Previous works without loading more than one page.
-  const [cursors, setCursors] = useState<string[]>([]);
-  const cursor = cursors[cursors.length - 1];
+  const paging = useUrlCursors();
+  const cursor = paging.cursor;
   const [creating, createModal] = useDisclosure(false);
   const [importing, importModal] = useDisclosure(false);
   // Selected rows, kept across pages (ids; at most MAX_BULK can be acted on at once).
   const [selected, setSelected] = useState<string[]>([]);
   const clearSelection = useCallback(() => setSelected([]), []);
-  const [searchInput, setSearchInput, search] = useUrlSearch(() => {
-    setCursors([]);
-    setSelected([]);
-  });
+  const [searchInput, setSearchInput, search] = useUrlSearch(() => setSelected([]));
 
   const pageQuery = (pageCursor: string | undefined) => ({
     queryKey: [projectId, 'contacts', { search, subscribed, cursor: pageCursor, order: order.value }],
@@ -100,11 +97,10 @@ export function ContactsPage() {
           aria-label="Subscription"
           value={subscribed}
           onChange={(v) => {
-            const next = new URLSearchParams(params);
+            const next = withoutCursors(params);
             if (v === 'all') next.delete('subscribed');
             else next.set('subscribed', v);
             setParams(next, { replace: true });
-            setCursors([]);
             setSelected([]);
           }}
           data={[
@@ -120,11 +116,10 @@ export function ContactsPage() {
           data={SORTS.map((s) => ({ value: s.value, label: s.label }))}
           value={order.value}
           onChange={(v) => {
-            const next = new URLSearchParams(params);
+            const next = withoutCursors(params);
             if (!v || v === 'newest') next.delete('order');
             else next.set('order', v);
             setParams(next, { replace: true });
-            setCursors([]);
           }}
         />
         {total !== null && (
@@ -199,14 +194,10 @@ export function ContactsPage() {
             </Table>
           </Table.ScrollContainer>
           <Group justify="flex-end" mt="md">
-            <Button variant="default" disabled={cursors.length === 0} onClick={() => setCursors(cursors.slice(0, -1))}>
+            <Button variant="default" disabled={!paging.hasPrevious} onClick={paging.previous}>
               Previous
             </Button>
-            <Button
-              variant="default"
-              disabled={!list.data.hasMore || !list.data.cursor}
-              onClick={() => list.data.cursor && setCursors([...cursors, list.data.cursor])}
-            >
+            <Button variant="default" disabled={!list.data.hasMore || !list.data.cursor} onClick={() => list.data.cursor && paging.next(list.data.cursor)}>
               Next
             </Button>
           </Group>
@@ -379,8 +370,8 @@ export function ContactPage() {
     },
   });
 
-  if (contact.isPending) return <Loading />;
-  if (contact.error) return <PageError error={contact.error} onRetry={() => void contact.refetch()} />;
+  const state = detailState(contact, projectId, 'contacts');
+  if (state || !contact.data) return state;
   const c = contact.data;
   const entries = Object.entries(c.data ?? {});
 

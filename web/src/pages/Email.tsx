@@ -3,6 +3,7 @@ import { useQuery } from '@tanstack/react-query';
 import { Link, useLocation, useNavigate, useParams } from 'react-router';
 import { herald, isApiError } from '../api.ts';
 import { Loading, PageError } from '../components/states.tsx';
+import { detailState } from '../components/DetailState.tsx';
 import { formatDate, useProjectId } from '../hooks.ts';
 import { EMAIL_STATUS_COLORS } from '../types.ts';
 
@@ -28,8 +29,8 @@ export function EmailPage() {
       }),
     enabled: email.isSuccess && !neverSent(email.data),
   });
-  if (email.isPending) return <Loading />;
-  if (email.error) return <PageError error={email.error} onRetry={() => void email.refetch()} />;
+  const state = detailState(email, projectId, 'emails');
+  if (state || !email.data) return state;
   const e = email.data;
   const history = (
     [

@@ -27,8 +27,10 @@ import { herald, isApiError } from '../api.ts';
 import { type Condition, ConditionBuilder, emptyCondition, toBuilderTree, useFieldCatalog } from '../components/ConditionBuilder.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { LiveCount } from '../components/LiveCount.tsx';
+import { useChanged, useUnsavedChangesGuard } from '../components/UnsavedChanges.tsx';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, formatNumber, useFittingPageSize, useProjectId } from '../hooks.ts';
+import { detailState } from '../components/DetailState.tsx';
 import type { Segment } from '../types.ts';
 
 /** Segments: the list, a segment's editor with the visual condition builder and live count, its members. */
@@ -98,8 +100,8 @@ export function SegmentEditorPage() {
     queryFn: () => herald.segments.get(segmentId ?? ''),
     enabled: Boolean(segmentId),
   });
-  if (segmentId && segment.isPending) return <Loading />;
-  if (segmentId && segment.error) return <PageError error={segment.error} onRetry={() => void segment.refetch()} />;
+  const state = segmentId ? detailState(segment, projectId, 'segments') : null;
+  if (state) return state;
   return <SegmentEditor key={segment.data?.id ?? 'new'} segment={segment.data ?? null} />;
 }
 
@@ -120,6 +122,8 @@ function SegmentEditor({ segment }: { segment: Segment | null }) {
   });
   const [condition, setCondition] = useState<Condition>(() => (segment?.condition ? toBuilderTree(segment.condition) : emptyCondition()));
   const [conditionError, setConditionError] = useState<string | null>(null);
+  const conditionChanges = useChanged(condition);
+  useUnsavedChangesGuard(() => form.isDirty() || (form.getValues().type === 'DYNAMIC' && conditionChanges.changed()));
   const dynamic = form.values.type === 'DYNAMIC';
   const { catalog } = useFieldCatalog(segment?.id);
 
@@ -139,8 +143,9 @@ function SegmentEditor({ segment }: { segment: Segment | null }) {
       void queryClient.invalidateQueries({ queryKey: [projectId, 'segment-members', saved.id] });
       queryClient.setQueryData([projectId, 'segment', saved.id], saved);
       notifySuccess(segment ? 'Segment saved' : 'Segment created');
+      form.resetDirty();
+      conditionChanges.reset();
       if (!segment) navigate(`/p/${projectId}/segments/${saved.id}`, { replace: true });
-      else form.resetDirty();
     },
     onError: (err) => {
       // The condition engine answers 400 with the place of the first bad filter.

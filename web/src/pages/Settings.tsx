@@ -11,6 +11,7 @@ import { canManage, useProject } from '../components/ProjectLayout.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { PageHeader } from '../components/states.tsx';
 import { SecretKeyModal } from '../components/SecretKeyModal.tsx';
+import { useUnsavedChangesGuard } from '../components/UnsavedChanges.tsx';
 import type { Project } from '../types.ts';
 
 function KeyRow({ label, value, secret, help }: { label: string; value: string | null; secret: boolean; help: string }) {
@@ -57,6 +58,7 @@ export function SettingsPage() {
     mode: 'controlled',
     initialValues: { name: project.name, tracking: project.tracking, language: project.language, postalAddress: project.postalAddress ?? '' },
   });
+  useUnsavedChangesGuard(() => form.isDirty());
   const save = useMutation({
     mutationFn: (v: typeof form.values) => herald.projects.update(project.id, v),
     onSuccess: () => {

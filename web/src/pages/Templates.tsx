@@ -7,9 +7,11 @@ import { Link, useNavigate, useParams, useSearchParams } from 'react-router';
 import { herald } from '../api.ts';
 import { MessageFields, type MessageValues, messagePayload } from '../components/MessageFields.tsx';
 import { LivePreview } from '../components/Preview.tsx';
+import { useUnsavedChangesGuard } from '../components/UnsavedChanges.tsx';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { formatDate, useFittingPageSize, useProjectId } from '../hooks.ts';
+import { detailState } from '../components/DetailState.tsx';
 import { EMAIL_TYPES, emailTypeOf, type Template } from '../types.ts';
 
 export function TemplatesPage() {
@@ -121,8 +123,8 @@ export function TemplateEditorPage() {
     queryFn: () => herald.templates.get(templateId ?? ''),
     enabled: Boolean(templateId),
   });
-  if (templateId && template.isPending) return <Loading />;
-  if (templateId && template.error) return <PageError error={template.error} onRetry={() => void template.refetch()} />;
+  const state = templateId ? detailState(template, projectId, 'templates') : null;
+  if (state) return state;
   return <TemplateEditor key={templateId ?? 'new'} template={template.data} />;
 }
 
@@ -145,6 +147,7 @@ function TemplateEditor({ template }: { template?: Template }) {
         }
       : EMPTY,
   });
+  useUnsavedChangesGuard(() => form.isDirty());
   const save = useMutation({
     mutationFn: (v: MessageValues) => (template ? herald.templates.update(template.id, messagePayload(v)) : herald.templates.create(messagePayload(v))),
     onSuccess: (saved) => {

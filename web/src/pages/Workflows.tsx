@@ -5,6 +5,7 @@ import { useState } from 'react';
 import { herald } from '../api.ts';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
+import { detailState } from '../components/DetailState.tsx';
 import { StatusSelect, useUrlChoice } from '../components/StatusSelect.tsx';
 import { cursorPaging, formatDate, formatNumber, useProjectId } from '../hooks.ts';
 import type { Answer } from '../types.ts';
@@ -226,8 +227,8 @@ export function WorkflowPage() {
     },
   });
 
-  if (workflow.isPending) return <Loading />;
-  if (workflow.error) return <PageError error={workflow.error} onRetry={() => void workflow.refetch()} />;
+  const state = detailState(workflow, projectId, 'workflows');
+  if (state || !workflow.data) return state;
   const w = workflow.data;
   const steps = orderSteps(w.steps, w.transitions);
   const stepName = new Map(w.steps.map((s) => [s.id, s.name ?? s.type]));
