@@ -6,6 +6,7 @@ import type { Browser, Page } from 'playwright-core';
 import { bootstrap, type Bootstrapped } from './helpers/bootstrap.ts';
 import { BROWSER_SETUP_TIMEOUT_MS, journey, launchBrowser, openPage } from './helpers/browser.ts';
 import { type TestServer, startTestServer } from './helpers/server.ts';
+import { buildWorkflow } from './helpers/workflows.ts';
 
 /**
  * An accessibility scan (axe-core, WCAG 2 A and AA rules) of the dashboard's main pages, with data
@@ -86,6 +87,20 @@ test('accessibility: no serious or critical axe violation on the main pages, at 
     [owner.project.id, sent.body.data.emails[0].email],
   );
 
+  // A workflow with a condition's two branches, for the editor.
+  const workflow = await buildWorkflow(owner.sk, {
+    eventName: 'signed_up',
+    enabled: false,
+    steps: [
+      { key: 'isPro', type: 'CONDITION', config: { field: 'data.plan', operator: 'equals', value: 'pro' } },
+      { key: 'welcome', type: 'SEND_EMAIL', config: { templateId: template.body.id } },
+    ],
+    edges: [
+      ['trigger', 'isPro'],
+      ['isPro', 'welcome', 'yes'],
+    ],
+  });
+
   const base = `${server.url}/app/p/${owner.project.id}`;
   const pages: [string, string | RegExp][] = [
     [`${base}`, /./],
@@ -105,6 +120,7 @@ test('accessibility: no serious or critical axe violation on the main pages, at 
     [`${base}/activity`, 'Activity'],
     [`${base}/analytics`, 'Analytics'],
     [`${base}/workflows`, 'Workflows'],
+    [`${base}/workflows/${workflow.id}/edit`, /^Edit /],
     [`${base}/settings`, 'Settings'],
     [`${server.url}/app/projects`, /./],
   ];

@@ -24,6 +24,8 @@ const AnalyticsPage = lazy(() => import('./pages/Analytics.tsx'));
 // The segments page (with its condition builder) is loaded when opened.
 const SegmentsPage = lazy(() => import('./pages/Segments.tsx').then((m) => ({ default: m.SegmentsPage })));
 const SegmentEditorPage = lazy(() => import('./pages/Segments.tsx').then((m) => ({ default: m.SegmentEditorPage })));
+// So is the workflow editor.
+const WorkflowEditorPage = lazy(() => import('./pages/WorkflowEditor.tsx').then((m) => ({ default: m.WorkflowEditorPage })));
 
 /** Every page has a real URL under /app (the server answers any /app/* path with the app). */
 export function createRouter() {
@@ -65,6 +67,7 @@ export function createRouter() {
               { path: 'analytics', element: <AnalyticsPage /> },
               { path: 'workflows', element: <WorkflowsPage /> },
               { path: 'workflows/:workflowId', element: <WorkflowPage /> },
+              { path: 'workflows/:workflowId/edit', element: <WorkflowEditorPage /> },
               { path: 'settings', element: <SettingsPage /> },
               { path: '*', element: <NotFound /> },
             ],

@@ -21,7 +21,7 @@ type ValueType = 'string' | 'number' | 'boolean' | 'date';
 type Kind = ValueType | 'activity' | 'segment';
 type Shape = 'none' | 'scalar' | 'list' | 'duration' | 'count';
 
-const EMAIL_ACTIVITIES = ['sent', 'delivered', 'opened', 'clicked', 'bounced', 'complained'] as const;
+export const EMAIL_ACTIVITIES = ['sent', 'delivered', 'opened', 'clicked', 'bounced', 'complained'] as const;
 const UNITS: Unit[] = ['minutes', 'hours', 'days', 'weeks'];
 const MAX_DEPTH = 10;
 

@@ -7,6 +7,7 @@ import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { detailState } from '../components/DetailState.tsx';
 import { StatusSelect, useUrlChoice } from '../components/StatusSelect.tsx';
+import { NewWorkflowButton } from '../components/workflow-settings.tsx';
 import { cursorPaging, formatDate, formatNumber, useProjectId } from '../hooks.ts';
 import type { Answer } from '../types.ts';
 
@@ -59,7 +60,9 @@ export function WorkflowsPage() {
 
   return (
     <>
-      <PageHeader title="Workflows" />
+      <PageHeader title="Workflows">
+        <NewWorkflowButton />
+      </PageHeader>
       <TextInput
         label="Search"
         placeholder="Name, description or trigger event"
@@ -74,7 +77,7 @@ export function WorkflowsPage() {
         <PageError error={list.error} onRetry={() => void list.refetch()} />
       ) : list.data.data.length === 0 ? (
         <Empty title={search ? 'No workflow matches' : 'No workflows yet'}>
-          Workflows are built with the API (POST /workflows, then its steps and transitions); they show up here to watch and switch on or off.
+          Create one with New workflow and build its steps in the editor (or with the API: POST /workflows, then its steps and transitions).
         </Empty>
       ) : (
         <>
@@ -171,7 +174,7 @@ function conditionSummary(tree: Tree): string {
   return groups.length > 1 ? groups.map((g) => (g.includes(' and ') ? `(${g})` : g)).join(` ${(tree.logic ?? 'AND').toLowerCase()} `) : (groups[0] ?? '');
 }
 
-function stepSummary(step: Step): string {
+export function stepSummary(step: Step): string {
   const c = step.config;
   switch (step.type) {
     case 'TRIGGER':
@@ -242,6 +245,9 @@ export function WorkflowPage() {
         </Anchor>
         <Group justify="space-between" wrap="wrap">
           <Title order={2}>{w.name}</Title>
+          <Button component={Link} to={`/p/${projectId}/workflows/${w.id}/edit`} variant="light" ml="auto">
+            Edit
+          </Button>
           <Switch
             label="Enabled"
             checked={w.enabled}
