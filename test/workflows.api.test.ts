@@ -243,6 +243,41 @@ describe('steps and transitions', () => {
     assert.equal(again.body.error.code, 'WORKFLOW_TRANSITION_NOT_FOUND');
   });
 
+  test('PATCH a transition points it at another step, keeping its id, step and branch: a step inserted between two without a moment unlinked', async () => {
+    const w = await createWorkflow(a.sk);
+    const cond = await addStep(a.sk, w.id, { type: 'CONDITION', config: { field: 'subscribed', operator: 'equals', value: true } });
+    const exit = await addStep(a.sk, w.id, { type: 'EXIT' });
+    await link(a.sk, w.id, triggerOf(w).id, cond.id);
+    const yes = await link(a.sk, w.id, cond.id, exit.id, 'yes');
+    // Insert a delay between the condition's yes and the exit: the delay, its link on, then the yes moved.
+    const delay = await addStep(a.sk, w.id, { type: 'DELAY', config: { amount: 1, unit: 'days' } });
+    await link(a.sk, w.id, delay.id, exit.id);
+    const moved = await a.sk.patch(`/workflows/${w.id}/transitions/${yes.id}`, { toStepId: delay.id });
+    assert.equal(moved.status, 200, moved.text);
+    assert.deepEqual(moved.body, { ...yes, toStepId: delay.id });
+    const got = (await a.sk.get(`/workflows/${w.id}`)).body;
+    assert.deepEqual(
+      got.transitions.map((t: { fromStepId: string; toStepId: string; branch: string | null }) => [t.fromStepId, t.toStepId, t.branch]),
+      [
+        [triggerOf(w).id, cond.id, null],
+        [cond.id, delay.id, 'yes'],
+        [delay.id, exit.id, null],
+      ],
+    );
+    const refused = async (toStepId: string, transitionId = yes.id) => {
+      const res = await a.sk.patch(`/workflows/${w.id}/transitions/${transitionId}`, { toStepId });
+      return [res.status, res.body.error?.message];
+    };
+    assert.deepEqual(await refused(cond.id), [400, 'A step cannot link to itself']);
+    assert.deepEqual(await refused(triggerOf(w).id), [400, 'Nothing can link into the TRIGGER step: every execution starts there']);
+    const back = (await a.sk.get(`/workflows/${w.id}`)).body.transitions.find((t: { fromStepId: string }) => t.fromStepId === delay.id);
+    assert.deepEqual(await refused(cond.id, back.id), [400, `Linking ${'DELAY'} step ${delay.id} to CONDITION step ${cond.id} would make a cycle`]);
+    const foreign = await createWorkflow(b.sk);
+    assert.equal((await b.sk.patch(`/workflows/${foreign.id}/transitions/${yes.id}`, { toStepId: delay.id })).status, 404);
+    assert.equal((await a.sk.patch(`/workflows/${w.id}/transitions/${yes.id}`, { toStepId: delay.id, branch: 'no' })).status, 400);
+    assert.equal((await a.sk.get(`/workflows/${w.id}`)).body.transitions.find((t: { id: string }) => t.id === yes.id).toStepId, delay.id);
+  });
+
   test('DELETE a step with ?splice=true reconnects its parent to its child, keeping the branch', async () => {
     const w = await createWorkflow(a.sk);
     const cond = await addStep(a.sk, w.id, { type: 'CONDITION', config: { field: 'subscribed', operator: 'equals', value: true } });

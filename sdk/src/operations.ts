@@ -2531,6 +2531,15 @@ export interface Operations {
       total: number;
     };
   };
+  /** PATCH /workflows/{id}/transitions/{transitionId}: Point a connection at another step */
+  "workflows.retargetTransition": {
+    path: [id: string, transitionId: string];
+    query: never;
+    body: {
+      toStepId: string;
+    };
+    response: WorkflowTransition;
+  };
   /** POST /workflows/{id}/executions: Start the workflow for one contact */
   "workflows.startExecution": {
     path: [id: string];
@@ -2757,6 +2766,7 @@ export const OPERATIONS = {
   "workflows.getExecution": { method: 'GET', path: '/workflows/{id}/executions/{executionId}', body: 'none', idempotent: false },
   "workflows.list": { method: 'GET', path: '/workflows', body: 'none', idempotent: false },
   "workflows.listExecutions": { method: 'GET', path: '/workflows/{id}/executions', body: 'none', idempotent: false },
+  "workflows.retargetTransition": { method: 'PATCH', path: '/workflows/{id}/transitions/{transitionId}', body: 'json', idempotent: false },
   "workflows.startExecution": { method: 'POST', path: '/workflows/{id}/executions', body: 'json', idempotent: false },
   "workflows.update": { method: 'PATCH', path: '/workflows/{id}', body: 'json', idempotent: false },
   "workflows.updateStep": { method: 'PATCH', path: '/workflows/{id}/steps/{stepId}', body: 'json', idempotent: false },

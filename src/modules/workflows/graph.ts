@@ -234,15 +234,9 @@ export async function addTransition(
     const from = stepOf(graph, input.fromStepId, 'fromStepId');
     const to = stepOf(graph, input.toStepId, 'toStepId');
     const branch = input.branch ?? null;
-    const rule = (message: string, field = 'branch') =>
-      new ApiError(400, 'BAD_REQUEST', message, {
-        errors: [{ field, message, code: 'invalid_transition' }],
-        details: { fromStepId: from.id, toStepId: to.id, branch },
-      });
-
-    if (from.id === to.id) throw rule('A step cannot link to itself', 'toStepId');
+    const rule = transitionRule(from, to, branch);
     if (from.type === 'EXIT') throw rule(`An EXIT step ends the execution: nothing can follow ${describeStep(from)}`, 'fromStepId');
-    if (to.type === 'TRIGGER') throw rule('Nothing can link into the TRIGGER step: every execution starts there', 'toStepId');
+    assertTarget(from, to, graph.transitions, rule);
     const allowed = branchesOf(from.type);
     if (!allowed.includes(branch)) {
       const expected = allowed[0] === null ? 'no branch' : `branch ${allowed.map((b) => `'${b}'`).join(' or ')}`;
@@ -256,14 +250,61 @@ export async function addTransition(
           : `${describeStep(from)} already has its outgoing transition (transition ${taken.id}); delete it first`,
       );
     }
-    if (reachableFrom(to.id, graph.transitions).has(from.id)) {
-      throw rule(`Linking ${describeStep(from)} to ${describeStep(to)} would make a cycle`, 'toStepId');
-    }
     const now = ctx.clock.now();
     const [row] = await tx
       .insert(workflowTransitions)
       .values({ id: uuidv7(now.getTime()), workflowId: workflow.id, fromStepId: from.id, toStepId: to.id, branch, createdAt: now })
       .returning();
+    await touch(tx, workflow.id, now);
+    return toTransitionRecord(row);
+  });
+}
+
+/** The 400 of a transition that breaks a rule, naming the field at fault. */
+const transitionRule =
+  (from: StepRow, to: StepRow, branch: WorkflowBranch | null) =>
+  (message: string, field = 'branch') =>
+    new ApiError(400, 'BAD_REQUEST', message, {
+      errors: [{ field, message, code: 'invalid_transition' }],
+      details: { fromStepId: from.id, toStepId: to.id, branch },
+    });
+
+/** What a link's target must be, made or moved: not its own step, not the TRIGGER, no cycle through the other links. */
+function assertTarget(from: StepRow, to: StepRow, others: Graph['transitions'], rule: ReturnType<typeof transitionRule>): void {
+  if (from.id === to.id) throw rule('A step cannot link to itself', 'toStepId');
+  if (to.type === 'TRIGGER') throw rule('Nothing can link into the TRIGGER step: every execution starts there', 'toStepId');
+  if (reachableFrom(to.id, others).has(from.id)) {
+    throw rule(`Linking ${describeStep(from)} to ${describeStep(to)} would make a cycle`, 'toStepId');
+  }
+}
+
+/**
+ * Points a transition at another step, in one statement: inserting a step between two is the new
+ * step, its link on, then this. With a delete and an add instead, an execution of an enabled
+ * workflow leaving the step between the two found no link and completed.
+ */
+export async function retargetTransition(
+  ctx: AppContext,
+  projectId: string,
+  workflowId: string,
+  transitionId: string,
+  input: { toStepId: string },
+): Promise<TransitionRecord> {
+  return withTransaction(ctx.database, async ({ tx }) => {
+    const workflow = await findWorkflow(tx, projectId, workflowId, { lock: true });
+    const graph = await loadGraph(tx, workflow.id);
+    const moved = UUID.test(transitionId) ? graph.transitions.find((t) => t.id === transitionId.toLowerCase()) : undefined;
+    if (!moved) throw notFound('workflow_transition', transitionId);
+    const from = stepOf(graph, moved.fromStepId, 'fromStepId');
+    const to = stepOf(graph, input.toStepId, 'toStepId');
+    assertTarget(
+      from,
+      to,
+      graph.transitions.filter((t) => t.id !== moved.id),
+      transitionRule(from, to, moved.branch),
+    );
+    const now = ctx.clock.now();
+    const [row] = await tx.update(workflowTransitions).set({ toStepId: to.id }).where(eq(workflowTransitions.id, moved.id)).returning();
     await touch(tx, workflow.id, now);
     return toTransitionRecord(row);
   });

@@ -6,7 +6,7 @@ import { cursorList, describer, pageListOf, simpleOrErrorSchema } from '../../ht
 import { parse } from '../../http/validate.ts';
 import { cancelAllWorkflowExecutions, cancelWorkflowExecution, getExecution, listExecutions, startWorkflowExecution } from './executions.ts';
 import { workflowFields } from './fields.ts';
-import { addStep, addTransition, deleteStep, deleteTransition, updateStep } from './graph.ts';
+import { addStep, addTransition, deleteStep, deleteTransition, retargetTransition, updateStep } from './graph.ts';
 import {
   assertRequiredWorkflowFields,
   createStepBody,
@@ -21,6 +21,7 @@ import {
   startExecutionBody,
   stepParams,
   stepSchema,
+  retargetTransitionBody,
   transitionParams,
   transitionSchema,
   updateStepBody,
@@ -218,6 +219,27 @@ export function workflowRoutes(app: FastifyInstance, ctx: AppContext): void {
     async (req, reply) => {
       const { id } = parse(workflowIdParams, req.params);
       return reply.status(201).send(await addTransition(ctx, pid(req), id, parseGraphInput(createTransitionBody, req.body, 'transition')));
+    },
+  );
+
+  app.patch(
+    '/workflows/:id/transitions/:transitionId',
+    {
+      schema: doc({
+        operationId: 'workflows.retargetTransition',
+        summary: 'Point a connection at another step',
+        description:
+          'Moves the transition to `toStepId`, keeping its step and branch, in one change: to insert a step between two, add the step and its link to the next, then point the link into it here (no moment without a link for an execution to find).',
+        params: transitionParams,
+        body: retargetTransitionBody,
+        responses: { 200: transitionSchema },
+        errors: [400, 404, 409],
+      }),
+      onRequest,
+    },
+    async (req) => {
+      const { id, transitionId } = parse(transitionParams, req.params);
+      return retargetTransition(ctx, pid(req), id, transitionId, parseGraphInput(retargetTransitionBody, req.body, 'transition'));
     },
   );
 

@@ -96,6 +96,8 @@ export const createTransitionBody = z
   })
   .strict();
 
+export const retargetTransitionBody = z.object({ toStepId: z.string().max(100) }).strict();
+
 export const EXECUTION_STATUSES = ['RUNNING', 'WAITING', 'COMPLETED', 'EXITED', 'FAILED', 'CANCELLED'] as const satisfies readonly WorkflowExecutionStatus[];
 
 const MAX_CONTEXT_BYTES = 64 * 1024;

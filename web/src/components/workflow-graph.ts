@@ -51,27 +51,23 @@ export type StepBody = { type: StepType; name: string | null; config: unknown };
 
 /**
  * Adds a step at `slot`: the step, then (when the slot is between two steps) the new step's link to
- * the next one on its first way out (`yes` of a condition, `event` of a wait), the old link's
- * removal and the link into the new step. A failure after the step was made undoes what was done
- * (the new step goes, the old link comes back) and rethrows the API's error.
+ * the next one on its first way out (`yes` of a condition, `event` of a wait), then the old link
+ * pointed into the new step (one change: an execution of an enabled workflow always finds a link);
+ * at the end of a path, the link into it. A failure after the step was made deletes it (with its
+ * link on) and rethrows the API's error.
  */
 export async function insertStep(workflowId: string, slot: Slot, body: StepBody): Promise<Step['id']> {
   const step = await herald.workflows.addStep(workflowId, body);
-  let unlinked = false;
   try {
     if (slot.before) {
       const exit = exitsOf(body.type)[0];
       if (exit === undefined) throw new Error(`Nothing can follow ${STEP_LABELS[body.type]}: add it at the end of a path`);
       await herald.workflows.addTransition(workflowId, { fromStepId: step.id, toStepId: slot.before.toStepId, branch: exit });
-      await herald.workflows.deleteTransition(workflowId, slot.before.id);
-      unlinked = true;
+      await herald.workflows.retargetTransition(workflowId, slot.before.id, { toStepId: step.id });
+    } else {
+      await herald.workflows.addTransition(workflowId, { fromStepId: slot.fromStepId, toStepId: step.id, branch: slot.branch });
     }
-    await herald.workflows.addTransition(workflowId, { fromStepId: slot.fromStepId, toStepId: step.id, branch: slot.branch });
   } catch (err) {
-    if (unlinked && slot.before) {
-      const { fromStepId, toStepId, branch } = slot.before;
-      await herald.workflows.addTransition(workflowId, { fromStepId, toStepId, branch }).catch(() => undefined);
-    }
     await herald.workflows.deleteStep(workflowId, step.id).catch(() => undefined);
     throw err;
   }
