@@ -639,6 +639,52 @@ test("a contact's Set field refuses an empty value of any type, and writes nothi
   });
 });
 
+test("a contact's Set field refuses a number JSON cannot hold, a reserved key and a dotted key, and writes nothing", { timeout: 180_000 }, async () => {
+  await journey(page, 'set-field-refused', async () => {
+    const made = await owner.sk.post('/contacts', { email: 'fields@refused.test', data: { score: 5 } });
+    assert.equal(made.status, 201, made.text);
+    const patches: string[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'PATCH' && r.url().includes(made.body.id)) patches.push(r.postData() ?? '');
+    });
+    await page.goto(`${base()}/contacts/${made.body.id}`);
+    const field = page.getByRole('textbox', { name: 'Field' });
+    const value = page.getByRole('textbox', { name: 'Value' });
+    const setField = page.getByRole('button', { name: 'Set field' });
+    await page
+      .getByRole('textbox', { name: 'Type' })
+      .or(page.getByRole('combobox', { name: 'Type' }))
+      .first()
+      .click();
+    await page.getByRole('option', { name: 'number', exact: true }).click();
+    await field.fill('score');
+    for (const [typed, message] of [
+      ['1e400', 'Too large to store as a number'],
+      ['0x10', 'Enter a number'],
+      ['Infinity', 'Enter a number'],
+    ]) {
+      await value.fill(typed);
+      await setField.click();
+      await page.getByText(message, { exact: true }).waitFor();
+    }
+    await value.fill('7');
+    await field.fill('email');
+    await setField.click();
+    await page.getByText('email is reserved: the service sets it, so it cannot be stored as a field', { exact: true }).waitFor();
+    await field.fill('profile.tier');
+    await setField.click();
+    await page.getByText('A field name cannot contain a dot. Nested values (an object) are set through the API', { exact: true }).waitFor();
+    assert.deepEqual(patches, []);
+    assert.deepEqual((await owner.sk.get(`/contacts/${made.body.id}`)).body.data, { score: 5 });
+
+    await field.fill('score');
+    await value.fill('-1.5e3');
+    await setField.click();
+    await page.getByRole('cell', { name: '-1500', exact: true }).waitFor();
+    assert.deepEqual((await owner.sk.get(`/contacts/${made.body.id}`)).body.data, { score: -1500 });
+  });
+});
+
 test("a contact's page: its events and emails, 25 at a time, each email opening its page", { timeout: 180_000 }, async () => {
   await journey(page, 'contact-timeline', async () => {
     const { emailId, contactId } = await sendDelivered('timeline@example.org', 'Your receipt', '<p>Thanks</p><a href="{{unsubscribeUrl}}">Unsubscribe</a>');
