@@ -111,6 +111,63 @@ test('analytics: totals, top campaigns and top events over the chosen range', { 
   });
 });
 
+test("analytics: days in the project's time zone, chosen in Settings; 7 days are 7 buckets; Delivered does not hide Sent", { timeout: 180_000 }, async () => {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'America/Los_Angeles', locale: 'en-US' });
+  const [name, value] = owner.cookie.split('=');
+  await context.addCookies([{ name, value, url: server.url }]);
+  const west = await openPage(context);
+  try {
+    await journey(west, 'analytics-time-zone', async () => {
+      await sendDelivered('zoned@example.org', 'Zoned');
+      await west.goto(`${base()}/settings`);
+      const zone = west
+        .getByRole('textbox', { name: 'Time zone' })
+        .or(west.getByRole('combobox', { name: 'Time zone' }))
+        .first();
+      await zone.click();
+      await zone.fill('Tokyo');
+      await west.getByRole('option', { name: 'Asia/Tokyo', exact: true }).click();
+      await west.getByRole('button', { name: 'Save', exact: true }).click();
+      await west.getByText('Settings saved').waitFor();
+      const mine = await server.api.get('/users/@me/projects', { cookie: owner.cookie });
+      assert.equal(mine.body.find((p: { id: string }) => p.id === owner.project.id).timezone, 'Asia/Tokyo');
+
+      const answered = west.waitForResponse((r) => r.url().includes('/analytics/timeseries'));
+      await west.goto(`${base()}/analytics?days=7`);
+      const points: { t: string; sent: number; delivered: number }[] = (await (await answered).json()).points;
+      assert.equal(points.length, 7, JSON.stringify(points.map((p) => p.t)));
+      // Each bucket starts at Tokyo's midnight (15:00 UTC the day before) and is labelled with Tokyo's date.
+      assert.ok(
+        points.every((p) => p.t.endsWith('T15:00:00Z')),
+        JSON.stringify(points.map((p) => p.t)),
+      );
+      const tokyoDate = (t: string) => {
+        const d = new Date(Date.parse(t) + 9 * 3_600_000);
+        return `${d.getUTCMonth() + 1}/${d.getUTCDate()}/${d.getUTCFullYear()}`;
+      };
+      // The x-axis ticks: the chart's texts that are dates.
+      const ticks = west.locator('.recharts-surface text').filter({ hasText: /^\d+\/\d+\/\d{4}$/ });
+      await ticks.first().waitFor();
+      assert.deepEqual(
+        await ticks.allTextContents(),
+        points.map((p) => tokyoDate(p.t)),
+      );
+      assert.equal(points.at(-1)!.sent, points.at(-1)!.delivered);
+      // Sent and Delivered are equal: Delivered is dashed, so Sent shows through it.
+      const dashes = await west
+        .locator('path.recharts-area-curve')
+        .evaluateAll((paths) =>
+          (paths as unknown as { getAttribute: (a: string) => string | null }[]).map((p) => [p.getAttribute('name'), p.getAttribute('stroke-dasharray')]),
+        );
+      assert.deepEqual(dashes.find(([n]) => n === 'delivered')?.[1], '6 4', JSON.stringify(dashes));
+      assert.equal(dashes.find(([n]) => n === 'sent')?.[1], null, JSON.stringify(dashes));
+    });
+  } finally {
+    await context.close();
+    await server.api.patch(`/users/@me/projects/${owner.project.id}`, { timezone: 'UTC' }, { cookie: owner.cookie });
+  }
+});
+
 test('workflows: list, enable from the list, steps with counts, an execution cancelled from the page', { timeout: 180_000 }, async () => {
   await journey(page, 'workflows', async () => {
     const created = await owner.sk.post('/workflows', { name: 'Welcome series', eventName: 'signed_up' });

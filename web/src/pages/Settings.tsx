@@ -13,6 +13,11 @@ import { PageHeader } from '../components/states.tsx';
 import { SecretKeyModal } from '../components/SecretKeyModal.tsx';
 import type { Project } from '../types.ts';
 
+/** The IANA zones the browser knows, with UTC and the project's own zone (which the list may lack, e.g. an alias). */
+function timeZones(current: string): string[] {
+  return [...new Set(['UTC', current, ...Intl.supportedValuesOf('timeZone')])];
+}
+
 function KeyRow({ label, value, secret, help }: { label: string; value: string | null; secret: boolean; help: string }) {
   const [shown, setShown] = useState(!secret);
   return (
@@ -55,7 +60,13 @@ export function SettingsPage() {
   const [keyShown, setKeyShown] = useState(false);
   const form = useForm({
     mode: 'controlled',
-    initialValues: { name: project.name, tracking: project.tracking, language: project.language, postalAddress: project.postalAddress ?? '' },
+    initialValues: {
+      name: project.name,
+      tracking: project.tracking,
+      language: project.language,
+      timezone: project.timezone,
+      postalAddress: project.postalAddress ?? '',
+    },
   });
   const save = useMutation({
     mutationFn: (v: typeof form.values) => herald.projects.update(project.id, v),
@@ -104,6 +115,16 @@ export function SettingsPage() {
               description="Default language of the unsubscribe footer and pages, e.g. en, de, fr"
               disabled={!mayManage}
               {...form.getInputProps('language')}
+            />
+            <Select
+              label="Time zone"
+              description="Analytics count days and weeks from midnight in this zone"
+              searchable
+              allowDeselect={false}
+              nothingFoundMessage="No such time zone"
+              disabled={!mayManage}
+              data={timeZones(project.timezone)}
+              {...form.getInputProps('timezone')}
             />
             <Textarea
               label="Postal address"
