@@ -289,6 +289,7 @@ test('members: an existing account is invited, accepts and is promoted, a new ad
     await page.getByText('Invitation sent to newcomer@example.org').waitFor();
     const invited = members.getByRole('row', { name: /newcomer@example\.org/ });
     await invited.getByRole('button', { name: 'Revoke' }).click();
+    await page.getByRole('dialog', { name: 'Revoke this invitation?' }).getByRole('button', { name: 'Revoke invitation' }).click();
     await page.getByText('Invitation revoked').waitFor();
     await invited.waitFor({ state: 'detached' });
     const after = await server.api.get(`/projects/${owner.project.id}/members`, { cookie: owner.cookie });
@@ -308,6 +309,64 @@ test('members: an existing account is invited, accepts and is promoted, a new ad
     assert.equal((await server.api.get(`/projects/${owner.project.id}/members`, { cookie: owner.cookie })).body.invitations.length, 0);
   });
 });
+
+test(
+  'members: Revoke, Remove and Leave ask first and say what happens; a MEMBER who leaves lands on the projects page without the project',
+  { timeout: 180_000 },
+  async () => {
+    await journey(page, 'members-confirm', async () => {
+      const invited = await server.api.post(`/projects/${owner.project.id}/members`, { email: 'maybe@example.org', role: 'MEMBER' }, { cookie: owner.cookie });
+      assert.equal(invited.status, 201, invited.text);
+      const other = await bootstrap(server.api, 'Other side');
+      const otherEmail: string = (await server.api.get('/users/@me', { cookie: other.cookie })).body.email;
+      await joinWithInvitation(
+        server,
+        await server.api.post(`/projects/${owner.project.id}/members`, { email: otherEmail, role: 'MEMBER' }, { cookie: owner.cookie }),
+        other.cookie,
+      );
+      const listed = async () => (await server.api.get(`/projects/${owner.project.id}/members`, { cookie: owner.cookie })).body;
+
+      await page.goto(`${base()}/settings`);
+      const members = page.getByTestId('members');
+      await members
+        .getByRole('row', { name: /maybe@example\.org/ })
+        .getByRole('button', { name: 'Revoke' })
+        .click();
+      const revoke = page.getByRole('dialog', { name: 'Revoke this invitation?' });
+      await revoke.getByText('The link sent to maybe@example.org stops working. You can invite the address again later.').waitFor();
+      await revoke.getByRole('button', { name: 'Cancel' }).click();
+      await revoke.waitFor({ state: 'detached' });
+      assert.equal((await listed()).invitations.length, 1, 'nothing before the confirmation');
+
+      await members
+        .getByRole('row', { name: new RegExp(otherEmail.replace(/[.+]/g, '\\$&')) })
+        .getByRole('button', { name: 'Remove' })
+        .click();
+      const remove = page.getByRole('dialog', { name: 'Remove this member?' });
+      await remove.getByText(`${otherEmail} loses access to Pages at once. To come back, they need a new invitation.`).waitFor();
+      assert.ok(
+        (await listed()).members.some((m: { email: string }) => m.email === otherEmail),
+        'nothing before the confirmation',
+      );
+      await remove.getByRole('button', { name: 'Remove member' }).click();
+      await page.getByText('Member removed').waitFor();
+      assert.ok(!(await listed()).members.some((m: { email: string }) => m.email === otherEmail));
+
+      const before = (await listed()).members.length;
+      await asMember('Left behind', async (memberPage) => {
+        await memberPage.goto(`${base()}/settings`);
+        await memberPage.getByRole('button', { name: 'Leave' }).click();
+        const leave = memberPage.getByRole('dialog', { name: 'Leave this project?' });
+        await leave.getByText('You lose access to Pages at once. To come back, an admin has to invite you again.').waitFor();
+        await leave.getByRole('button', { name: 'Leave project' }).click();
+        await memberPage.waitForURL(/\/app\/projects$/);
+        await memberPage.getByText('Left behind').first().waitFor();
+        assert.equal(await memberPage.getByText('Pages', { exact: true }).count(), 0, 'the project left is in no list or switcher');
+      });
+      assert.equal((await listed()).members.length, before);
+    });
+  },
+);
 
 test('an invitation to an address without an account: the emailed link, signed out, leads through signup into the project', { timeout: 180_000 }, async () => {
   const email = `invitee-${Date.now()}@example.org`;
