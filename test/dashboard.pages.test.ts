@@ -896,6 +896,10 @@ test('settings: monthly sending caps with usage bars; a MEMBER sees them but can
       assert.equal(await memberPage.getByLabel('Transactional cap').isDisabled(), true);
       assert.equal(await memberPage.getByRole('button', { name: 'Save caps' }).count(), 0);
       assert.equal(await memberPage.getByRole('button', { name: 'Rotate keys…' }).count(), 0);
+      await memberPage
+        .getByText('Shown only when created or rotated, to the admin who did it. Ask an admin of the project for the key, or to rotate the keys.')
+        .waitFor();
+      assert.equal(await memberPage.getByText(/Rotate the keys to get a new one/).count(), 0);
       assert.equal(await memberPage.getByRole('button', { name: 'Invite' }).count(), 0);
     });
   });

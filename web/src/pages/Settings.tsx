@@ -18,7 +18,7 @@ function timeZones(current: string): string[] {
   return [...new Set(['UTC', current, ...Intl.supportedValuesOf('timeZone')])];
 }
 
-function KeyRow({ label, value, secret, help }: { label: string; value: string | null; secret: boolean; help: string }) {
+function KeyRow({ label, value, secret, help, mayRotate }: { label: string; value: string | null; secret: boolean; help: string; mayRotate: boolean }) {
   const [shown, setShown] = useState(!secret);
   return (
     <Stack gap={4}>
@@ -44,7 +44,9 @@ function KeyRow({ label, value, secret, help }: { label: string; value: string |
         </Group>
       ) : (
         <Text size="sm" c="dimmed">
-          Shown only when created or rotated. Rotate the keys to get a new one.
+          {mayRotate
+            ? 'Shown only when created or rotated. Rotate the keys to get a new one.'
+            : 'Shown only when created or rotated, to the admin who did it. Ask an admin of the project for the key, or to rotate the keys.'}
         </Text>
       )}
     </Stack>
@@ -157,8 +159,20 @@ export function SettingsPage() {
               </Button>
             )}
           </Group>
-          <KeyRow label="Secret key" value={keys.secretKey} secret help="For your servers: authenticates every API endpoint. Never ship it to a browser." />
-          <KeyRow label="Public key" value={keys.publicKey} secret={false} help="Safe in web pages and apps: only accepted by /v1/track." />
+          <KeyRow
+            label="Secret key"
+            value={keys.secretKey}
+            secret
+            mayRotate={mayManage}
+            help="For your servers: authenticates every API endpoint. Never ship it to a browser."
+          />
+          <KeyRow
+            label="Public key"
+            value={keys.publicKey}
+            secret={false}
+            mayRotate={mayManage}
+            help="Safe in web pages and apps: only accepted by /v1/track."
+          />
           <Text size="xs" c="dimmed">
             Project id: <Code>{project.id}</Code>
           </Text>
