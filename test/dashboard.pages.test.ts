@@ -197,7 +197,8 @@ test('workflows: list, enable from the list, steps with counts, an execution can
     const steps = page.getByTestId('workflow-steps');
     const delayRow = steps.getByRole('row', { name: /^DELAY/ });
     await delayRow.waitFor();
-    assert.deepEqual((await delayRow.getByRole('cell').allInnerTexts()).slice(2), ['1', '0', '1', '0']);
+    assert.deepEqual((await steps.getByRole('columnheader').allInnerTexts()).slice(2), ['Entered', 'Completed', 'Waiting', 'Failed', 'Skipped']);
+    assert.deepEqual((await delayRow.getByRole('cell').allInnerTexts()).slice(2), ['1', '0', '1', '0', '0']);
     assert.match(await delayRow.innerText(), /\b1 day\b/);
     assert.match(await steps.getByRole('row', { name: /^TRIGGER/ }).innerText(), /Wait a day/);
 

@@ -2367,6 +2367,8 @@ export interface Operations {
           completed: number;
           waiting: number;
           failed: number;
+          /** Executions that passed the step without doing it: an email not sent (unsubscribed or suppressed contact), a wait ended by a cancel */
+          skipped: number;
         };
       }>;
       transitions: Array<WorkflowTransition>;
@@ -2449,6 +2451,8 @@ export interface Operations {
           completed: number;
           waiting: number;
           failed: number;
+          /** Executions that passed the step without doing it: an email not sent (unsubscribed or suppressed contact), a wait ended by a cancel */
+          skipped: number;
         };
       }>;
       transitions: Array<WorkflowTransition>;
@@ -2585,6 +2589,8 @@ export interface Operations {
           completed: number;
           waiting: number;
           failed: number;
+          /** Executions that passed the step without doing it: an email not sent (unsubscribed or suppressed contact), a wait ended by a cancel */
+          skipped: number;
         };
       }>;
       transitions: Array<WorkflowTransition>;

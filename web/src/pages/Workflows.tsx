@@ -1,4 +1,4 @@
-import { Anchor, Badge, Button, Card, Group, Modal, Pagination, Stack, Switch, Table, Text, TextInput, Title } from '@mantine/core';
+import { Anchor, Badge, Button, Card, Group, Modal, Pagination, Stack, Switch, Table, Text, TextInput, Title, Tooltip } from '@mantine/core';
 import { useInfiniteQuery, useMutation, useQueries, useQuery, useQueryClient } from '@tanstack/react-query';
 import { Link, useParams, useSearchParams } from 'react-router';
 import { useState } from 'react';
@@ -270,6 +270,11 @@ export function WorkflowPage() {
                 <Table.Th ta="right">Completed</Table.Th>
                 <Table.Th ta="right">Waiting</Table.Th>
                 <Table.Th ta="right">Failed</Table.Th>
+                <Table.Th ta="right">
+                  <Tooltip label="Passed without doing the step: an email not sent (unsubscribed or suppressed contact), or a wait ended by a cancel">
+                    <span>Skipped</span>
+                  </Tooltip>
+                </Table.Th>
               </Table.Tr>
             </Table.Thead>
             <Table.Tbody>
@@ -306,6 +311,7 @@ export function WorkflowPage() {
                   <Table.Td ta="right">{formatNumber(s.counts.completed)}</Table.Td>
                   <Table.Td ta="right">{formatNumber(s.counts.waiting)}</Table.Td>
                   <Table.Td ta="right">{formatNumber(s.counts.failed)}</Table.Td>
+                  <Table.Td ta="right">{formatNumber(s.counts.skipped)}</Table.Td>
                 </Table.Tr>
               ))}
             </Table.Tbody>
