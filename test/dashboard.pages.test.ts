@@ -253,6 +253,25 @@ test('workflows: list, enable from the list, steps with counts, an execution can
   });
 });
 
+test('workflows: enabling one without steps says why once, and that steps are added through the API', { timeout: 180_000 }, async () => {
+  await journey(page, 'workflow-enable-empty', async () => {
+    const created = await owner.sk.post('/workflows', { name: 'Empty one', eventName: 'nothing_yet' });
+    assert.equal(created.status, 201, created.text);
+    await page.goto(`${base()}/workflows/${created.body.id}`);
+    await page.getByRole('link', { name: 'API reference' }).waitFor();
+    assert.equal(await page.getByRole('link', { name: 'API reference' }).getAttribute('href'), '/docs');
+    await page.getByRole('switch', { name: 'Enabled' }).click({ force: true });
+    const toast = page.locator('.mantine-Notification-root').filter({ hasText: 'The workflow cannot be enabled' });
+    await toast.waitFor();
+    assert.equal(
+      (await toast.innerText()).replace(/\s+/g, ' ').replace(/ ?×$/, '').trim(),
+      'The workflow cannot be enabled: the trigger leads to no step: add a step and a transition from the TRIGGER step ' +
+        'Steps and transitions are added through the API (POST /workflows/:id/steps and /transitions; see the API reference at /docs).',
+    );
+    assert.equal((await owner.sk.get(`/workflows/${created.body.id}`)).body.enabled, false);
+  });
+});
+
 test('members: an existing account is invited, accepts and is promoted, a new address is invited and revoked', { timeout: 180_000 }, async () => {
   await journey(page, 'members', async () => {
     const colleague = await bootstrap(server.api, 'Elsewhere');

@@ -2,7 +2,7 @@ import { Anchor, Badge, Button, Card, Group, Modal, Pagination, Stack, Switch, T
 import { useInfiniteQuery, useMutation, useQueries, useQuery, useQueryClient } from '@tanstack/react-query';
 import { Link, useParams, useSearchParams } from 'react-router';
 import { useState } from 'react';
-import { herald } from '../api.ts';
+import { herald, isApiError } from '../api.ts';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { StatusSelect, useUrlChoice } from '../components/StatusSelect.tsx';
@@ -26,6 +26,8 @@ const STATUS_COLORS: Record<string, string> = {
 };
 const EXECUTION_STATUSES: ExecutionStatus[] = ['RUNNING', 'WAITING', 'COMPLETED', 'EXITED', 'FAILED', 'CANCELLED'];
 
+const BUILT_THROUGH_API = 'Steps and transitions are added through the API (POST /workflows/:id/steps and /transitions; see the API reference at /docs).';
+
 function useToggleWorkflow(projectId: string) {
   const queryClient = useQueryClient();
   return useMutation({
@@ -34,7 +36,8 @@ function useToggleWorkflow(projectId: string) {
       void queryClient.invalidateQueries({ queryKey: [projectId, 'workflows'] });
       notifySuccess(`${w.name} ${w.enabled ? 'enabled' : 'disabled'}`);
     },
-    onError: (err) => showApiError(err),
+    // A graph that cannot run names a step to fix, which the dashboard cannot edit.
+    onError: (err) => showApiError(err, undefined, isApiError(err, 400) && err.details?.stepId ? BUILT_THROUGH_API : undefined),
   });
 }
 
@@ -255,6 +258,13 @@ export function WorkflowPage() {
           {w.eventName}
         </Text>
         {w.allowReentry ? ', every time' : ', once per contact'}. {formatNumber(w.activeExecutions)} in progress.
+      </Text>
+      <Text size="sm" c="dimmed">
+        Steps and transitions are added through the API (POST /workflows/:id/steps and /transitions): see the{' '}
+        <Anchor href="/docs" target="_blank">
+          API reference
+        </Anchor>
+        .
       </Text>
       <Card withBorder padding="lg">
         <Title order={3} size="h4" mb="sm">
