@@ -141,6 +141,26 @@ test('segments: a dynamic segment with two OR groups and a nested group, built v
   });
 });
 
+test('segments: a reference cycle is refused under the condition builder, not in a toast, and nothing is saved', { timeout: 180_000 }, async () => {
+  await journey(page, 'segments-cycle', async () => {
+    const filter = (f: Record<string, unknown>) => ({ logic: 'AND', groups: [{ filters: [f] }] });
+    const b = await owner.sk.post('/segments', { name: 'Cycle B', condition: filter({ field: 'email', operator: 'contains', value: '@cycle.test' }) });
+    assert.equal(b.status, 201, b.text);
+    const a = await owner.sk.post('/segments', { name: 'Cycle A', condition: filter({ field: `segment.${b.body.id}`, operator: 'memberOf' }) });
+    assert.equal(a.status, 201, a.text);
+
+    await page.goto(`${base()}/segments/${b.body.id}`);
+    await page.getByRole('button', { name: 'Add filter' }).first().click();
+    await choose('Condition, group 1, filter 2: field', 'in segment: Cycle A');
+    await page.getByRole('button', { name: 'Save' }).click();
+    const alert = page.getByTestId('condition-error');
+    await alert.waitFor();
+    assert.match(await alert.innerText(), /^Segment references form a cycle: this segment → /);
+    assert.equal(await page.locator('.mantine-Notification-root').count(), 0);
+    assert.deepEqual((await owner.sk.get(`/segments/${b.body.id}`)).body.condition, filter({ field: 'email', operator: 'contains', value: '@cycle.test' }));
+  });
+});
+
 test('segments: a static list with members added and removed, tracked membership turned on', { timeout: 180_000 }, async () => {
   await journey(page, 'segments-static', async () => {
     await page.goto(`${base()}/segments/new`);
