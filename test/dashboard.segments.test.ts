@@ -161,6 +161,62 @@ test('segments: a reference cycle is refused under the condition builder, not in
   });
 });
 
+test(
+  'segments: values are suggested for text fields only, once the field types are known; a number list says what it refused',
+  { timeout: 180_000 },
+  async () => {
+    await journey(page, 'segments-suggestions', async () => {
+      const made = await owner.sk.post('/contacts', { email: 'typed@fields.test', data: { score: 3, vip: true, city: 'Oslo' } });
+      assert.ok(made.status === 200 || made.status === 201, made.text);
+      const condition = {
+        logic: 'AND',
+        groups: [
+          {
+            filters: [
+              { field: 'data.score', operator: 'in', value: [3] },
+              { field: 'data.vip', operator: 'equals', value: true },
+              { field: 'data.city', operator: 'equals', value: 'Oslo' },
+            ],
+          },
+        ],
+      };
+      const segment = await owner.sk.post('/segments', { name: 'Typed fields', condition });
+      assert.equal(segment.status, 201, segment.text);
+
+      const asked: string[] = [];
+      const onRequest = (r: { url: () => string }) => {
+        const m = /\/contacts\/fields\/([^/?]+)\/values/.exec(r.url());
+        if (m) asked.push(decodeURIComponent(m[1]));
+      };
+      page.on('request', onRequest);
+      // The field catalogue answers late, as on a busy server.
+      await page.route(/\/contacts\/fields(\?|$)/, async (route) => {
+        await new Promise((r) => setTimeout(r, 1500));
+        await route.continue();
+      });
+      try {
+        await page.goto(`${base()}/segments/${segment.body.id}`);
+        const list = valueInput('Condition, group 1, filter 1: value');
+        await list.waitFor();
+        await page.waitForResponse(/\/contacts\/fields(\?|$)/);
+        await valueInput('Condition, group 1, filter 3: value').click();
+        await page.getByRole('option', { name: 'Oslo', exact: true }).waitFor();
+        assert.deepEqual(asked, ['data.city']);
+
+        await list.fill('abc');
+        await list.press('Enter');
+        await page.getByText('Not a number: abc', { exact: true }).waitFor();
+        await list.fill('12');
+        await list.press('Enter');
+        await page.getByText('Not a number: abc').waitFor({ state: 'detached' });
+      } finally {
+        page.off('request', onRequest);
+        await page.unroute(/\/contacts\/fields(\?|$)/);
+      }
+    });
+  },
+);
+
 test('segments: a static list with members added and removed, tracked membership turned on', { timeout: 180_000 }, async () => {
   await journey(page, 'segments-static', async () => {
     await page.goto(`${base()}/segments/new`);
