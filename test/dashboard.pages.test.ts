@@ -111,6 +111,63 @@ test('analytics: totals, top campaigns and top events over the chosen range', { 
   });
 });
 
+test("analytics: days in the project's time zone, chosen in Settings; 7 days are 7 buckets; Delivered does not hide Sent", { timeout: 180_000 }, async () => {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'America/Los_Angeles', locale: 'en-US' });
+  const [name, value] = owner.cookie.split('=');
+  await context.addCookies([{ name, value, url: server.url }]);
+  const west = await openPage(context);
+  try {
+    await journey(west, 'analytics-time-zone', async () => {
+      await sendDelivered('zoned@example.org', 'Zoned');
+      await west.goto(`${base()}/settings`);
+      const zone = west
+        .getByRole('textbox', { name: 'Time zone' })
+        .or(west.getByRole('combobox', { name: 'Time zone' }))
+        .first();
+      await zone.click();
+      await zone.fill('Tokyo');
+      await west.getByRole('option', { name: 'Asia/Tokyo', exact: true }).click();
+      await west.getByRole('button', { name: 'Save', exact: true }).click();
+      await west.getByText('Settings saved').waitFor();
+      const mine = await server.api.get('/users/@me/projects', { cookie: owner.cookie });
+      assert.equal(mine.body.find((p: { id: string }) => p.id === owner.project.id).timezone, 'Asia/Tokyo');
+
+      const answered = west.waitForResponse((r) => r.url().includes('/analytics/timeseries'));
+      await west.goto(`${base()}/analytics?days=7`);
+      const points: { t: string; sent: number; delivered: number }[] = (await (await answered).json()).points;
+      assert.equal(points.length, 7, JSON.stringify(points.map((p) => p.t)));
+      // Each bucket starts at Tokyo's midnight (15:00 UTC the day before) and is labelled with Tokyo's date.
+      assert.ok(
+        points.every((p) => p.t.endsWith('T15:00:00Z')),
+        JSON.stringify(points.map((p) => p.t)),
+      );
+      const tokyoDate = (t: string) => {
+        const d = new Date(Date.parse(t) + 9 * 3_600_000);
+        return `${d.getUTCMonth() + 1}/${d.getUTCDate()}/${d.getUTCFullYear()}`;
+      };
+      // The x-axis ticks: the chart's texts that are dates.
+      const ticks = west.locator('.recharts-surface text').filter({ hasText: /^\d+\/\d+\/\d{4}$/ });
+      await ticks.first().waitFor();
+      assert.deepEqual(
+        await ticks.allTextContents(),
+        points.map((p) => tokyoDate(p.t)),
+      );
+      assert.equal(points.at(-1)!.sent, points.at(-1)!.delivered);
+      // Sent and Delivered are equal: Delivered is dashed, so Sent shows through it.
+      const dashes = await west
+        .locator('path.recharts-area-curve')
+        .evaluateAll((paths) =>
+          (paths as unknown as { getAttribute: (a: string) => string | null }[]).map((p) => [p.getAttribute('name'), p.getAttribute('stroke-dasharray')]),
+        );
+      assert.deepEqual(dashes.find(([n]) => n === 'delivered')?.[1], '6 4', JSON.stringify(dashes));
+      assert.equal(dashes.find(([n]) => n === 'sent')?.[1], null, JSON.stringify(dashes));
+    });
+  } finally {
+    await context.close();
+    await server.api.patch(`/users/@me/projects/${owner.project.id}`, { timezone: 'UTC' }, { cookie: owner.cookie });
+  }
+});
+
 test('workflows: list, enable from the list, steps with counts, an execution cancelled from the page', { timeout: 180_000 }, async () => {
   await journey(page, 'workflows', async () => {
     const created = await owner.sk.post('/workflows', { name: 'Welcome series', eventName: 'signed_up' });
@@ -140,7 +197,8 @@ test('workflows: list, enable from the list, steps with counts, an execution can
     const steps = page.getByTestId('workflow-steps');
     const delayRow = steps.getByRole('row', { name: /^DELAY/ });
     await delayRow.waitFor();
-    assert.deepEqual((await delayRow.getByRole('cell').allInnerTexts()).slice(2), ['1', '0', '1', '0']);
+    assert.deepEqual((await steps.getByRole('columnheader').allInnerTexts()).slice(2), ['Entered', 'Completed', 'Waiting', 'Failed', 'Skipped']);
+    assert.deepEqual((await delayRow.getByRole('cell').allInnerTexts()).slice(2), ['1', '0', '1', '0', '0']);
     assert.match(await delayRow.innerText(), /\b1 day\b/);
     assert.match(await steps.getByRole('row', { name: /^TRIGGER/ }).innerText(), /Wait a day/);
 
@@ -195,6 +253,25 @@ test('workflows: list, enable from the list, steps with counts, an execution can
   });
 });
 
+test("workflows: enabling one without steps says why once, and that steps are added in the workflow's editor", { timeout: 180_000 }, async () => {
+  await journey(page, 'workflow-enable-empty', async () => {
+    const created = await owner.sk.post('/workflows', { name: 'Empty one', eventName: 'nothing_yet' });
+    assert.equal(created.status, 201, created.text);
+    await page.goto(`${base()}/workflows/${created.body.id}`);
+    await page.getByRole('link', { name: 'Edit' }).waitFor();
+    assert.match((await page.getByRole('link', { name: 'Edit' }).getAttribute('href')) ?? '', new RegExp(`/workflows/${created.body.id}/edit$`));
+    await page.getByRole('switch', { name: 'Enabled' }).click({ force: true });
+    const toast = page.locator('.mantine-Notification-root').filter({ hasText: 'The workflow cannot be enabled' });
+    await toast.waitFor();
+    assert.equal(
+      (await toast.innerText()).replace(/\s+/g, ' ').replace(/ ?×$/, '').trim(),
+      'The workflow cannot be enabled: the trigger leads to no step: add a step and a transition from the TRIGGER step ' +
+        "Add its steps in the workflow's editor: Edit, on the workflow's page.",
+    );
+    assert.equal((await owner.sk.get(`/workflows/${created.body.id}`)).body.enabled, false);
+  });
+});
+
 test('members: an existing account is invited, accepts and is promoted, a new address is invited and revoked', { timeout: 180_000 }, async () => {
   await journey(page, 'members', async () => {
     const colleague = await bootstrap(server.api, 'Elsewhere');
@@ -232,6 +309,7 @@ test('members: an existing account is invited, accepts and is promoted, a new ad
     await page.getByText('Invitation sent to newcomer@example.org').waitFor();
     const invited = members.getByRole('row', { name: /newcomer@example\.org/ });
     await invited.getByRole('button', { name: 'Revoke' }).click();
+    await page.getByRole('dialog', { name: 'Revoke this invitation?' }).getByRole('button', { name: 'Revoke invitation' }).click();
     await page.getByText('Invitation revoked').waitFor();
     await invited.waitFor({ state: 'detached' });
     const after = await server.api.get(`/projects/${owner.project.id}/members`, { cookie: owner.cookie });
@@ -251,6 +329,64 @@ test('members: an existing account is invited, accepts and is promoted, a new ad
     assert.equal((await server.api.get(`/projects/${owner.project.id}/members`, { cookie: owner.cookie })).body.invitations.length, 0);
   });
 });
+
+test(
+  'members: Revoke, Remove and Leave ask first and say what happens; a MEMBER who leaves lands on the projects page without the project',
+  { timeout: 180_000 },
+  async () => {
+    await journey(page, 'members-confirm', async () => {
+      const invited = await server.api.post(`/projects/${owner.project.id}/members`, { email: 'maybe@example.org', role: 'MEMBER' }, { cookie: owner.cookie });
+      assert.equal(invited.status, 201, invited.text);
+      const other = await bootstrap(server.api, 'Other side');
+      const otherEmail: string = (await server.api.get('/users/@me', { cookie: other.cookie })).body.email;
+      await joinWithInvitation(
+        server,
+        await server.api.post(`/projects/${owner.project.id}/members`, { email: otherEmail, role: 'MEMBER' }, { cookie: owner.cookie }),
+        other.cookie,
+      );
+      const listed = async () => (await server.api.get(`/projects/${owner.project.id}/members`, { cookie: owner.cookie })).body;
+
+      await page.goto(`${base()}/settings`);
+      const members = page.getByTestId('members');
+      await members
+        .getByRole('row', { name: /maybe@example\.org/ })
+        .getByRole('button', { name: 'Revoke' })
+        .click();
+      const revoke = page.getByRole('dialog', { name: 'Revoke this invitation?' });
+      await revoke.getByText('The link sent to maybe@example.org stops working. You can invite the address again later.').waitFor();
+      await revoke.getByRole('button', { name: 'Cancel' }).click();
+      await revoke.waitFor({ state: 'detached' });
+      assert.equal((await listed()).invitations.length, 1, 'nothing before the confirmation');
+
+      await members
+        .getByRole('row', { name: new RegExp(otherEmail.replace(/[.+]/g, '\\$&')) })
+        .getByRole('button', { name: 'Remove' })
+        .click();
+      const remove = page.getByRole('dialog', { name: 'Remove this member?' });
+      await remove.getByText(`${otherEmail} loses access to Pages at once. To come back, they need a new invitation.`).waitFor();
+      assert.ok(
+        (await listed()).members.some((m: { email: string }) => m.email === otherEmail),
+        'nothing before the confirmation',
+      );
+      await remove.getByRole('button', { name: 'Remove member' }).click();
+      await page.getByText('Member removed').waitFor();
+      assert.ok(!(await listed()).members.some((m: { email: string }) => m.email === otherEmail));
+
+      const before = (await listed()).members.length;
+      await asMember('Left behind', async (memberPage) => {
+        await memberPage.goto(`${base()}/settings`);
+        await memberPage.getByRole('button', { name: 'Leave' }).click();
+        const leave = memberPage.getByRole('dialog', { name: 'Leave this project?' });
+        await leave.getByText('You lose access to Pages at once. To come back, an admin has to invite you again.').waitFor();
+        await leave.getByRole('button', { name: 'Leave project' }).click();
+        await memberPage.waitForURL(/\/app\/projects$/);
+        await memberPage.getByText('Left behind').first().waitFor();
+        assert.equal(await memberPage.getByText('Pages', { exact: true }).count(), 0, 'the project left is in no list or switcher');
+      });
+      assert.equal((await listed()).members.length, before);
+    });
+  },
+);
 
 test('an invitation to an address without an account: the emailed link, signed out, leads through signup into the project', { timeout: 180_000 }, async () => {
   const email = `invitee-${Date.now()}@example.org`;
@@ -639,6 +775,52 @@ test("a contact's Set field refuses an empty value of any type, and writes nothi
   });
 });
 
+test("a contact's Set field refuses a number JSON cannot hold, a reserved key and a dotted key, and writes nothing", { timeout: 180_000 }, async () => {
+  await journey(page, 'set-field-refused', async () => {
+    const made = await owner.sk.post('/contacts', { email: 'fields@refused.test', data: { score: 5 } });
+    assert.equal(made.status, 201, made.text);
+    const patches: string[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'PATCH' && r.url().includes(made.body.id)) patches.push(r.postData() ?? '');
+    });
+    await page.goto(`${base()}/contacts/${made.body.id}`);
+    const field = page.getByRole('textbox', { name: 'Field' });
+    const value = page.getByRole('textbox', { name: 'Value' });
+    const setField = page.getByRole('button', { name: 'Set field' });
+    await page
+      .getByRole('textbox', { name: 'Type' })
+      .or(page.getByRole('combobox', { name: 'Type' }))
+      .first()
+      .click();
+    await page.getByRole('option', { name: 'number', exact: true }).click();
+    await field.fill('score');
+    for (const [typed, message] of [
+      ['1e400', 'Too large to store as a number'],
+      ['0x10', 'Enter a number'],
+      ['Infinity', 'Enter a number'],
+    ]) {
+      await value.fill(typed);
+      await setField.click();
+      await page.getByText(message, { exact: true }).waitFor();
+    }
+    await value.fill('7');
+    await field.fill('email');
+    await setField.click();
+    await page.getByText('email is reserved: the service sets it, so it cannot be stored as a field', { exact: true }).waitFor();
+    await field.fill('profile.tier');
+    await setField.click();
+    await page.getByText('A field name cannot contain a dot. Nested values (an object) are set through the API', { exact: true }).waitFor();
+    assert.deepEqual(patches, []);
+    assert.deepEqual((await owner.sk.get(`/contacts/${made.body.id}`)).body.data, { score: 5 });
+
+    await field.fill('score');
+    await value.fill('-1.5e3');
+    await setField.click();
+    await page.getByRole('cell', { name: '-1500', exact: true }).waitFor();
+    assert.deepEqual((await owner.sk.get(`/contacts/${made.body.id}`)).body.data, { score: -1500 });
+  });
+});
+
 test("a contact's page: its events and emails, 25 at a time, each email opening its page", { timeout: 180_000 }, async () => {
   await journey(page, 'contact-timeline', async () => {
     const { emailId, contactId } = await sendDelivered('timeline@example.org', 'Your receipt', '<p>Thanks</p><a href="{{unsubscribeUrl}}">Unsubscribe</a>');
@@ -734,6 +916,10 @@ test('settings: monthly sending caps with usage bars; a MEMBER sees them but can
       assert.equal(await memberPage.getByLabel('Transactional cap').isDisabled(), true);
       assert.equal(await memberPage.getByRole('button', { name: 'Save caps' }).count(), 0);
       assert.equal(await memberPage.getByRole('button', { name: 'Rotate keys…' }).count(), 0);
+      await memberPage
+        .getByText('Shown only when created or rotated, to the admin who did it. Ask an admin of the project for the key, or to rotate the keys.')
+        .waitFor();
+      assert.equal(await memberPage.getByText(/Rotate the keys to get a new one/).count(), 0);
       assert.equal(await memberPage.getByRole('button', { name: 'Invite' }).count(), 0);
     });
   });

@@ -141,6 +141,82 @@ test('segments: a dynamic segment with two OR groups and a nested group, built v
   });
 });
 
+test('segments: a reference cycle is refused under the condition builder, not in a toast, and nothing is saved', { timeout: 180_000 }, async () => {
+  await journey(page, 'segments-cycle', async () => {
+    const filter = (f: Record<string, unknown>) => ({ logic: 'AND', groups: [{ filters: [f] }] });
+    const b = await owner.sk.post('/segments', { name: 'Cycle B', condition: filter({ field: 'email', operator: 'contains', value: '@cycle.test' }) });
+    assert.equal(b.status, 201, b.text);
+    const a = await owner.sk.post('/segments', { name: 'Cycle A', condition: filter({ field: `segment.${b.body.id}`, operator: 'memberOf' }) });
+    assert.equal(a.status, 201, a.text);
+
+    await page.goto(`${base()}/segments/${b.body.id}`);
+    await page.getByRole('button', { name: 'Add filter' }).first().click();
+    await choose('Condition, group 1, filter 2: field', 'in segment: Cycle A');
+    await page.getByRole('button', { name: 'Save' }).click();
+    const alert = page.getByTestId('condition-error');
+    await alert.waitFor();
+    assert.match(await alert.innerText(), /^Segment references form a cycle: this segment → /);
+    assert.equal(await page.locator('.mantine-Notification-root').count(), 0);
+    assert.deepEqual((await owner.sk.get(`/segments/${b.body.id}`)).body.condition, filter({ field: 'email', operator: 'contains', value: '@cycle.test' }));
+  });
+});
+
+test(
+  'segments: values are suggested for text fields only, once the field types are known; a number list says what it refused',
+  { timeout: 180_000 },
+  async () => {
+    await journey(page, 'segments-suggestions', async () => {
+      const made = await owner.sk.post('/contacts', { email: 'typed@fields.test', data: { score: 3, vip: true, city: 'Oslo' } });
+      assert.ok(made.status === 200 || made.status === 201, made.text);
+      const condition = {
+        logic: 'AND',
+        groups: [
+          {
+            filters: [
+              { field: 'data.score', operator: 'in', value: [3] },
+              { field: 'data.vip', operator: 'equals', value: true },
+              { field: 'data.city', operator: 'equals', value: 'Oslo' },
+            ],
+          },
+        ],
+      };
+      const segment = await owner.sk.post('/segments', { name: 'Typed fields', condition });
+      assert.equal(segment.status, 201, segment.text);
+
+      const asked: string[] = [];
+      const onRequest = (r: { url: () => string }) => {
+        const m = /\/contacts\/fields\/([^/?]+)\/values/.exec(r.url());
+        if (m) asked.push(decodeURIComponent(m[1]));
+      };
+      page.on('request', onRequest);
+      // The field catalogue answers late, as on a busy server.
+      await page.route(/\/contacts\/fields(\?|$)/, async (route) => {
+        await new Promise((r) => setTimeout(r, 1500));
+        await route.continue();
+      });
+      try {
+        await page.goto(`${base()}/segments/${segment.body.id}`);
+        const list = valueInput('Condition, group 1, filter 1: value');
+        await list.waitFor();
+        await page.waitForResponse(/\/contacts\/fields(\?|$)/);
+        await valueInput('Condition, group 1, filter 3: value').click();
+        await page.getByRole('option', { name: 'Oslo', exact: true }).waitFor();
+        assert.deepEqual(asked, ['data.city']);
+
+        await list.fill('abc');
+        await list.press('Enter');
+        await page.getByText('Not a number: abc', { exact: true }).waitFor();
+        await list.fill('12');
+        await list.press('Enter');
+        await page.getByText('Not a number: abc').waitFor({ state: 'detached' });
+      } finally {
+        page.off('request', onRequest);
+        await page.unroute(/\/contacts\/fields(\?|$)/);
+      }
+    });
+  },
+);
+
 test('segments: a static list with members added and removed, tracked membership turned on', { timeout: 180_000 }, async () => {
   await journey(page, 'segments-static', async () => {
     await page.goto(`${base()}/segments/new`);

@@ -82,7 +82,7 @@ describe('workflows', () => {
     );
     assert.equal(w.steps.length, 1);
     assert.equal(w.steps[0].type, 'TRIGGER');
-    assert.deepEqual(w.steps[0].counts, { entered: 0, completed: 0, waiting: 0, failed: 0 });
+    assert.deepEqual(w.steps[0].counts, { entered: 0, completed: 0, waiting: 0, failed: 0, skipped: 0 });
     const got = await a.sk.get(`/workflows/${w.id}`);
     assert.equal(got.status, 200);
     assert.deepEqual(got.body, w);
@@ -518,9 +518,9 @@ describe('executions', () => {
     const got = (await p.sk.get(`/workflows/${w.id}`)).body;
     assert.equal(got.activeExecutions, 3);
     const counts = new Map(got.steps.map((s: { type: string; counts: unknown }) => [s.type, s.counts]));
-    assert.deepEqual(counts.get('TRIGGER'), { entered: 3, completed: 3, waiting: 0, failed: 0 });
-    assert.deepEqual(counts.get('DELAY'), { entered: 3, completed: 0, waiting: 3, failed: 0 });
-    assert.deepEqual(counts.get('EXIT'), { entered: 0, completed: 0, waiting: 0, failed: 0 });
+    assert.deepEqual(counts.get('TRIGGER'), { entered: 3, completed: 3, waiting: 0, failed: 0, skipped: 0 });
+    assert.deepEqual(counts.get('DELAY'), { entered: 3, completed: 0, waiting: 3, failed: 0, skipped: 0 });
+    assert.deepEqual(counts.get('EXIT'), { entered: 0, completed: 0, waiting: 0, failed: 0, skipped: 0 });
 
     const upcoming = await p.sk.get('/activity/upcoming');
     assert.equal(upcoming.status, 200, upcoming.text);

@@ -126,6 +126,10 @@ describe('workflow engine', () => {
       skipped.output?.emailId,
     ]);
     assert.deepEqual(cydEmail, { status: 'SKIPPED', workflow_id: wf.id });
+    // The step's counts add up: the one not sent is counted as skipped.
+    const detail = await p.sk.get(`/workflows/${wf.id}`);
+    const welcomeStep = detail.body.steps.find((s: { id: string }) => s.id === wf.steps.welcome);
+    assert.deepEqual(welcomeStep.counts, { entered: 3, completed: 2, waiting: 0, failed: 0, skipped: 1 });
 
     clock.advance(DAY + 1000);
     await statusIs(wf.id, 'ann@people.test', ['COMPLETED']);

@@ -2371,6 +2371,8 @@ export interface Operations {
           completed: number;
           waiting: number;
           failed: number;
+          /** Executions that passed the step without doing it: an email not sent (unsubscribed or suppressed contact), a wait ended by a cancel */
+          skipped: number;
         };
       }>;
       transitions: Array<WorkflowTransition>;
@@ -2453,6 +2455,8 @@ export interface Operations {
           completed: number;
           waiting: number;
           failed: number;
+          /** Executions that passed the step without doing it: an email not sent (unsubscribed or suppressed contact), a wait ended by a cancel */
+          skipped: number;
         };
       }>;
       transitions: Array<WorkflowTransition>;
@@ -2598,6 +2602,8 @@ export interface Operations {
           completed: number;
           waiting: number;
           failed: number;
+          /** Executions that passed the step without doing it: an email not sent (unsubscribed or suppressed contact), a wait ended by a cancel */
+          skipped: number;
         };
       }>;
       transitions: Array<WorkflowTransition>;

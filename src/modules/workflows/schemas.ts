@@ -129,7 +129,7 @@ export const listExecutionsQuery = z.object({
   cursor: z.string().max(500).optional(),
 });
 
-export type StepCounts = { entered: number; completed: number; waiting: number; failed: number };
+export type StepCounts = { entered: number; completed: number; waiting: number; failed: number; skipped: number };
 
 export type WorkflowRecord = {
   id: string;
@@ -250,7 +250,16 @@ export const transitionSchema = component(
 export const workflowDetailSchema = workflowSchema.extend({
   steps: z.array(
     stepSchema.extend({
-      counts: z.object({ entered: z.number().int(), completed: z.number().int(), waiting: z.number().int(), failed: z.number().int() }),
+      counts: z.object({
+        entered: z.number().int(),
+        completed: z.number().int(),
+        waiting: z.number().int(),
+        failed: z.number().int(),
+        skipped: z
+          .number()
+          .int()
+          .describe('Executions that passed the step without doing it: an email not sent (unsubscribed or suppressed contact), a wait ended by a cancel'),
+      }),
     }),
   ),
   transitions: z.array(transitionSchema),

@@ -80,7 +80,7 @@ export async function getWorkflow(ctx: AppContext, projectId: string, id: string
     stepCounts(ctx.database.db, workflow.id),
     countExecutions(ctx.database.db, workflow.id, ['RUNNING', 'WAITING']),
   ]);
-  const zero: StepCounts = { entered: 0, completed: 0, waiting: 0, failed: 0 };
+  const zero: StepCounts = { entered: 0, completed: 0, waiting: 0, failed: 0, skipped: 0 };
   return {
     ...toWorkflowRecord(workflow),
     steps: graph.steps.map((s) => ({ ...toStepRecord(s), counts: counts.get(s.id) ?? zero })),

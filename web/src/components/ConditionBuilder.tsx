@@ -1,6 +1,6 @@
 import { ActionIcon, Autocomplete, Button, Card, Group, NumberInput, SegmentedControl, Select, Stack, TagsInput, Text, TextInput } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
-import type { ReactNode } from 'react';
+import { type ReactNode, useState } from 'react';
 import { herald } from '../api.ts';
 import { useProjectId } from '../hooks.ts';
 
@@ -80,7 +80,8 @@ const OPERATORS: Record<Kind, { value: string; label: string; shape: Shape }[]> 
   ],
 };
 
-export type FieldCatalog = { kindOf: (field: string) => Kind; options: { group: string; items: { value: string; label: string }[] }[] };
+/** `loaded`: the contact fields' types are known (until then every data.* field looks like text). */
+export type FieldCatalog = { kindOf: (field: string) => Kind; loaded: boolean; options: { group: string; items: { value: string; label: string }[] }[] };
 
 /** Loads what a filter can name, once per builder. */
 export function useFieldCatalog(excludeSegmentId?: string): { catalog: FieldCatalog; isPending: boolean } {
@@ -105,6 +106,7 @@ export function useFieldCatalog(excludeSegmentId?: string): { catalog: FieldCata
   const eventNames = (events.data?.names ?? []).map((n) => n.name).filter((n) => typeof n === 'string' && !n.startsWith('email.'));
   const catalog: FieldCatalog = {
     kindOf,
+    loaded: fields.isSuccess,
     options: [
       {
         group: 'Contact',
@@ -329,7 +331,7 @@ function FilterRow({
         value={value.operator}
         onChange={(op) => op && onChange(withOperator(value, kind, op))}
       />
-      <ValueInput value={value} onChange={onChange} kind={kind} shape={shape} label={label} />
+      <ValueInput value={value} onChange={onChange} kind={kind} shape={shape} label={label} suggest={catalog.loaded} />
       {onRemove && (
         <ActionIcon variant="subtle" color="red" aria-label={`Remove ${label}`} onClick={onRemove}>
           ×
@@ -351,9 +353,30 @@ function useSeenValues(field: string, enabled: boolean): string[] {
   return [...new Set((seen.data?.values ?? []).filter((v) => v !== null && v !== '').map(String))];
 }
 
-function ValueInput({ value, onChange, kind, shape, label }: { value: Filter; onChange: (f: Filter) => void; kind: Kind; shape: Shape; label: string }) {
+/** A plain decimal: what a number filter's list keeps (`0x10` or `1e400` would become 16 or Infinity). */
+const isDecimal = (v: string) => /^-?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(v.trim()) && Number.isFinite(Number(v));
+
+function ValueInput({
+  value,
+  onChange,
+  kind,
+  shape,
+  label,
+  suggest,
+}: {
+  value: Filter;
+  onChange: (f: Filter) => void;
+  kind: Kind;
+  shape: Shape;
+  label: string;
+  suggest: boolean;
+}) {
   const aria = `${label}: value`;
-  const suggestions = useSeenValues(value.field, kind === 'string' && value.field.startsWith('data.') && (shape === 'scalar' || shape === 'list'));
+  // Only for text fields, known to be text: before the catalogue loads, a number or boolean
+  // data.* field looks like text, and asking for its values spent the project's request budget.
+  const suggestions = useSeenValues(value.field, suggest && kind === 'string' && value.field.startsWith('data.') && (shape === 'scalar' || shape === 'list'));
+  // Entries a number list refused, said under it rather than dropped without a word.
+  const [refused, setRefused] = useState<string[]>([]);
   const unitSelect = (
     <Select
       aria-label={`${label}: unit`}
@@ -378,7 +401,12 @@ function ValueInput({ value, onChange, kind, shape, label }: { value: Filter; on
           maxTags={1000}
           data={kind === 'string' ? suggestions : []}
           value={Array.isArray(value.value) ? value.value.map(String) : []}
-          onChange={(vs) => onChange({ ...value, value: kind === 'number' ? vs.map(Number).filter((n) => Number.isFinite(n)) : vs })}
+          error={refused.length > 0 ? `Not a number: ${refused.join(', ')}` : undefined}
+          onChange={(vs) => {
+            if (kind !== 'number') return onChange({ ...value, value: vs });
+            setRefused(vs.filter((v) => !isDecimal(v)));
+            onChange({ ...value, value: vs.filter(isDecimal).map(Number) });
+          }}
         />
       );
     case 'duration':

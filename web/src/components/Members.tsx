@@ -1,6 +1,8 @@
-import { Badge, Button, Card, Group, Select, Stack, Table, Text, TextInput, Title } from '@mantine/core';
+import { Badge, Button, Card, Group, Modal, Select, Stack, Table, Text, TextInput, Title } from '@mantine/core';
 import { useForm } from '@mantine/form';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { useNavigate } from 'react-router';
 import { herald } from '../api.ts';
 import { formatDate } from '../hooks.ts';
 import type { Project } from '../types.ts';
@@ -13,11 +15,16 @@ import { Loading, PageError } from './states.tsx';
 type GivenRole = 'ADMIN' | 'MEMBER';
 const isGivenRole = (role: string | null): role is GivenRole => role === 'ADMIN' || role === 'MEMBER';
 
+/** What a click on Leave, Remove or Revoke asks to confirm. */
+type Pending = { kind: 'leave' | 'remove' | 'revoke'; id: string; email: string };
+
 /** Settings → Members: who works on the project and with which role; ADMIN and OWNER invite, change roles and remove (the server enforces it). */
 export function MembersCard({ project }: { project: Project }) {
   const queryClient = useQueryClient();
   const me = useMe();
   const mayManage = canManage(project);
+  const navigate = useNavigate();
+  const [pending, setPending] = useState<Pending | null>(null);
   const key = [project.id, 'members'];
   const list = useQuery({ queryKey: key, queryFn: () => herald.members.list(project.id) });
   const refresh = () => void queryClient.invalidateQueries({ queryKey: key });
@@ -40,8 +47,17 @@ export function MembersCard({ project }: { project: Project }) {
     onError: (err) => showApiError(err),
   });
   const remove = useMutation({
-    mutationFn: (userId: string) => herald.members.remove(project.id, userId),
-    onSuccess: () => {
+    mutationFn: (m: Pending) => herald.members.remove(project.id, m.id),
+    onSuccess: (_, m) => {
+      setPending(null);
+      if (m.kind === 'leave') {
+        // The project is no longer ours: off its pages, and out of the switcher.
+        queryClient.removeQueries({ queryKey: [project.id] });
+        void queryClient.invalidateQueries({ queryKey: ['projects'] });
+        navigate('/projects', { replace: true });
+        notifySuccess(`You left ${project.name}`);
+        return;
+      }
       refresh();
       notifySuccess('Member removed');
     },
@@ -50,6 +66,7 @@ export function MembersCard({ project }: { project: Project }) {
   const revoke = useMutation({
     mutationFn: (id: string) => herald.members.revokeInvitation(project.id, id),
     onSuccess: () => {
+      setPending(null);
       refresh();
       notifySuccess('Invitation revoked');
     },
@@ -99,7 +116,12 @@ export function MembersCard({ project }: { project: Project }) {
                     <Table.Td>{formatDate(m.createdAt)}</Table.Td>
                     <Table.Td>
                       {m.role !== 'OWNER' && (mayManage || m.userId === me.data?.id) && (
-                        <Button size="xs" variant="subtle" color="red" onClick={() => remove.mutate(m.userId)}>
+                        <Button
+                          size="xs"
+                          variant="subtle"
+                          color="red"
+                          onClick={() => setPending({ kind: m.userId === me.data?.id ? 'leave' : 'remove', id: m.userId, email: m.email })}
+                        >
                           {m.userId === me.data?.id ? 'Leave' : 'Remove'}
                         </Button>
                       )}
@@ -120,7 +142,7 @@ export function MembersCard({ project }: { project: Project }) {
                     <Table.Td>{formatDate(i.createdAt)}</Table.Td>
                     <Table.Td>
                       {mayManage && (
-                        <Button size="xs" variant="subtle" color="red" onClick={() => revoke.mutate(i.id)}>
+                        <Button size="xs" variant="subtle" color="red" onClick={() => setPending({ kind: 'revoke', id: i.id, email: i.email })}>
                           Revoke
                         </Button>
                       )}
@@ -146,6 +168,43 @@ export function MembersCard({ project }: { project: Project }) {
           </form>
         )}
       </Stack>
+      <Modal opened={pending !== null} onClose={() => setPending(null)} title={pending ? CONFIRM[pending.kind].title : ''}>
+        {pending && (
+          <Stack>
+            <Text size="sm">{CONFIRM[pending.kind].text(pending.email, project.name)}</Text>
+            <Group justify="flex-end">
+              <Button variant="default" onClick={() => setPending(null)}>
+                Cancel
+              </Button>
+              <Button
+                color="red"
+                loading={remove.isPending || revoke.isPending}
+                onClick={() => (pending.kind === 'revoke' ? revoke.mutate(pending.id) : remove.mutate(pending))}
+              >
+                {CONFIRM[pending.kind].action}
+              </Button>
+            </Group>
+          </Stack>
+        )}
+      </Modal>
     </Card>
   );
 }
+
+const CONFIRM: Record<Pending['kind'], { title: string; action: string; text: (email: string, project: string) => string }> = {
+  leave: {
+    title: 'Leave this project?',
+    action: 'Leave project',
+    text: (_, project) => `You lose access to ${project} at once. To come back, an admin has to invite you again.`,
+  },
+  remove: {
+    title: 'Remove this member?',
+    action: 'Remove member',
+    text: (email, project) => `${email} loses access to ${project} at once. To come back, they need a new invitation.`,
+  },
+  revoke: {
+    title: 'Revoke this invitation?',
+    action: 'Revoke invitation',
+    text: (email) => `The link sent to ${email} stops working. You can invite the address again later.`,
+  },
+};

@@ -4,7 +4,9 @@ import { Paper, SimpleGrid, Text } from '@mantine/core';
 import { useQuery } from '@tanstack/react-query';
 import { herald } from '../api.ts';
 import { formatNumber, useProjectId } from '../hooks.ts';
+import { useProject } from './ProjectLayout.tsx';
 import { Loading, PageError } from './states.tsx';
+import { startOfLastDays } from './zoned.ts';
 
 const METRICS = [
   ['sent', 'Sent', 'blue'],
@@ -17,10 +19,12 @@ const METRICS = [
 /** The home page's last 7 days: a total and a small daily chart per outcome (GET /analytics/timeseries; loaded with the home page's charts only). */
 export default function WeekSparklines() {
   const projectId = useProjectId();
+  const { timezone } = useProject();
   const to = new Date(Math.ceil(Date.now() / 60_000) * 60_000);
   const week = useQuery({
-    queryKey: [projectId, 'analytics', 'week'],
-    queryFn: () => herald.analytics.timeseries({ interval: 'day', from: new Date(to.getTime() - 7 * 86_400_000).toISOString(), to: to.toISOString() }),
+    queryKey: [projectId, 'analytics', 'week', timezone],
+    // Today and the 6 days before it in the project's zone: 7 daily buckets.
+    queryFn: () => herald.analytics.timeseries({ interval: 'day', from: startOfLastDays(to, 7, timezone).toISOString(), to: to.toISOString() }),
   });
   if (week.isPending) return <Loading />;
   if (week.error) return <PageError error={week.error} onRetry={() => void week.refetch()} />;

@@ -30,6 +30,8 @@ export function useWorkflowFieldCatalog(workflowId: string): FieldCatalog {
   const eventNames = (events.data?.names ?? []).map((n) => n.name).filter((n) => !n.startsWith('email.'));
   return {
     kindOf,
+    // Suggested values are asked only once the types are known (ConditionBuilder's useSeenValues).
+    loaded: !fields.isPending,
     options: [
       { group: 'Contact', items: all.filter((f) => f.source === 'contact').map((f) => ({ value: f.field, label: `${f.field} (${f.type})` })) },
       {

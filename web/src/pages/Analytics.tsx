@@ -4,7 +4,9 @@ import { Anchor, Card, Group, SegmentedControl, Select, SimpleGrid, Stack, Table
 import { useQuery } from '@tanstack/react-query';
 import { Link, useSearchParams } from 'react-router';
 import { herald } from '../api.ts';
+import { useProject } from '../components/ProjectLayout.tsx';
 import { Empty, Loading, PageError, PageHeader } from '../components/states.tsx';
+import { bucketLabel, startOfLastDays } from '../components/zoned.ts';
 import { formatNumber, useProjectId } from '../hooks.ts';
 
 /** GET /analytics/*: one page of charts and rankings over a chosen range (the range and metric live in the URL). */
@@ -27,9 +29,12 @@ const COLORS: Record<Metric, string> = {
   unsubscribed: 'gray.6',
 };
 const label = (m: string) => m[0].toUpperCase() + m.slice(1);
+/** Dashed where a line often equals the one drawn before it (delivered = sent), so neither hides the other. */
+const DASHED: ReadonlySet<Metric> = new Set(['delivered', 'clicked', 'complained']);
 
 export function AnalyticsPage() {
   const projectId = useProjectId();
+  const { timezone } = useProject();
   const [params, setParams] = useSearchParams();
   const days = RANGES.some((r) => r.value === params.get('days')) ? params.get('days')! : '30';
   const metric: Metric | 'all' = (METRICS as readonly string[]).includes(params.get('metric') ?? '') ? (params.get('metric') as Metric) : 'all';
@@ -38,21 +43,22 @@ export function AnalyticsPage() {
     next.set(key, value);
     setParams(next, { replace: true });
   };
-  // Whole minutes, so every query of this render shares one range and caches well.
+  // Whole minutes, so every query of this render shares one range and caches well. The range
+  // starts at the project's midnight, so "7 days" is 7 daily buckets (today's included).
   const to = new Date(Math.ceil(Date.now() / 60_000) * 60_000);
-  const range = { from: new Date(to.getTime() - Number(days) * 86_400_000).toISOString(), to: to.toISOString() };
+  const range = { from: startOfLastDays(to, Number(days), timezone).toISOString(), to: to.toISOString() };
   const interval = Number(days) > 90 ? 'week' : 'day';
 
   const series = useQuery({
-    queryKey: [projectId, 'analytics', 'timeseries', days, metric],
+    queryKey: [projectId, 'analytics', 'timeseries', days, metric, timezone],
     queryFn: () => herald.analytics.timeseries({ ...range, interval, metric: metric === 'all' ? undefined : metric }),
   });
   const campaigns = useQuery({
-    queryKey: [projectId, 'analytics', 'top-campaigns', days],
+    queryKey: [projectId, 'analytics', 'top-campaigns', days, timezone],
     queryFn: () => herald.analytics.topCampaigns({ ...range, metric: 'opens', limit: 10 }),
   });
   const events = useQuery({
-    queryKey: [projectId, 'analytics', 'top-events', days],
+    queryKey: [projectId, 'analytics', 'top-events', days, timezone],
     queryFn: () => herald.analytics.topEvents({ ...range, limit: 10 }),
   });
   const shown = metric === 'all' ? METRICS : [metric];
@@ -97,9 +103,9 @@ export function AnalyticsPage() {
             </SimpleGrid>
             <AreaChart
               h={260}
-              data={series.data.points.map((p) => ({ ...p, t: new Date(p.t).toLocaleDateString() }))}
+              data={series.data.points.map((p) => ({ ...p, t: bucketLabel(p.t, interval, timezone) }))}
               dataKey="t"
-              series={shown.map((m) => ({ name: m, label: label(m), color: COLORS[m] }))}
+              series={shown.map((m) => ({ name: m, label: label(m), color: COLORS[m], strokeDasharray: DASHED.has(m) ? '6 4' : undefined }))}
               curveType="monotone"
               withDots={false}
               withLegend

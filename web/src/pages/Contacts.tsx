@@ -211,8 +211,27 @@ export function ContactsPage() {
 
 type FieldType = 'string' | 'number' | 'boolean';
 
+/**
+ * A plain decimal (`12`, `-0.5`, `3e4`): not `0x10`, `Infinity` or `1e400`, which Number() would turn
+ * into 16, Infinity or Infinity, and an infinite number is `null` in JSON, which deletes the field.
+ */
+const DECIMAL = /^-?\d+(\.\d+)?([eE][-+]?\d+)?$/;
+const numberError = (raw: string) =>
+  raw.trim() === '' || !DECIMAL.test(raw.trim()) ? 'Enter a number' : Number.isFinite(Number(raw)) ? null : 'Too large to store as a number';
+
+/** Keys the API drops from `data` without a word (api-spec § Custom fields, "Reserved keys"). */
+const RESERVED_KEYS = new Set(['id', 'svc_id', 'svc_email', 'email', 'unsubscribeUrl', 'subscribeUrl', 'manageUrl', '__proto__']);
+
+function fieldKeyError(raw: string): string | null {
+  const key = raw.trim();
+  if (!key) return 'Name the field';
+  if (RESERVED_KEYS.has(key)) return `${key} is reserved: the service sets it, so it cannot be stored as a field`;
+  if (key.includes('.')) return 'A field name cannot contain a dot. Nested values (an object) are set through the API';
+  return null;
+}
+
 function typedValue(type: FieldType, raw: string): string | number | boolean {
-  if (type === 'number') return Number(raw);
+  if (type === 'number') return Number(raw.trim());
   if (type === 'boolean') return raw === 'true';
   return raw;
 }
@@ -338,14 +357,24 @@ export function ContactPage() {
     ...cursorPaging,
   });
   const happenings = timeline.data?.pages.flatMap((p) => p.data) ?? [];
+  const showUpdated = (updated: Answer<'contacts.update'>) => {
+    queryClient.setQueryData([projectId, 'contact', contactId], updated);
+    void queryClient.invalidateQueries({ queryKey: [projectId, 'contacts'] });
+    void queryClient.invalidateQueries({ queryKey: [projectId, 'activity'] });
+  };
   const patch = useMutation({
     mutationFn: (body: { subscribed?: boolean; data?: Record<string, unknown> }) => herald.contacts.update(contactId, body),
-    onSuccess: (updated) => {
-      queryClient.setQueryData([projectId, 'contact', contactId], updated);
-      void queryClient.invalidateQueries({ queryKey: [projectId, 'contacts'] });
-      void queryClient.invalidateQueries({ queryKey: [projectId, 'activity'] });
-    },
+    onSuccess: (updated) => showUpdated(updated),
     onError: (err) => showApiError(err),
+  });
+  const setField = useMutation({
+    mutationFn: (data: Record<string, unknown>) => herald.contacts.update(contactId, { data }),
+    onSuccess: (updated) => {
+      showUpdated(updated);
+      fieldForm.reset();
+    },
+    // An error the API names on `data.<key>` (a dot in the key) shows under Field, not in a toast.
+    onError: (err) => showApiError(err, { setFieldError: (_path, message) => fieldForm.setFieldError('key', message), getValues: () => ({ data: null }) }),
   });
   const remove = useMutation({
     mutationFn: () => herald.contacts.delete(contactId),
@@ -360,10 +389,10 @@ export function ContactPage() {
     mode: 'controlled',
     initialValues: { key: '', type: 'string' as FieldType, value: '' },
     validate: {
-      key: (v) => (v.trim() ? null : 'Name the field'),
+      key: fieldKeyError,
       // An empty value is refused, not saved as 0, false or nothing.
       value: (v, values) => {
-        if (values.type === 'number') return v.trim() === '' || Number.isNaN(Number(v)) ? 'Enter a number' : null;
+        if (values.type === 'number') return numberError(v);
         if (values.type === 'boolean') return v === 'true' || v === 'false' ? null : 'Choose true or false';
         return v === '' ? 'Enter a value' : null;
       },
@@ -440,10 +469,7 @@ export function ContactPage() {
             </Table>
           </Table.ScrollContainer>
         )}
-        <form
-          onSubmit={fieldForm.onSubmit((v) => patch.mutate({ data: { [v.key.trim()]: typedValue(v.type, v.value) } }, { onSuccess: () => fieldForm.reset() }))}
-          noValidate
-        >
+        <form onSubmit={fieldForm.onSubmit((v) => setField.mutate({ [v.key.trim()]: typedValue(v.type, v.value) }))} noValidate>
           <Group mt="md" align="flex-start" wrap="wrap">
             <TextInput label="Field" placeholder="plan" {...fieldForm.getInputProps('key')} />
             <Select label="Type" w={120} allowDeselect={false} data={['string', 'number', 'boolean']} {...fieldForm.getInputProps('type')} />

@@ -148,8 +148,10 @@ function SegmentEditor({ segment }: { segment: Segment | null }) {
       if (!segment) navigate(`/p/${projectId}/segments/${saved.id}`, { replace: true });
     },
     onError: (err) => {
-      // The condition engine answers 400 with the place of the first bad filter.
-      if (isApiError(err, 400) && /condition|filter|field|operator|group/i.test(err.message)) setConditionError(err.message);
+      // The condition engine answers 400 with the place of the bad filter in details.path (a
+      // reference cycle too); the rest goes on the form's fields or in a toast.
+      if (isApiError(err, 400) && (typeof err.details?.path === 'string' || /condition|filter|operator|cycle/i.test(err.message)))
+        setConditionError(err.message);
       else showApiError(err, form);
     },
   });

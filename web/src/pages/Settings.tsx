@@ -14,7 +14,12 @@ import { SecretKeyModal } from '../components/SecretKeyModal.tsx';
 import { useUnsavedChangesGuard } from '../components/UnsavedChanges.tsx';
 import type { Project } from '../types.ts';
 
-function KeyRow({ label, value, secret, help }: { label: string; value: string | null; secret: boolean; help: string }) {
+/** The IANA zones the browser knows, with UTC and the project's own zone (which the list may lack, e.g. an alias). */
+function timeZones(current: string): string[] {
+  return [...new Set(['UTC', current, ...Intl.supportedValuesOf('timeZone')])];
+}
+
+function KeyRow({ label, value, secret, help, mayRotate }: { label: string; value: string | null; secret: boolean; help: string; mayRotate: boolean }) {
   const [shown, setShown] = useState(!secret);
   return (
     <Stack gap={4}>
@@ -40,7 +45,9 @@ function KeyRow({ label, value, secret, help }: { label: string; value: string |
         </Group>
       ) : (
         <Text size="sm" c="dimmed">
-          Shown only when created or rotated. Rotate the keys to get a new one.
+          {mayRotate
+            ? 'Shown only when created or rotated. Rotate the keys to get a new one.'
+            : 'Shown only when created or rotated, to the admin who did it. Ask an admin of the project for the key, or to rotate the keys.'}
         </Text>
       )}
     </Stack>
@@ -56,7 +63,13 @@ export function SettingsPage() {
   const [keyShown, setKeyShown] = useState(false);
   const form = useForm({
     mode: 'controlled',
-    initialValues: { name: project.name, tracking: project.tracking, language: project.language, postalAddress: project.postalAddress ?? '' },
+    initialValues: {
+      name: project.name,
+      tracking: project.tracking,
+      language: project.language,
+      timezone: project.timezone,
+      postalAddress: project.postalAddress ?? '',
+    },
   });
   useUnsavedChangesGuard(() => form.isDirty());
   const save = useMutation({
@@ -107,6 +120,16 @@ export function SettingsPage() {
               disabled={!mayManage}
               {...form.getInputProps('language')}
             />
+            <Select
+              label="Time zone"
+              description="Analytics count days and weeks from midnight in this zone"
+              searchable
+              allowDeselect={false}
+              nothingFoundMessage="No such time zone"
+              disabled={!mayManage}
+              data={timeZones(project.timezone)}
+              {...form.getInputProps('timezone')}
+            />
             <Textarea
               label="Postal address"
               description="Printed in the footer of marketing email, as bulk-mail rules in the US and EU expect"
@@ -138,8 +161,20 @@ export function SettingsPage() {
               </Button>
             )}
           </Group>
-          <KeyRow label="Secret key" value={keys.secretKey} secret help="For your servers: authenticates every API endpoint. Never ship it to a browser." />
-          <KeyRow label="Public key" value={keys.publicKey} secret={false} help="Safe in web pages and apps: only accepted by /v1/track." />
+          <KeyRow
+            label="Secret key"
+            value={keys.secretKey}
+            secret
+            mayRotate={mayManage}
+            help="For your servers: authenticates every API endpoint. Never ship it to a browser."
+          />
+          <KeyRow
+            label="Public key"
+            value={keys.publicKey}
+            secret={false}
+            mayRotate={mayManage}
+            help="Safe in web pages and apps: only accepted by /v1/track."
+          />
           <Text size="xs" c="dimmed">
             Project id: <Code>{project.id}</Code>
           </Text>

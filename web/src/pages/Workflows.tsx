@@ -1,8 +1,8 @@
-import { Anchor, Badge, Button, Card, Group, Modal, Pagination, Stack, Switch, Table, Text, TextInput, Title } from '@mantine/core';
+import { Anchor, Badge, Button, Card, Group, Modal, Pagination, Stack, Switch, Table, Text, TextInput, Title, Tooltip } from '@mantine/core';
 import { useInfiniteQuery, useMutation, useQueries, useQuery, useQueryClient } from '@tanstack/react-query';
 import { Link, useParams, useSearchParams } from 'react-router';
 import { useState } from 'react';
-import { herald } from '../api.ts';
+import { herald, isApiError } from '../api.ts';
 import { notifySuccess, showApiError } from '../components/forms.ts';
 import { Empty, LoadMore, Loading, PageError, PageHeader } from '../components/states.tsx';
 import { detailState } from '../components/DetailState.tsx';
@@ -28,6 +28,8 @@ const STATUS_COLORS: Record<string, string> = {
 };
 const EXECUTION_STATUSES: ExecutionStatus[] = ['RUNNING', 'WAITING', 'COMPLETED', 'EXITED', 'FAILED', 'CANCELLED'];
 
+const ADD_STEPS_IN_EDITOR = "Add its steps in the workflow's editor: Edit, on the workflow's page.";
+
 function useToggleWorkflow(projectId: string) {
   const queryClient = useQueryClient();
   return useMutation({
@@ -36,7 +38,8 @@ function useToggleWorkflow(projectId: string) {
       void queryClient.invalidateQueries({ queryKey: [projectId, 'workflows'] });
       notifySuccess(`${w.name} ${w.enabled ? 'enabled' : 'disabled'}`);
     },
-    onError: (err) => showApiError(err),
+    // A graph that cannot run names a step to fix, which the dashboard cannot edit.
+    onError: (err) => showApiError(err, undefined, isApiError(err, 400) && err.details?.stepId ? ADD_STEPS_IN_EDITOR : undefined),
   });
 }
 
@@ -277,6 +280,11 @@ export function WorkflowPage() {
                 <Table.Th ta="right">Completed</Table.Th>
                 <Table.Th ta="right">Waiting</Table.Th>
                 <Table.Th ta="right">Failed</Table.Th>
+                <Table.Th ta="right">
+                  <Tooltip label="Passed without doing the step: an email not sent (unsubscribed or suppressed contact), or a wait ended by a cancel">
+                    <span>Skipped</span>
+                  </Tooltip>
+                </Table.Th>
               </Table.Tr>
             </Table.Thead>
             <Table.Tbody>
@@ -313,6 +321,7 @@ export function WorkflowPage() {
                   <Table.Td ta="right">{formatNumber(s.counts.completed)}</Table.Td>
                   <Table.Td ta="right">{formatNumber(s.counts.waiting)}</Table.Td>
                   <Table.Td ta="right">{formatNumber(s.counts.failed)}</Table.Td>
+                  <Table.Td ta="right">{formatNumber(s.counts.skipped)}</Table.Td>
                 </Table.Tr>
               ))}
             </Table.Tbody>
