@@ -312,8 +312,24 @@ describe('steps and transitions', () => {
     await link(a.sk, w.id, cond.id, n2.id, 'no');
     const refused = await a.sk.delete(`/workflows/${w.id}/steps/${cond.id}?splice=true`);
     assert.equal(refused.status, 400);
-    assert.match(refused.body.error.message, /2 branches/);
+    assert.match(refused.body.error.message, /leads to 2 different steps; to splice it out, its branches must lead to one step/);
     assert.equal((await a.sk.get(`/workflows/${w.id}`)).body.steps.length, 4);
+  });
+
+  test('DELETE ?splice=true of a condition whose two branches lead to one step: its parent then leads there', async () => {
+    const w = await createWorkflow(a.sk);
+    const cond = await addStep(a.sk, w.id, { type: 'CONDITION', config: { field: 'subscribed', operator: 'equals', value: true } });
+    const join = await addStep(a.sk, w.id, { type: 'DELAY', config: { amount: 1, unit: 'days' } });
+    await link(a.sk, w.id, triggerOf(w).id, cond.id);
+    await link(a.sk, w.id, cond.id, join.id, 'yes');
+    await link(a.sk, w.id, cond.id, join.id, 'no');
+    const spliced = await a.sk.delete(`/workflows/${w.id}/steps/${cond.id}?splice=true`);
+    assert.equal(spliced.status, 204, spliced.text);
+    const got = (await a.sk.get(`/workflows/${w.id}`)).body;
+    assert.deepEqual(
+      got.transitions.map((t: { fromStepId: string; toStepId: string; branch: string | null }) => [t.fromStepId, t.toStepId, t.branch]),
+      [[triggerOf(w).id, join.id, null]],
+    );
   });
 
   test('enabling validates the whole graph and names the bad step', async () => {

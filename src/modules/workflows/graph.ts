@@ -202,13 +202,16 @@ export async function deleteStep(ctx: AppContext, projectId: string, workflowId:
     }
     if (splice) {
       const graph = await loadGraph(tx, workflow.id);
-      const outgoing = graph.transitions.filter((t) => t.fromStepId === step.id);
-      if (outgoing.length > 1) {
-        throw badRequest(`Step ${describeStep(step)} has ${outgoing.length} branches; splice needs at most one outgoing transition`, {
-          stepId: step.id,
-        });
+      // Branches that all lead to one step (a condition both of whose ways join again) splice
+      // like one link: its parents then lead there.
+      const successors = [...new Set(graph.transitions.filter((t) => t.fromStepId === step.id).map((t) => t.toStepId))];
+      if (successors.length > 1) {
+        throw badRequest(
+          `Step ${describeStep(step)} leads to ${successors.length} different steps; to splice it out, its branches must lead to one step (remove the steps of all but one branch first)`,
+          { stepId: step.id, successors },
+        );
       }
-      const successor = outgoing[0]?.toStepId;
+      const successor = successors[0];
       if (successor) {
         await tx
           .update(workflowTransitions)
