@@ -58,12 +58,23 @@ async function logInAgain(email: string): Promise<void> {
   await dialog.waitFor({ state: 'detached' });
 }
 
+/**
+ * Types the template's subject and waits for its live preview: a preview asked after the cookie is
+ * cleared would open the dialog before the test's Save (on a loaded machine it did, and its
+ * overlay took the click).
+ */
+async function fillAndPreview(subject: string): Promise<void> {
+  const previewed = page.waitForResponse((r) => r.url().endsWith('/templates/preview') && (r.request().postData() ?? '').includes(subject));
+  await label(page, 'Subject').fill(subject);
+  await previewed;
+}
+
 test('an ended session asks to log in again over the template editor; the save goes through and the edit is kept', { timeout: 180_000 }, async () => {
   await journey(page, 'session-template', async () => {
     const id = await template('Receipt');
     const url = `${base()}/templates/${id}`;
     await page.goto(url);
-    await label(page, 'Subject').fill('New subject');
+    await fillAndPreview('New subject');
     await page.context().clearCookies();
     await page.getByRole('button', { name: 'Save changes' }).click();
     const dialog = page.getByRole('dialog', { name: 'Your session ended — log in again' });
@@ -101,7 +112,7 @@ test('logging in again as another account leaves the page for the projects page;
     const otherEmail: string = (await server.api.get('/users/@me', { cookie: other.cookie })).body.email;
     const id = await template('Welcome');
     await page.goto(`${base()}/templates/${id}`);
-    await label(page, 'Subject').fill('Not for the other account');
+    await fillAndPreview('Not for the other account');
     await page.context().clearCookies();
     await page.getByRole('button', { name: 'Save changes' }).click();
     await logInAgain(otherEmail);
