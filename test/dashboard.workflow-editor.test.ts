@@ -246,3 +246,53 @@ test('workflow editor: a step inserted between two keeps the chain, and so does 
     await waitFor('the workflow enabled', async () => (await detail(wf.id)).enabled);
   });
 });
+
+test('workflow editor: two levels of nested branches stay readable at 1280 and 390 wide', { timeout: 180_000 }, async () => {
+  await journey(page, 'workflow-editor-nested', async () => {
+    const mail = await template('Nested', 'Nested');
+    const cond = { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] };
+    const wf = await buildWorkflow(owner.sk, {
+      name: 'Nested',
+      eventName: 'nested',
+      enabled: false,
+      steps: [
+        { key: 'outer', type: 'CONDITION', config: cond },
+        { key: 'inner', type: 'CONDITION', config: cond },
+        { key: 'wait', type: 'WAIT_FOR_EVENT', config: { eventName: 'paid', timeout: 90 } },
+        { key: 'a', type: 'SEND_EMAIL', config: { templateId: mail } },
+        { key: 'b', type: 'SEND_EMAIL', config: { templateId: mail } },
+        { key: 'c', type: 'SEND_EMAIL', config: { templateId: mail } },
+        { key: 'd', type: 'DELAY', config: { amount: 1, unit: 'days' } },
+      ],
+      edges: [
+        ['trigger', 'outer'],
+        ['outer', 'inner', 'yes'],
+        ['outer', 'd', 'no'],
+        ['inner', 'a', 'yes'],
+        ['inner', 'wait', 'no'],
+        ['wait', 'b', 'event'],
+        ['wait', 'c', 'timeout'],
+      ],
+    });
+    for (const [width, height] of [
+      [1280, 900],
+      [390, 844],
+    ]) {
+      await page.setViewportSize({ width, height });
+      await page.goto(`${base()}/workflows/${wf.id}/edit`);
+      const cards = page.getByTestId('workflow-step');
+      await waitFor('the nested flow', async () => (await cards.count()) === 8);
+      const widths: number[] = [];
+      for (const card of await cards.all()) widths.push(Math.round((await card.boundingBox())!.width));
+      assert.ok(
+        widths.every((w) => w >= 240),
+        `every card at least 240 px wide at ${width}: ${widths.join(', ')}`,
+      );
+      // The type badges are whole (not cut to a letter).
+      for (const badge of await page.getByTestId('workflow-flow').locator('.mantine-Badge-label').all()) {
+        assert.ok(await badge.evaluate((el) => el.scrollWidth <= el.clientWidth + 1), `badge "${await badge.textContent()}" fits`);
+      }
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+  });
+});
