@@ -84,6 +84,7 @@ async function toggleEnabled() {
 }
 
 type Detail = {
+  name: string;
   enabled: boolean;
   steps: { id: string; type: string; name: string | null; config: Record<string, unknown> }[];
   transitions: { fromStepId: string; toStepId: string; branch: string | null }[];
@@ -229,6 +230,38 @@ test('workflow editor: a step inserted between two keeps the chain, and so does 
     await page.getByRole('dialog').getByLabel('Wait', { exact: true }).fill('10');
     await page.getByRole('dialog').getByRole('button', { name: 'Save step' }).click();
     await page.getByTestId('workflow-flow').getByText('10 minutes').waitFor();
+
+    // A dirty step form asks before Escape drops what was typed, and so does leaving the page.
+    await page.getByRole('button', { name: 'Edit Inserted' }).click();
+    const wait = page.getByRole('dialog').getByLabel('Wait', { exact: true });
+    await wait.fill('12');
+    await page.keyboard.press('Escape');
+    const ask = page.getByRole('dialog', { name: "Discard this step's changes?" });
+    await ask.getByRole('button', { name: 'Keep editing' }).click();
+    await ask.waitFor({ state: 'hidden' });
+    assert.equal(await wait.inputValue(), '12', 'Keep editing keeps what was typed');
+    await page.evaluate('history.back()');
+    await page.getByRole('dialog', { name: 'Discard unsaved changes?' }).getByRole('button', { name: 'Keep editing' }).click();
+    assert.match(page.url(), /\/edit$/);
+    await wait.focus();
+    await page.keyboard.press('Escape');
+    await ask.getByRole('button', { name: 'Discard changes' }).click();
+    await page.getByRole('dialog', { name: 'Edit Inserted' }).waitFor({ state: 'hidden' });
+    await ask.waitFor({ state: 'hidden' });
+    assert.equal((await detail(wf.id)).steps.find((s) => s.name === 'Inserted')?.config.amount, 10);
+    // A clean form closes at once.
+    await page.getByRole('button', { name: 'Edit Inserted' }).click();
+    await page.getByRole('dialog').getByLabel('Wait', { exact: true }).waitFor();
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog').waitFor({ state: 'hidden' });
+    // The trigger's form too.
+    await page.getByRole('button', { name: 'Edit trigger' }).click();
+    await page.getByRole('dialog', { name: 'Name and trigger' }).getByRole('textbox', { name: 'Name' }).fill('Chain renamed');
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog', { name: 'Discard the changes to the trigger?' }).getByRole('button', { name: 'Discard changes' }).click();
+    await page.getByRole('dialog', { name: 'Name and trigger' }).waitFor({ state: 'hidden' });
+    await page.getByRole('dialog').first().waitFor({ state: 'hidden' });
+    assert.equal((await detail(wf.id)).name, 'Chain');
 
     await page.getByRole('button', { name: 'Remove Middle' }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Remove step' }).click();

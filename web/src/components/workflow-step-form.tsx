@@ -5,7 +5,9 @@ import { useState } from 'react';
 import { fieldErrors, herald } from '../api.ts';
 import { useFittingPageSize, useProjectId } from '../hooks.ts';
 import { type Condition, ConditionBuilder, emptyCondition, toBuilderTree } from './ConditionBuilder.tsx';
+import { useUnsavedChangesGuard } from './UnsavedChanges.tsx';
 import { useWorkflowFieldCatalog } from './workflow-condition.tsx';
+import { useDiscardConfirm } from './workflow-discard.tsx';
 import { useEventNames } from './workflow-settings.tsx';
 import { BRANCH_LABELS, insertStep, type Slot, type Step, STEP_LABELS, STEP_TYPES, type StepType } from './workflow-graph.ts';
 
@@ -169,25 +171,44 @@ export function StepFormModal({
       : target
         ? `Add a step ${target.slot.branch ? `on the ${BRANCH_LABELS[target.slot.branch].toLowerCase()} branch of` : 'after'} ${target.after}`
         : '';
+  const discard = useDiscardConfirm(onClose, "Discard this step's changes?");
   return (
-    <Modal opened={target !== null} onClose={onClose} title={title} size="xl">
-      {target && (
-        <StepForm
-          key={target.mode === 'edit' ? target.step.id : `${target.slot.fromStepId}:${target.slot.branch}`}
-          workflowId={workflowId}
-          target={target}
-          onSaved={onSaved}
-          onCancel={onClose}
-        />
-      )}
-    </Modal>
+    <>
+      <Modal opened={target !== null} onClose={discard.requestClose} title={title} size="xl">
+        {target && (
+          <StepForm
+            key={target.mode === 'edit' ? target.step.id : `${target.slot.fromStepId}:${target.slot.branch}`}
+            workflowId={workflowId}
+            target={target}
+            onSaved={onSaved}
+            onCancel={onClose}
+            isDirty={discard.isDirty}
+          />
+        )}
+      </Modal>
+      {discard.dialog}
+    </>
   );
 }
 
-function StepForm({ workflowId, target, onSaved, onCancel }: { workflowId: string; target: StepTarget; onSaved: () => void; onCancel: () => void }) {
+function StepForm({
+  workflowId,
+  target,
+  onSaved,
+  onCancel,
+  isDirty,
+}: {
+  workflowId: string;
+  target: StepTarget;
+  onSaved: () => void;
+  onCancel: () => void;
+  isDirty: { current: () => boolean };
+}) {
   const projectId = useProjectId();
   const editing = target.mode === 'edit' ? target.step : undefined;
   const form = useForm<Values>({ mode: 'controlled', initialValues: toValues((editing?.type as StepType | undefined) ?? 'SEND_EMAIL', editing) });
+  isDirty.current = () => form.isDirty();
+  useUnsavedChangesGuard(() => form.isDirty());
   const [problem, setProblem] = useState<string | null>(null);
   const catalog = useWorkflowFieldCatalog(workflowId);
   const eventNames = useEventNames();
