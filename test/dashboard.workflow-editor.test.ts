@@ -148,6 +148,12 @@ test('workflow editor: a welcome series built in the browser runs when its event
     // A step the API refuses (a delay of 400 days) shows the API's message on the field, and nothing is added.
     await page.getByRole('button', { name: 'Add step on the no branch of Is pro?', exact: true }).click();
     await choose('Step type', 'Delay');
+    // A typed 0 stays 0 (not clamped to 1 on blur) and gets the API's message.
+    await page.getByRole('dialog').getByLabel('Wait', { exact: true }).fill('0');
+    await page.keyboard.press('Tab');
+    assert.equal(await page.getByRole('dialog').getByLabel('Wait', { exact: true }).inputValue(), '0');
+    await page.getByRole('dialog').getByRole('button', { name: 'Add step', exact: true }).click();
+    await page.getByRole('dialog').getByText('amount must be at least 1').waitFor();
     await page.getByRole('dialog').getByLabel('Wait', { exact: true }).fill('400');
     await page.getByRole('dialog').getByRole('button', { name: 'Add step', exact: true }).click();
     await page.getByRole('dialog').getByText('a delay can be at most 365 days').waitFor();
@@ -327,5 +333,16 @@ test('workflow editor: two levels of nested branches stay readable at 1280 and 3
       }
     }
     await page.setViewportSize({ width: 1280, height: 900 });
+
+    // A wait's timeout of 0 is the API's to refuse, with its message on the field.
+    await page.getByRole('button', { name: 'Edit Wait for event', exact: true }).click();
+    const timeout = page.getByRole('dialog').getByLabel('Give up after (optional)');
+    await timeout.fill('0');
+    await page.keyboard.press('Tab');
+    assert.equal(await timeout.inputValue(), '0');
+    await page.getByRole('dialog').getByRole('button', { name: 'Save step' }).click();
+    await page.getByRole('dialog').getByText('timeout must be at least 1 second').waitFor();
+    assert.equal((await detail(wf.id)).steps.find((s) => s.type === 'WAIT_FOR_EVENT')?.config.timeout, 90);
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click();
   });
 });

@@ -294,7 +294,7 @@ function StepForm({
         )}
         {v.type === 'DELAY' && (
           <Group align="flex-start" grow>
-            <NumberInput label="Wait" min={1} allowDecimal={false} {...form.getInputProps('amount')} />
+            <NumberInput label="Wait" min={1} clampBehavior="none" allowDecimal={false} {...form.getInputProps('amount')} />
             <Select label="Unit" allowDeselect={false} data={UNITS} {...form.getInputProps('unit')} />
           </Group>
         )}
@@ -315,7 +315,7 @@ function StepForm({
           <>
             <Autocomplete label="Event to wait for" data={eventNames} maxLength={200} {...form.getInputProps('eventName')} />
             <Group align="flex-start" grow>
-              <NumberInput label="Give up after (optional)" min={1} allowDecimal={false} {...form.getInputProps('timeoutAmount')} />
+              <NumberInput label="Give up after (optional)" min={1} clampBehavior="none" allowDecimal={false} {...form.getInputProps('timeoutAmount')} />
               <Select label="Timeout unit" allowDeselect={false} data={UNITS} {...form.getInputProps('timeoutUnit')} />
             </Group>
           </>
