@@ -334,9 +334,18 @@ test('workflow editor: two levels of nested branches stay readable at 1280 and 3
     }
     await page.setViewportSize({ width: 1280, height: 900 });
 
-    // A wait's timeout of 0 is the API's to refuse, with its message on the field.
+    // A timeout of 90 seconds (made through the API) shows as 90 seconds and saves back unchanged.
     await page.getByRole('button', { name: 'Edit Wait for event', exact: true }).click();
     const timeout = page.getByRole('dialog').getByLabel('Give up after (optional)');
+    assert.equal(await timeout.inputValue(), '90');
+    assert.equal(await page.getByRole('dialog').getByLabel('Timeout unit', { exact: true }).first().inputValue(), 'seconds');
+    await page.getByRole('dialog').getByRole('combobox', { name: 'Event to wait for' }).fill('paid_again');
+    await page.getByRole('dialog').getByRole('button', { name: 'Save step' }).click();
+    await page.getByRole('dialog').waitFor({ state: 'hidden' });
+    assert.deepEqual((await detail(wf.id)).steps.find((s) => s.type === 'WAIT_FOR_EVENT')?.config, { eventName: 'paid_again', timeout: 90 });
+
+    // A wait's timeout of 0 is the API's to refuse, with its message on the field.
+    await page.getByRole('button', { name: 'Edit Wait for event', exact: true }).click();
     await timeout.fill('0');
     await page.keyboard.press('Tab');
     assert.equal(await timeout.inputValue(), '0');

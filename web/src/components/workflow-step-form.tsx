@@ -15,7 +15,10 @@ import { BRANCH_LABELS, insertStep, type Slot, type Step, STEP_LABELS, STEP_TYPE
 
 type Unit = 'minutes' | 'hours' | 'days';
 const UNITS: Unit[] = ['minutes', 'hours', 'days'];
-const UNIT_SECONDS: Record<Unit, number> = { minutes: 60, hours: 3600, days: 86_400 };
+// A wait's timeout is seconds in the API: with seconds among its units any value shows as it is.
+type TimeoutUnit = 'seconds' | Unit;
+const TIMEOUT_UNITS: TimeoutUnit[] = ['seconds', ...UNITS];
+const UNIT_SECONDS: Record<TimeoutUnit, number> = { seconds: 1, minutes: 60, hours: 3600, days: 86_400 };
 
 type Values = {
   type: StepType;
@@ -28,7 +31,7 @@ type Values = {
   condition: Condition;
   eventName: string;
   timeoutAmount: number | string;
-  timeoutUnit: Unit;
+  timeoutUnit: TimeoutUnit;
   method: string;
   url: string;
   headers: string;
@@ -47,9 +50,9 @@ function toValues(type: StepType, step?: Step): Values {
   const timeoutUnit =
     timeout === null
       ? 'hours'
-      : (UNITS.slice()
+      : (TIMEOUT_UNITS.slice()
           .reverse()
-          .find((u) => timeout % UNIT_SECONDS[u] === 0) ?? 'minutes');
+          .find((u) => timeout % UNIT_SECONDS[u] === 0) ?? 'seconds');
   return {
     type,
     name: step?.name ?? '',
@@ -316,7 +319,7 @@ function StepForm({
             <Autocomplete label="Event to wait for" data={eventNames} maxLength={200} {...form.getInputProps('eventName')} />
             <Group align="flex-start" grow>
               <NumberInput label="Give up after (optional)" min={1} clampBehavior="none" allowDecimal={false} {...form.getInputProps('timeoutAmount')} />
-              <Select label="Timeout unit" allowDeselect={false} data={UNITS} {...form.getInputProps('timeoutUnit')} />
+              <Select label="Timeout unit" allowDeselect={false} data={TIMEOUT_UNITS} {...form.getInputProps('timeoutUnit')} />
             </Group>
           </>
         )}
