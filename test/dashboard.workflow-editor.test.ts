@@ -126,6 +126,21 @@ test('workflow editor: a welcome series built in the browser runs when its event
     await page.getByRole('alert').filter({ hasText: 'the trigger leads to no step' }).waitFor();
     assert.equal((await detail(workflowId)).enabled, false);
 
+    // No template: the form says so itself, without asking the API.
+    const writes: string[] = [];
+    const onRequest = (r: { method: () => string; url: () => string }) => {
+      if (r.method() !== 'GET' && r.url().includes('/workflows/')) writes.push(`${r.method()} ${r.url()}`);
+    };
+    page.on('request', onRequest);
+    await page.getByRole('button', { name: 'Add step after Trigger', exact: true }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Add step', exact: true }).click();
+    await page.getByRole('dialog').getByText('Choose a template', { exact: true }).waitFor();
+    page.off('request', onRequest);
+    assert.deepEqual(writes, []);
+    assert.equal(await page.getByRole('dialog').getByText('templateId must be').count(), 0);
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click();
+    await page.getByRole('dialog').waitFor({ state: 'hidden' });
+
     await addStep('after Trigger', 'Send email', 'Welcome', () => choose('Template', 'Welcome'));
     await addStep('after Welcome', 'Delay', 'Wait', async () => {
       await page.getByRole('dialog').getByLabel('Wait', { exact: true }).fill('30');

@@ -230,6 +230,7 @@ function StepForm({
 
   const save = useMutation({
     mutationFn: async (v: Values) => {
+      if (v.type === 'SEND_EMAIL' && !v.templateId) throw new LocalFieldError('templateId', 'Choose a template');
       const body = { name: v.name.trim() || null, config: toConfig(v) };
       if (target.mode === 'edit') await herald.workflows.updateStep(workflowId, target.step.id, body);
       else await insertStep(workflowId, target.slot, { type: v.type, ...body });
