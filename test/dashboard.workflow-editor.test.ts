@@ -84,6 +84,7 @@ async function toggleEnabled() {
 }
 
 type Detail = {
+  name: string;
   enabled: boolean;
   steps: { id: string; type: string; name: string | null; config: Record<string, unknown> }[];
   transitions: { fromStepId: string; toStepId: string; branch: string | null }[];
@@ -125,6 +126,21 @@ test('workflow editor: a welcome series built in the browser runs when its event
     await page.getByRole('alert').filter({ hasText: 'the trigger leads to no step' }).waitFor();
     assert.equal((await detail(workflowId)).enabled, false);
 
+    // No template: the form says so itself, without asking the API.
+    const writes: string[] = [];
+    const onRequest = (r: { method: () => string; url: () => string }) => {
+      if (r.method() !== 'GET' && r.url().includes('/workflows/')) writes.push(`${r.method()} ${r.url()}`);
+    };
+    page.on('request', onRequest);
+    await page.getByRole('button', { name: 'Add step after Trigger', exact: true }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Add step', exact: true }).click();
+    await page.getByRole('dialog').getByText('Choose a template', { exact: true }).waitFor();
+    page.off('request', onRequest);
+    assert.deepEqual(writes, []);
+    assert.equal(await page.getByRole('dialog').getByText('templateId must be').count(), 0);
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click();
+    await page.getByRole('dialog').waitFor({ state: 'hidden' });
+
     await addStep('after Trigger', 'Send email', 'Welcome', () => choose('Template', 'Welcome'));
     await addStep('after Welcome', 'Delay', 'Wait', async () => {
       await page.getByRole('dialog').getByLabel('Wait', { exact: true }).fill('30');
@@ -147,6 +163,12 @@ test('workflow editor: a welcome series built in the browser runs when its event
     // A step the API refuses (a delay of 400 days) shows the API's message on the field, and nothing is added.
     await page.getByRole('button', { name: 'Add step on the no branch of Is pro?', exact: true }).click();
     await choose('Step type', 'Delay');
+    // A typed 0 stays 0 (not clamped to 1 on blur) and gets the API's message.
+    await page.getByRole('dialog').getByLabel('Wait', { exact: true }).fill('0');
+    await page.keyboard.press('Tab');
+    assert.equal(await page.getByRole('dialog').getByLabel('Wait', { exact: true }).inputValue(), '0');
+    await page.getByRole('dialog').getByRole('button', { name: 'Add step', exact: true }).click();
+    await page.getByRole('dialog').getByText('amount must be at least 1').waitFor();
     await page.getByRole('dialog').getByLabel('Wait', { exact: true }).fill('400');
     await page.getByRole('dialog').getByRole('button', { name: 'Add step', exact: true }).click();
     await page.getByRole('dialog').getByText('a delay can be at most 365 days').waitFor();
@@ -230,6 +252,38 @@ test('workflow editor: a step inserted between two keeps the chain, and so does 
     await page.getByRole('dialog').getByRole('button', { name: 'Save step' }).click();
     await page.getByTestId('workflow-flow').getByText('10 minutes').waitFor();
 
+    // A dirty step form asks before Escape drops what was typed, and so does leaving the page.
+    await page.getByRole('button', { name: 'Edit Inserted' }).click();
+    const wait = page.getByRole('dialog').getByLabel('Wait', { exact: true });
+    await wait.fill('12');
+    await page.keyboard.press('Escape');
+    const ask = page.getByRole('dialog', { name: "Discard this step's changes?" });
+    await ask.getByRole('button', { name: 'Keep editing' }).click();
+    await ask.waitFor({ state: 'hidden' });
+    assert.equal(await wait.inputValue(), '12', 'Keep editing keeps what was typed');
+    await page.evaluate('history.back()');
+    await page.getByRole('dialog', { name: 'Discard unsaved changes?' }).getByRole('button', { name: 'Keep editing' }).click();
+    assert.match(page.url(), /\/edit$/);
+    await wait.focus();
+    await page.keyboard.press('Escape');
+    await ask.getByRole('button', { name: 'Discard changes' }).click();
+    await page.getByRole('dialog', { name: 'Edit Inserted' }).waitFor({ state: 'hidden' });
+    await ask.waitFor({ state: 'hidden' });
+    assert.equal((await detail(wf.id)).steps.find((s) => s.name === 'Inserted')?.config.amount, 10);
+    // A clean form closes at once.
+    await page.getByRole('button', { name: 'Edit Inserted' }).click();
+    await page.getByRole('dialog').getByLabel('Wait', { exact: true }).waitFor();
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog').waitFor({ state: 'hidden' });
+    // The trigger's form too.
+    await page.getByRole('button', { name: 'Edit trigger' }).click();
+    await page.getByRole('dialog', { name: 'Name and trigger' }).getByRole('textbox', { name: 'Name' }).fill('Chain renamed');
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog', { name: 'Discard the changes to the trigger?' }).getByRole('button', { name: 'Discard changes' }).click();
+    await page.getByRole('dialog', { name: 'Name and trigger' }).waitFor({ state: 'hidden' });
+    await page.getByRole('dialog').first().waitFor({ state: 'hidden' });
+    assert.equal((await detail(wf.id)).name, 'Chain');
+
     await page.getByRole('button', { name: 'Remove Middle' }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Remove step' }).click();
     await page.getByRole('dialog').waitFor({ state: 'hidden' });
@@ -244,5 +298,75 @@ test('workflow editor: a step inserted between two keeps the chain, and so does 
     // The chain is whole: it can be enabled.
     await toggleEnabled();
     await waitFor('the workflow enabled', async () => (await detail(wf.id)).enabled);
+  });
+});
+
+test('workflow editor: two levels of nested branches stay readable at 1280 and 390 wide', { timeout: 180_000 }, async () => {
+  await journey(page, 'workflow-editor-nested', async () => {
+    const mail = await template('Nested', 'Nested');
+    const cond = { logic: 'AND', groups: [{ filters: [{ field: 'data.plan', operator: 'equals', value: 'pro' }] }] };
+    const wf = await buildWorkflow(owner.sk, {
+      name: 'Nested',
+      eventName: 'nested',
+      enabled: false,
+      steps: [
+        { key: 'outer', type: 'CONDITION', config: cond },
+        { key: 'inner', type: 'CONDITION', config: cond },
+        { key: 'wait', type: 'WAIT_FOR_EVENT', config: { eventName: 'paid', timeout: 90 } },
+        { key: 'a', type: 'SEND_EMAIL', config: { templateId: mail } },
+        { key: 'b', type: 'SEND_EMAIL', config: { templateId: mail } },
+        { key: 'c', type: 'SEND_EMAIL', config: { templateId: mail } },
+        { key: 'd', type: 'DELAY', config: { amount: 1, unit: 'days' } },
+      ],
+      edges: [
+        ['trigger', 'outer'],
+        ['outer', 'inner', 'yes'],
+        ['outer', 'd', 'no'],
+        ['inner', 'a', 'yes'],
+        ['inner', 'wait', 'no'],
+        ['wait', 'b', 'event'],
+        ['wait', 'c', 'timeout'],
+      ],
+    });
+    for (const [width, height] of [
+      [1280, 900],
+      [390, 844],
+    ]) {
+      await page.setViewportSize({ width, height });
+      await page.goto(`${base()}/workflows/${wf.id}/edit`);
+      const cards = page.getByTestId('workflow-step');
+      await waitFor('the nested flow', async () => (await cards.count()) === 8);
+      const widths: number[] = [];
+      for (const card of await cards.all()) widths.push(Math.round((await card.boundingBox())!.width));
+      assert.ok(
+        widths.every((w) => w >= 240),
+        `every card at least 240 px wide at ${width}: ${widths.join(', ')}`,
+      );
+      // The type badges are whole (not cut to a letter).
+      for (const badge of await page.getByTestId('workflow-flow').locator('.mantine-Badge-label').all()) {
+        assert.ok(await badge.evaluate((el) => el.scrollWidth <= el.clientWidth + 1), `badge "${await badge.textContent()}" fits`);
+      }
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+
+    // A timeout of 90 seconds (made through the API) shows as 90 seconds and saves back unchanged.
+    await page.getByRole('button', { name: 'Edit Wait for event', exact: true }).click();
+    const timeout = page.getByRole('dialog').getByLabel('Give up after (optional)');
+    assert.equal(await timeout.inputValue(), '90');
+    assert.equal(await page.getByRole('dialog').getByLabel('Timeout unit', { exact: true }).first().inputValue(), 'seconds');
+    await page.getByRole('dialog').getByRole('combobox', { name: 'Event to wait for' }).fill('paid_again');
+    await page.getByRole('dialog').getByRole('button', { name: 'Save step' }).click();
+    await page.getByRole('dialog').waitFor({ state: 'hidden' });
+    assert.deepEqual((await detail(wf.id)).steps.find((s) => s.type === 'WAIT_FOR_EVENT')?.config, { eventName: 'paid_again', timeout: 90 });
+
+    // A wait's timeout of 0 is the API's to refuse, with its message on the field.
+    await page.getByRole('button', { name: 'Edit Wait for event', exact: true }).click();
+    await timeout.fill('0');
+    await page.keyboard.press('Tab');
+    assert.equal(await timeout.inputValue(), '0');
+    await page.getByRole('dialog').getByRole('button', { name: 'Save step' }).click();
+    await page.getByRole('dialog').getByText('timeout must be at least 1 second').waitFor();
+    assert.equal((await detail(wf.id)).steps.find((s) => s.type === 'WAIT_FOR_EVENT')?.config.timeout, 90);
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click();
   });
 });

@@ -6,6 +6,8 @@ import { useNavigate } from 'react-router';
 import { fieldErrors, herald } from '../api.ts';
 import { useProjectId } from '../hooks.ts';
 import { notifySuccess, showApiError } from './forms.ts';
+import { useUnsavedChangesGuard } from './UnsavedChanges.tsx';
+import { useDiscardConfirm } from './workflow-discard.tsx';
 import type { WorkflowDetail } from './workflow-graph.ts';
 
 /** A workflow's name and trigger (the API's one trigger type: a tracked or emitted event), to create or change. */
@@ -75,18 +77,34 @@ export function NewWorkflowButton() {
 }
 
 export function TriggerModal({ workflow, opened, onClose, onSaved }: { workflow: WorkflowDetail; opened: boolean; onClose: () => void; onSaved: () => void }) {
+  const discard = useDiscardConfirm(onClose, 'Discard the changes to the trigger?');
   return (
-    <Modal opened={opened} onClose={onClose} title="Name and trigger">
-      {opened && <TriggerForm workflow={workflow} onClose={onClose} onSaved={onSaved} />}
-    </Modal>
+    <>
+      <Modal opened={opened} onClose={discard.requestClose} title="Name and trigger">
+        {opened && <TriggerForm workflow={workflow} onClose={onClose} onSaved={onSaved} isDirty={discard.isDirty} />}
+      </Modal>
+      {discard.dialog}
+    </>
   );
 }
 
-function TriggerForm({ workflow, onClose, onSaved }: { workflow: WorkflowDetail; onClose: () => void; onSaved: () => void }) {
+function TriggerForm({
+  workflow,
+  onClose,
+  onSaved,
+  isDirty,
+}: {
+  workflow: WorkflowDetail;
+  onClose: () => void;
+  onSaved: () => void;
+  isDirty: { current: () => boolean };
+}) {
   const form = useForm<Values>({
     mode: 'controlled',
     initialValues: { name: workflow.name, eventName: workflow.eventName, allowReentry: workflow.allowReentry },
   });
+  isDirty.current = () => form.isDirty();
+  useUnsavedChangesGuard(() => form.isDirty());
   const [problem, setProblem] = useState<string | null>(null);
   const save = useMutation({
     mutationFn: (v: Values) => herald.workflows.update(workflow.id, v),

@@ -5,7 +5,9 @@ import { useState } from 'react';
 import { fieldErrors, herald } from '../api.ts';
 import { useFittingPageSize, useProjectId } from '../hooks.ts';
 import { type Condition, ConditionBuilder, emptyCondition, toBuilderTree } from './ConditionBuilder.tsx';
+import { useUnsavedChangesGuard } from './UnsavedChanges.tsx';
 import { useWorkflowFieldCatalog } from './workflow-condition.tsx';
+import { useDiscardConfirm } from './workflow-discard.tsx';
 import { useEventNames } from './workflow-settings.tsx';
 import { BRANCH_LABELS, insertStep, type Slot, type Step, STEP_LABELS, STEP_TYPES, type StepType } from './workflow-graph.ts';
 
@@ -13,7 +15,10 @@ import { BRANCH_LABELS, insertStep, type Slot, type Step, STEP_LABELS, STEP_TYPE
 
 type Unit = 'minutes' | 'hours' | 'days';
 const UNITS: Unit[] = ['minutes', 'hours', 'days'];
-const UNIT_SECONDS: Record<Unit, number> = { minutes: 60, hours: 3600, days: 86_400 };
+// A wait's timeout is seconds in the API: with seconds among its units any value shows as it is.
+type TimeoutUnit = 'seconds' | Unit;
+const TIMEOUT_UNITS: TimeoutUnit[] = ['seconds', ...UNITS];
+const UNIT_SECONDS: Record<TimeoutUnit, number> = { seconds: 1, minutes: 60, hours: 3600, days: 86_400 };
 
 type Values = {
   type: StepType;
@@ -26,7 +31,7 @@ type Values = {
   condition: Condition;
   eventName: string;
   timeoutAmount: number | string;
-  timeoutUnit: Unit;
+  timeoutUnit: TimeoutUnit;
   method: string;
   url: string;
   headers: string;
@@ -45,9 +50,9 @@ function toValues(type: StepType, step?: Step): Values {
   const timeoutUnit =
     timeout === null
       ? 'hours'
-      : (UNITS.slice()
+      : (TIMEOUT_UNITS.slice()
           .reverse()
-          .find((u) => timeout % UNIT_SECONDS[u] === 0) ?? 'minutes');
+          .find((u) => timeout % UNIT_SECONDS[u] === 0) ?? 'seconds');
   return {
     type,
     name: step?.name ?? '',
@@ -169,25 +174,44 @@ export function StepFormModal({
       : target
         ? `Add a step ${target.slot.branch ? `on the ${BRANCH_LABELS[target.slot.branch].toLowerCase()} branch of` : 'after'} ${target.after}`
         : '';
+  const discard = useDiscardConfirm(onClose, "Discard this step's changes?");
   return (
-    <Modal opened={target !== null} onClose={onClose} title={title} size="xl">
-      {target && (
-        <StepForm
-          key={target.mode === 'edit' ? target.step.id : `${target.slot.fromStepId}:${target.slot.branch}`}
-          workflowId={workflowId}
-          target={target}
-          onSaved={onSaved}
-          onCancel={onClose}
-        />
-      )}
-    </Modal>
+    <>
+      <Modal opened={target !== null} onClose={discard.requestClose} title={title} size="xl">
+        {target && (
+          <StepForm
+            key={target.mode === 'edit' ? target.step.id : `${target.slot.fromStepId}:${target.slot.branch}`}
+            workflowId={workflowId}
+            target={target}
+            onSaved={onSaved}
+            onCancel={onClose}
+            isDirty={discard.isDirty}
+          />
+        )}
+      </Modal>
+      {discard.dialog}
+    </>
   );
 }
 
-function StepForm({ workflowId, target, onSaved, onCancel }: { workflowId: string; target: StepTarget; onSaved: () => void; onCancel: () => void }) {
+function StepForm({
+  workflowId,
+  target,
+  onSaved,
+  onCancel,
+  isDirty,
+}: {
+  workflowId: string;
+  target: StepTarget;
+  onSaved: () => void;
+  onCancel: () => void;
+  isDirty: { current: () => boolean };
+}) {
   const projectId = useProjectId();
   const editing = target.mode === 'edit' ? target.step : undefined;
   const form = useForm<Values>({ mode: 'controlled', initialValues: toValues((editing?.type as StepType | undefined) ?? 'SEND_EMAIL', editing) });
+  isDirty.current = () => form.isDirty();
+  useUnsavedChangesGuard(() => form.isDirty());
   const [problem, setProblem] = useState<string | null>(null);
   const catalog = useWorkflowFieldCatalog(workflowId);
   const eventNames = useEventNames();
@@ -206,6 +230,7 @@ function StepForm({ workflowId, target, onSaved, onCancel }: { workflowId: strin
 
   const save = useMutation({
     mutationFn: async (v: Values) => {
+      if (v.type === 'SEND_EMAIL' && !v.templateId) throw new LocalFieldError('templateId', 'Choose a template');
       const body = { name: v.name.trim() || null, config: toConfig(v) };
       if (target.mode === 'edit') await herald.workflows.updateStep(workflowId, target.step.id, body);
       else await insertStep(workflowId, target.slot, { type: v.type, ...body });
@@ -273,7 +298,7 @@ function StepForm({ workflowId, target, onSaved, onCancel }: { workflowId: strin
         )}
         {v.type === 'DELAY' && (
           <Group align="flex-start" grow>
-            <NumberInput label="Wait" min={1} allowDecimal={false} {...form.getInputProps('amount')} />
+            <NumberInput label="Wait" min={1} clampBehavior="none" allowDecimal={false} {...form.getInputProps('amount')} />
             <Select label="Unit" allowDeselect={false} data={UNITS} {...form.getInputProps('unit')} />
           </Group>
         )}
@@ -294,8 +319,8 @@ function StepForm({ workflowId, target, onSaved, onCancel }: { workflowId: strin
           <>
             <Autocomplete label="Event to wait for" data={eventNames} maxLength={200} {...form.getInputProps('eventName')} />
             <Group align="flex-start" grow>
-              <NumberInput label="Give up after (optional)" min={1} allowDecimal={false} {...form.getInputProps('timeoutAmount')} />
-              <Select label="Timeout unit" allowDeselect={false} data={UNITS} {...form.getInputProps('timeoutUnit')} />
+              <NumberInput label="Give up after (optional)" min={1} clampBehavior="none" allowDecimal={false} {...form.getInputProps('timeoutAmount')} />
+              <Select label="Timeout unit" allowDeselect={false} data={TIMEOUT_UNITS} {...form.getInputProps('timeoutUnit')} />
             </Group>
           </>
         )}

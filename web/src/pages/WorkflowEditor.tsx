@@ -1,4 +1,4 @@
-import { Alert, Anchor, Badge, Box, Button, Card, Group, List, Modal, SimpleGrid, Stack, Switch, Text, Title } from '@mantine/core';
+import { Alert, Anchor, Badge, Box, Button, Card, Group, List, Modal, Stack, Switch, Text, Title } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { type ReactNode, useState } from 'react';
 import { Link, useParams } from 'react-router';
@@ -101,8 +101,9 @@ function StepCard({ step, flow, text, children }: { step: Step; flow: FlowProps;
       data-step-type={step.type}
       style={problem ? { borderColor: 'var(--mantine-color-red-6)' } : undefined}
     >
-      <Group justify="space-between" wrap="nowrap" align="flex-start">
-        <div style={{ minWidth: 0, flex: 1 }}>
+      {/* The buttons wrap under the text when the card is too narrow for both on one line. */}
+      <Group justify="space-between" wrap="wrap" align="flex-start" gap="xs">
+        <div style={{ minWidth: 0, flex: '1 1 12rem' }}>
           <Group gap="xs" wrap="wrap">
             <Badge variant="light">{STEP_LABELS[step.type] ?? step.type}</Badge>
             {step.name && (
@@ -115,7 +116,7 @@ function StepCard({ step, flow, text, children }: { step: Step; flow: FlowProps;
             {text ?? summary(step, flow.templateName)}
           </Text>
         </div>
-        <Group gap={4} wrap="nowrap" style={{ flexShrink: 0 }}>
+        <Group gap={4} wrap="nowrap" ml="auto">
           {children ?? (
             <>
               <Button size="compact-xs" variant="subtle" aria-label={`Edit ${stepLabel(step)}`} onClick={() => flow.onEdit(step)}>
@@ -155,6 +156,9 @@ function SlotFlow({ slot, from, flow }: { slot: Slot; from: Step; flow: FlowProp
   );
 }
 
+/** The narrowest a branch column gets; deeper nesting than fits scrolls the flow sideways. */
+const BRANCH_MIN_WIDTH = 280;
+
 function StepFlow({ step, flow }: { step: Step; flow: FlowProps }) {
   const slots = slotsOf(step, flow.transitions);
   return (
@@ -162,15 +166,17 @@ function StepFlow({ step, flow }: { step: Step; flow: FlowProps }) {
       <StepCard step={step} flow={flow} />
       {slots.length === 1 && <SlotFlow slot={slots[0]} from={step} flow={flow} />}
       {slots.length > 1 && (
-        <SimpleGrid cols={{ base: 1, sm: 2 }} spacing="sm" mt="xs">
+        // Side by side while each branch has BRANCH_MIN_WIDTH, stacked below that (by the space the
+        // branches have, not the viewport's: nested branches have less).
+        <Group gap="sm" mt="xs" align="flex-start" wrap="wrap">
           {slots.map((slot) => (
             <Box
               key={slotKey(slot)}
+              style={{ flex: `1 1 ${BRANCH_MIN_WIDTH}px`, minWidth: BRANCH_MIN_WIDTH, borderLeft: '2px solid var(--mantine-color-gray-4)' }}
               role="group"
               aria-label={`${BRANCH_LABELS[slot.branch!]} branch of ${stepLabel(step)}`}
               data-testid={`branch-${slot.branch}`}
               pl="sm"
-              style={{ borderLeft: '2px solid var(--mantine-color-gray-4)' }}
             >
               <Badge variant="outline" color={slot.branch === 'no' || slot.branch === 'timeout' ? 'gray' : 'teal.9'}>
                 {BRANCH_LABELS[slot.branch!]}
@@ -178,7 +184,7 @@ function StepFlow({ step, flow }: { step: Step; flow: FlowProps }) {
               <SlotFlow slot={slot} from={step} flow={flow} />
             </Box>
           ))}
-        </SimpleGrid>
+        </Group>
       )}
     </Stack>
   );
@@ -270,7 +276,7 @@ export function WorkflowEditorPage() {
           This workflow is enabled: a change applies to contacts as they reach the changed place.
         </Text>
       )}
-      <Box maw={880} w="100%" mx="auto" data-testid="workflow-flow">
+      <Box maw={880} w="100%" mx="auto" style={{ overflowX: 'auto' }} data-testid="workflow-flow">
         {trigger && (
           <Stack gap={0}>
             <StepCard
