@@ -19,6 +19,17 @@ export type Condition = { logic: Logic; groups: Group[] };
 
 type ValueType = 'string' | 'number' | 'boolean' | 'date';
 type Kind = ValueType | 'activity' | 'segment';
+
+/** A field's kind: its catalogue type, else activity (`event.*`, `email.*`), segment, or text. */
+export const kindByType =
+  (types: Map<string, ValueType>) =>
+  (field: string): Kind => {
+    const known = types.get(field);
+    if (known) return known;
+    if (field.startsWith('event.') || field.startsWith('email.')) return 'activity';
+    if (field.startsWith('segment.')) return 'segment';
+    return 'string';
+  };
 type Shape = 'none' | 'scalar' | 'list' | 'duration' | 'count';
 
 export const EMAIL_ACTIVITIES = ['sent', 'delivered', 'opened', 'clicked', 'bounced', 'complained'] as const;
@@ -95,14 +106,7 @@ export function useFieldCatalog(excludeSegmentId?: string): { catalog: FieldCata
     queryFn: () => herald.events.names(),
   });
   const segments = useQuery({ queryKey: [projectId, 'segments'], queryFn: () => herald.segments.list() });
-  const types = new Map((fields.data?.fields ?? []).map((f) => [f.field, f.type]));
-  const kindOf = (field: string): Kind => {
-    const known = types.get(field);
-    if (known) return known;
-    if (field.startsWith('event.') || field.startsWith('email.')) return 'activity';
-    if (field.startsWith('segment.')) return 'segment';
-    return 'string';
-  };
+  const kindOf = kindByType(new Map((fields.data?.fields ?? []).map((f) => [f.field, f.type])));
   const eventNames = (events.data?.names ?? []).map((n) => n.name).filter((n) => typeof n === 'string' && !n.startsWith('email.'));
   const catalog: FieldCatalog = {
     kindOf,

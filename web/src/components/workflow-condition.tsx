@@ -1,9 +1,7 @@
 import { useQuery } from '@tanstack/react-query';
 import { herald } from '../api.ts';
 import { useProjectId } from '../hooks.ts';
-import { EMAIL_ACTIVITIES, type FieldCatalog } from './ConditionBuilder.tsx';
-
-type Kind = ReturnType<FieldCatalog['kindOf']>;
+import { EMAIL_ACTIVITIES, type FieldCatalog, kindByType } from './ConditionBuilder.tsx';
 
 /**
  * What a CONDITION step's builder offers: GET /workflows/fields (contact fields, and `event.<key>`
@@ -20,13 +18,7 @@ export function useWorkflowFieldCatalog(workflowId: string): FieldCatalog {
   const segments = useQuery({ queryKey: [projectId, 'segments'], queryFn: () => herald.segments.list() });
   const all = fields.data?.fields ?? [{ field: 'email', type: 'string' as const, source: 'contact' as const, operators: [] }];
   const types = new Map(all.map((f) => [f.field, f.type]));
-  const kindOf = (field: string): Kind => {
-    const known = types.get(field);
-    if (known) return known;
-    if (field.startsWith('event.') || field.startsWith('email.')) return 'activity';
-    if (field.startsWith('segment.')) return 'segment';
-    return 'string';
-  };
+  const kindOf = kindByType(types);
   const eventNames = (events.data?.names ?? []).map((n) => n.name).filter((n) => !n.startsWith('email.'));
   return {
     kindOf,
