@@ -2,7 +2,7 @@ import { type SQL, count, sql } from 'drizzle-orm';
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
 import type { Database, Db } from './client.ts';
 import { hasMoreThan } from './more-than.ts';
-import { ApiError } from '../http/errors.ts';
+import { validationError } from '../http/errors.ts';
 import { type HeavyReads, boundedHeavyReadWhen, heavyReadNote } from '../http/heavy-reads.ts';
 
 /**
@@ -57,16 +57,16 @@ export function assertPageWithinBudget(bytes: number[], what: string): void {
   for (let sum = 0; fit < bytes.length && sum + bytes[fit] <= NUMBERED_PAGE_BUDGET; fit++) sum += bytes[fit];
   const mb = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MB`;
   const pageSize = Math.max(1, fit);
-  throw new ApiError(422, 'VALIDATION_ERROR', 'Request validation failed', {
-    errors: [
+  throw validationError(
+    [
       {
         field: 'pageSize',
         code: 'too_big',
         message: `These ${bytes.length} ${what} hold ${mb(total)}, more than the ${mb(NUMBERED_PAGE_BUDGET)} a page carries: ask for pageSize=${pageSize} or less`,
       },
     ],
-    details: { maxBytes: NUMBERED_PAGE_BUDGET, pageSize },
-  });
+    { details: { maxBytes: NUMBERED_PAGE_BUDGET, pageSize } },
+  );
 }
 
 /** A project's templates or campaigns past this many are listed as heavy reads: each page counts them all and walks to its offset. */

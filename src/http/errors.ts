@@ -60,7 +60,9 @@ export const busyAtLimit = (reason: string, limit: number, retryAfter: number) =
 
 export const forbidden = (message: string) => new ApiError(403, 'FORBIDDEN', message);
 
-export const validationError = (errors: FieldError[]) => new ApiError(422, 'VALIDATION_ERROR', 'Request validation failed', { errors });
+/** The 422 of a request that fails validation: its field errors, and what to do or what bounds it when known. */
+export const validationError = (errors: FieldError[], extra: { details?: Record<string, unknown>; suggestion?: string } = {}) =>
+  new ApiError(422, 'VALIDATION_ERROR', 'Request validation failed', { errors, ...extra });
 
 function capitalise(s: string) {
   const words = s.toLowerCase().split('_');

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { AppContext } from '../../context.ts';
 import { projectBilling } from '../../db/schema/billing.ts';
-import { ApiError, type FieldError } from '../../http/errors.ts';
+import { type FieldError, validationError } from '../../http/errors.ts';
 import { type Limits, bindingCap, planCapsApply, projectCapSources } from './limits.ts';
 import type { CategoryLimit } from './schemas.ts';
 import { CATEGORIES, type Category, monthUsage, periodOf } from './usage.ts';
@@ -53,8 +53,7 @@ async function assertWithinPlan(ctx: AppContext, projectId: string, input: Parti
     errors.push({ field: c, code: 'too_big', message: `At most ${ceiling}, the ${free ? 'free ' : ''}plan's monthly ${c} cap` });
   }
   if (errors.length === 0) return;
-  throw new ApiError(422, 'VALIDATION_ERROR', 'Request validation failed', {
-    errors,
+  throw validationError(errors, {
     details: { planLimits: over },
     suggestion: free
       ? "Set a cap at or below the free plan's, or null to keep it; a higher cap needs a subscription (checkout)"

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { EmailStatus, EmailType } from '../../db/schema/emails.ts';
 import { lengthFirst } from '../../http/bounded-array.ts';
-import { ApiError, fieldErrors } from '../../http/errors.ts';
+import { fieldErrors, validationError } from '../../http/errors.ts';
 import { component, envelope } from '../../http/openapi.ts';
 import { customDataSchema } from '../contacts/custom-data.ts';
 
@@ -172,10 +172,7 @@ export function parseSendBody(body: unknown): SendBody {
     i.code === 'unrecognized_keys' && i.path.length === 0 ? i.keys : i.path.length === 1 && i.path[0] === 'type' ? ['type'] : [],
   );
   const hints = unknown.flatMap((k) => (Object.hasOwn(SEND_KEY_HINTS, k) ? [`${k}: ${SEND_KEY_HINTS[k]}`] : []));
-  throw new ApiError(422, 'VALIDATION_ERROR', 'Request validation failed', {
-    errors: fieldErrors(result.error),
-    suggestion: hints.length > 0 ? hints.join('; ') : undefined,
-  });
+  throw validationError(fieldErrors(result.error), { suggestion: hints.length > 0 ? hints.join('; ') : undefined });
 }
 
 export const emailIdParams = z.object({ id: z.string().min(1).max(100) });
