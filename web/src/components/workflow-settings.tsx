@@ -61,14 +61,7 @@ export function NewWorkflowButton() {
         <form onSubmit={form.onSubmit((v) => create.mutate(v))} noValidate>
           <Stack gap="sm">
             <SettingsFields form={form} />
-            <Group justify="flex-end">
-              <Button variant="default" onClick={() => setOpened(false)}>
-                Cancel
-              </Button>
-              <Button type="submit" loading={create.isPending}>
-                Create workflow
-              </Button>
-            </Group>
+            <FormActions onCancel={() => setOpened(false)} saving={create.isPending} submit="Create workflow" />
           </Stack>
         </form>
       </Modal>
@@ -121,20 +114,29 @@ function TriggerForm({
     <form onSubmit={form.onSubmit((v) => save.mutate(v))} noValidate>
       <Stack gap="sm">
         <SettingsFields form={form} />
-        {problem && (
-          <Alert color="red" role="alert" title="Not saved">
-            {problem}
-          </Alert>
-        )}
-        <Group justify="flex-end">
-          <Button variant="default" onClick={onClose}>
-            Cancel
-          </Button>
-          <Button type="submit" loading={save.isPending}>
-            Save
-          </Button>
-        </Group>
+        <FormActions problem={problem} onCancel={onClose} saving={save.isPending} submit="Save" />
       </Stack>
     </form>
+  );
+}
+
+/** A workflow form's last row: why it was not saved (when no field holds it), Cancel, and its submit button. */
+export function FormActions({ problem, onCancel, saving, submit }: { problem?: string | null; onCancel: () => void; saving: boolean; submit: string }) {
+  return (
+    <>
+      {problem && (
+        <Alert color="red" role="alert" title="Not saved">
+          {problem}
+        </Alert>
+      )}
+      <Group justify="flex-end">
+        <Button variant="default" onClick={onCancel}>
+          Cancel
+        </Button>
+        <Button type="submit" loading={saving}>
+          {submit}
+        </Button>
+      </Group>
+    </>
   );
 }

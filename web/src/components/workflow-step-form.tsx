@@ -1,4 +1,4 @@
-import { Alert, Autocomplete, Button, Card, Group, Modal, NumberInput, SegmentedControl, Select, Stack, Text, Textarea, TextInput } from '@mantine/core';
+import { Autocomplete, Card, Group, Modal, NumberInput, SegmentedControl, Select, Stack, Text, Textarea, TextInput } from '@mantine/core';
 import { useForm } from '@mantine/form';
 import { useMutation, useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
@@ -8,7 +8,7 @@ import { type Condition, ConditionBuilder, emptyCondition, toBuilderTree } from 
 import { useUnsavedChangesGuard } from './UnsavedChanges.tsx';
 import { useWorkflowFieldCatalog } from './workflow-condition.tsx';
 import { useDiscardConfirm } from './workflow-discard.tsx';
-import { useEventNames } from './workflow-settings.tsx';
+import { FormActions, useEventNames } from './workflow-settings.tsx';
 import { BRANCH_LABELS, insertStep, type Slot, type Step, STEP_LABELS, STEP_TYPES, type StepType } from './workflow-graph.ts';
 
 /** The form of one step (add at a slot, or change one): its fields per type, the API's answer on the fields it names. */
@@ -365,19 +365,7 @@ function StepForm({
           </>
         )}
         {v.type === 'EXIT' && <TextInput label="Reason (optional)" maxLength={500} {...form.getInputProps('reason')} />}
-        {problem && (
-          <Alert color="red" role="alert" title="Not saved">
-            {problem}
-          </Alert>
-        )}
-        <Group justify="flex-end">
-          <Button variant="default" onClick={onCancel}>
-            Cancel
-          </Button>
-          <Button type="submit" loading={save.isPending}>
-            {target.mode === 'edit' ? 'Save step' : 'Add step'}
-          </Button>
-        </Group>
+        <FormActions problem={problem} onCancel={onCancel} saving={save.isPending} submit={target.mode === 'edit' ? 'Save step' : 'Add step'} />
       </Stack>
     </form>
   );
